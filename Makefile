@@ -1,0 +1,44 @@
+# ptn: the two set-up commands are `make demo` and `make test` (see README.md).
+# Every target installs what it needs first (`make deps`, quiet when all is present).
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+SANITIZE   ?= 0
+CMAKE_ARGS ?=
+
+DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev \
+  libpcre2-dev libcli11-dev nodejs npm clang libclang-rt-14-dev gnuplot-nox
+
+ifeq ($(SANITIZE),1)
+  BUILD := build-san
+  CMAKE_ARGS += -DPTN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+endif
+
+.PHONY: all deps build test bench demo clean fuzz
+
+all: build
+
+deps:
+	@scripts/install-deps.sh $(DEBIAN_PACKAGES)
+
+$(BUILD)/CMakeCache.txt:
+	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@scripts/test-setup.sh
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+bench: deps
+	@cmake -S . -B build-bench -DPTN_BUILD_BENCH=ON -DPTN_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j $(JOBS)
+	@scripts/run-bench.sh build-bench
+
+demo: build
+	@scripts/demo.sh $(BUILD)/ptn
+
+clean:
+	rm -rf build build-san build-bench build-fuzz

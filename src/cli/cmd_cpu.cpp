@@ -1,0 +1,26 @@
+// `ptn cpu`: what this machine offers the kernels.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/cpu.h"
+#include "core/threadpool.h"
+
+namespace {
+
+std::function<int()> setup(CLI::App& app) {
+  app.add_subcommand("cpu", "Show the CPU features and the SIMD level the kernels will use");
+  return [] {
+    const auto& f = ptn::cpu_features();
+    std::printf("simd level: %s (detected %s)\n", ptn::simd_level_name(ptn::simd_level()),
+                ptn::simd_level_name(ptn::detected_simd_level()));
+    std::printf("avx2 %d fma %d f16c %d avx512f %d bw %d vl %d dq %d vnni %d bf16 %d avx-vnni %d\n",
+                f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni,
+                f.avx512bf16, f.avxvnni);
+    std::printf("threads: %d\n", ptn::default_threads());
+    return 0;
+  };
+}
+
+PTN_COMMAND("cpu", setup);
+
+}  // namespace

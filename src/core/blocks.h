@@ -1,0 +1,72 @@
+// Quantized block layouts, byte for byte the same as GGUF's (ggml's block_q4_0, block_q4_K, ...),
+// so GGUF tensors are used in place. `d`/`dmin` fields are IEEE half floats stored as uint16_t.
+#pragma once
+#include <cstdint>
+
+namespace ptn {
+
+constexpr int QK4_0 = 32;
+constexpr int QK5_0 = 32;
+constexpr int QK8_0 = 32;
+constexpr int QK_K = 256;         // super-block size of the K-quants
+constexpr int K_SCALE_SIZE = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
+
+// Q4_0: 32 weights, x = d * (q - 8), q in 0..15. qs[j] holds element j (low nibble) and j+16 (high).
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[QK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// Q5_0: 32 weights, x = d * (q - 16), q in 0..31; low nibbles as Q4_0, bit 4 of element j in qh bit j.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q8_0: 32 weights, x = d * q, q in -127..127 (the quantizer never emits -128).
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[QK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// Q4_K: 256 weights in 8 sub-blocks of 32; x = d*sc[j]*q - dmin*m[j], 6-bit sc/m packed in scales[12].
+struct BlockQ4K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ4K) == 144);
+
+// Q5_K: as Q4_K with a fifth bit per weight in qh[32].
+struct BlockQ5K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ5K) == 176);
+
+// Q6_K: 256 weights in 16 sub-blocks of 16; x = d * scales[j] * (q - 32), q 6 bits (ql low 4, qh high 2).
+struct BlockQ6K {
+  uint8_t ql[QK_K / 2];
+  uint8_t qh[QK_K / 4];
+  int8_t scales[QK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6K) == 210);
+
+// Q8_K: activation blocks for the K-quant dot products; f32 scale, sums of each 16 q's.
+struct BlockQ8K {
+  float d;
+  int8_t qs[QK_K];
+  int16_t bsums[QK_K / 16];
+};
+static_assert(sizeof(BlockQ8K) == 292);
+
+}  // namespace ptn

@@ -1,0 +1,92 @@
+// ModelSpec: what ptn knows about a model after import, whatever the source (HF config.json +
+// safetensors, or GGUF). Architecture builders (src/models) turn it into a graph.
+//
+// Conventions, the same for every source:
+// - Tensor names are GGUF's canonical names ("token_embd.weight", "blk.3.attn_q.weight", ...,
+//   see canonical_names below); importers map HF names onto them.
+// - Weights are [out, in] row-major (PyTorch nn.Linear layout; GGUF dims [in, out]).
+// - Q/K projection rows are in Hugging Face order, i.e. RoPE pairs are half-split (rotate_half).
+//   A llama-architecture GGUF stores them interleaved (llama.cpp's converter permutes them);
+//   its importer undoes that permutation so both sources compute the same thing.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ptn {
+
+enum class AttnKind { Full, Window, Chunk };
+
+struct LayerAttention {
+  AttnKind kind = AttnKind::Full;
+  int64_t span = 0;        // window W (a query at p sees p-W+1..p) or chunk size C; 0 for full
+  bool use_rope = true;    // false for SmolLM3's NoPE layers (and Llama 4's global layers)
+  float rope_theta = 0;    // RoPE base of this layer (Gemma 3 local layers use their own base)
+};
+
+enum class RopeScalingType { None, Linear, Llama3, Yarn };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::None;
+  float factor = 1.0f;
+  // llama3
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int64_t original_max_position = 0;
+  // yarn
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  float attn_factor = 1.0f;  // multiplies the attention scale (mscale); 1 when unused
+};
+
+enum class Activation { SiLU, GeLUTanh, GeLU };
+
+struct ModelSpec {
+  std::string family;        // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4"
+  std::string architecture;  // as the source names it: HF "LlamaForCausalLM" or GGUF "llama"
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;               // per head, for q and k (and v)
+  int64_t max_position_embeddings = 0;
+
+  float norm_eps = 1e-5f;
+  bool norm_weight_plus_one = false;  // Gemma: RMSNorm scales by (1 + w)
+  Activation activation = Activation::SiLU;
+
+  float rope_theta = 10000.0f;
+  int64_t rope_dim = 0;               // rotated dimensions per head (== head_dim unless partial)
+  RopeScaling rope_scaling;
+
+  float attn_scale = 0;               // query scale; 0 means 1/sqrt(head_dim)
+  float attn_logit_softcap = 0;       // Gemma 2: tanh soft-capping of scores; 0 = off
+  float final_logit_softcap = 0;      // Gemma 2: soft-capping of the output logits; 0 = off
+  float embed_scale = 1.0f;           // Gemma: embeddings times sqrt(hidden_size)
+
+  bool tie_word_embeddings = false;   // no output.weight: the embedding is the classifier
+  bool attn_bias = false;             // Qwen2: q/k/v projections carry biases
+  bool qk_norm = false;               // Qwen3, Gemma 3: RMSNorm on each q and k head
+  bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
+
+  std::vector<LayerAttention> layers;  // one per layer, size n_layers
+
+  // Tensor sources: canonical name -> name in the source file(s). Fused HF tensors (Phi-3's
+  // qkv_proj and gate_up_proj) are split by the importer and appear under their canonical
+  // names; `source_notes` records such transformations for `ptn inspect`.
+  std::map<std::string, std::string> tensor_sources;
+  std::vector<std::string> source_notes;
+};
+
+// Canonical tensor names.
+std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
+
+const char* attn_kind_name(AttnKind k);
+const char* activation_name(Activation a);
+const char* rope_scaling_name(RopeScalingType t);
+
+}  // namespace ptn
