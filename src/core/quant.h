@@ -1,0 +1,53 @@
+// Row conversions between f32 and the GGUF element/block types (core/dtype.h, core/blocks.h).
+//
+// Dequantization is ggml's formula with the same float operations in the same order, so the
+// floats are bit-identical to ggml's reference dequantizers (this project is built without FMA
+// contraction in these files). Quantization follows ggml's reference quantizers (the ones
+// llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q5_0/Q8_0/
+// Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's bytes.
+//
+// Non-finite input never crashes: a block holding NaN or +-inf quantizes to a block whose scale
+// is non-finite or whose affected weights are pinned to the code of zero (see quant.cpp); the
+// values that come back from such a block are not meaningful.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ptn {
+
+// True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K).
+bool can_quantize(DType t);
+// True if dequantize_row can read type t (the above plus F64 and the integer types I8..I64).
+bool can_dequantize(DType t);
+
+// dst[0..n) = the values of src (n elements of type t). Throws InvalidArgument if n is negative
+// or not a multiple of t's block size, Unsupported if t cannot be read as floats.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// Quantizes n floats into row_bytes(t, n) bytes at dst. Throws as dequantize_row.
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+// A row-major matrix [rows, cols] of floats -> rows * row_bytes(t, cols) bytes at dst, rows
+// split over default_pool(). Returns the bytes written.
+size_t quantize_matrix(DType t, const float* src, void* dst, int64_t rows, int64_t cols);
+
+// One row of n elements of type `from` -> type `to` (through f32; a plain copy if the types are
+// equal). n must be a multiple of both block sizes.
+void convert_row(DType from, const void* src, DType to, void* dst, int64_t n);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block from its packed
+// scales[12]: sub-blocks 0..3 in the low 6 bits of bytes j and j+4; 4..7 split between the low
+// and high nibbles of bytes j+4 and the top 2 bits of bytes j-4 (scale) and j (min).
+inline void unpack_scale_min_k4(const uint8_t* scales, int j, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = scales[j] & 63;
+    m = scales[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+
+}  // namespace ptn

@@ -1,0 +1,48 @@
+// Internal to core/quant*.cpp: per-type row functions over whole blocks (nb = number of blocks)
+// and the rounding helpers they share. Callers outside core use core/quant.h.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/blocks.h"
+
+namespace ptn::quant_detail {
+
+// Round to nearest, ties to even, as ggml's nearest_int: adding 1.5 * 2^23 leaves the rounded
+// integer in the low mantissa bits. Exact for |f| <= 2^22; larger magnitudes saturate and NaN
+// gives 0 (ggml asserts instead), so no input reaches undefined behaviour.
+inline int nearest_int(float f) {
+  if (!(std::fabs(f) <= 4194303.f)) return std::isnan(f) ? 0 : (f > 0 ? 4194303 : -4194303);
+  const float v = f + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// C's float -> integer conversion (truncation toward zero) for values expected in [lo, hi];
+// NaN and out-of-range values clamp instead of being undefined.
+inline int trunc_clamped(float f, int lo, int hi) {
+  if (std::isnan(f)) return lo;
+  if (f <= static_cast<float>(lo)) return lo;
+  if (f >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(f);
+}
+
+void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb);
+void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb);
+void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb);
+void dequantize_q4_k(const BlockQ4K* x, float* y, int64_t nb);
+void dequantize_q5_k(const BlockQ5K* x, float* y, int64_t nb);
+void dequantize_q6_k(const BlockQ6K* x, float* y, int64_t nb);
+void dequantize_q8_k(const BlockQ8K* x, float* y, int64_t nb);
+
+void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb);
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb);
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb);
+void quantize_q4_k(const float* x, BlockQ4K* y, int64_t nb);
+void quantize_q5_k(const float* x, BlockQ5K* y, int64_t nb);
+void quantize_q6_k(const float* x, BlockQ6K* y, int64_t nb);
+void quantize_q8_k(const float* x, BlockQ8K* y, int64_t nb);
+
+}  // namespace ptn::quant_detail

@@ -1,0 +1,108 @@
+// Q4_0, Q5_0, Q8_0: blocks of 32 weights sharing one half-float scale d.
+// Quantization is round-to-nearest against d = (signed absmax) / -8 (Q4_0), / -16 (Q5_0) or
+// absmax / 127 (Q8_0), exactly as ggml's reference quantizers.
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "core/quant_blocks.h"
+
+namespace ptn::quant_detail {
+
+namespace {
+
+// The element of largest magnitude, with its sign (the first one on ties); 0 for an all-zero
+// block. NaN never wins the comparison, +-inf does.
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+}  // namespace
+
+void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += QK4_0) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      const int lo = (x[i].qs[j] & 0x0f) - 8;
+      const int hi = (x[i].qs[j] >> 4) - 8;
+      y[j] = static_cast<float>(lo) * d;
+      y[j + QK4_0 / 2] = static_cast<float>(hi) * d;
+    }
+  }
+}
+
+void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += QK5_0) {
+    const float d = fp16_to_f32(x[i].d);
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const int lo = ((x[i].qs[j] & 0x0f) | (((qh >> j) & 1u) << 4)) - 16;
+      const int hi = ((x[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16;
+      y[j] = static_cast<float>(lo) * d;
+      y[j + QK5_0 / 2] = static_cast<float>(hi) * d;
+    }
+  }
+}
+
+void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += QK8_0) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int j = 0; j < QK8_0; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK4_0) {
+    const float d = signed_absmax(x, QK4_0) / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int j = 0; j < QK4_0 / 2; ++j) {
+      // x*id lies in [-8, 8]; +8.5 then truncation rounds to the code 0..16, capped at 15.
+      const int q0 = trunc_clamped(x[j] * id + 8.5f, 0, 15);
+      const int q1 = trunc_clamped(x[j + QK4_0 / 2] * id + 8.5f, 0, 15);
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK5_0) {
+    const float d = signed_absmax(x, QK5_0) / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < QK5_0 / 2; ++j) {
+      const int q0 = trunc_clamped(x[j] * id + 16.5f, 0, 31);
+      const int q1 = trunc_clamped(x[j + QK5_0 / 2] * id + 16.5f, 0, 31);
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+      qh |= static_cast<uint32_t>(q0 >> 4) << j;
+      qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK5_0 / 2);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int j = 0; j < QK8_0; ++j) {
+      // round half away from zero (roundf); |x*id| <= 127 for finite input.
+      const float r = std::round(x[j] * id);
+      y[i].qs[j] = static_cast<int8_t>(std::isnan(r) ? 0 : std::fmin(127.0f, std::fmax(-127.0f, r)));
+    }
+  }
+}
+
+}  // namespace ptn::quant_detail
