@@ -1,0 +1,59 @@
+// Matrix multiplication y = x · W^T for every weight type of the engine.
+//
+//   W: [N, K] weight matrix (N output rows, K inputs), rows in one of the GGUF element/block
+//      types: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K. K must be a multiple of the
+//      type's block size (1, 32 or 256).
+//   x: [m, K] f32 activations, row-major, contiguous.
+//   y: [m, N] f32 outputs, row-major, contiguous; must not overlap x.
+//
+// ptn::ref::matmul is the readable definition: every weight dequantized with
+// ptn::dequantize_row (core/quant.h), products accumulated in double, no activation
+// quantization. ptn::matmul is the fast version: the SIMD level is simd_level() at call time,
+// rows of W are split over the threads of `pool`.
+//
+// How the fast version computes (and so how far it may differ from ref):
+//   * F32 / F16 weights: f32 products with f32 FMA accumulation (error ~1e-7 relative).
+//   * BF16 weights: the same on scalar / AVX2; on AVX-512 with BF16 dot products
+//     (simd_has_bf16()), activations are rounded to bf16 for m >= 4 rows (error ~1e-5).
+//   * Quantized weights: each activation row is quantized once per call to int8 with one f32
+//     scale per weight block (32 elements for Q4_0/Q5_0/Q8_0, 256 for the K-quants, as ggml's
+//     Q8_0 / Q8_K activations; round to nearest, scale = max|x| / 127) and the dot products
+//     are integer (AVX-512 VNNI). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
+// Scratch memory (quantized activations, decoded weight panels) is thread_local and reused:
+// after the first call of a given size no call allocates.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/threadpool.h"
+
+namespace ptn {
+
+// A weight matrix W[rows = N, cols = K]; row i starts at data + i * row_stride bytes
+// (row_stride >= row_bytes(type, cols)).
+struct WeightView {
+  DType type;
+  int64_t rows;
+  int64_t cols;
+  const void* data;
+  size_t row_stride;
+};
+
+// True if matmul accepts weights of type t.
+bool matmul_supports(DType t);
+
+// Throws ptn::Error (InvalidArgument / Unsupported) naming `op` and the shapes if w, x, m, y do
+// not describe a valid product: unknown type, K not a multiple of the block, row_stride too
+// small, null pointers, negative sizes.
+void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m, const float* y);
+
+namespace ref {
+// y[m, N] = x[m, K] · W^T, plain loops, double accumulation over dequantized weights.
+void matmul(const WeightView& w, const float* x, int64_t m, float* y);
+}  // namespace ref
+
+// Optimized: SIMD level from simd_level() at call time, multi-threaded on `pool`.
+void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+
+}  // namespace ptn

@@ -1,0 +1,125 @@
+// Internal to kernels/matmul*.cpp: the quantized-activation format, the per-type decoding of a
+// 32-element sub-block into unsigned codes, and the per-SIMD-level entry points.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "core/blocks.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "kernels/matmul.h"
+
+namespace ptn::mm {
+
+// Activations x[m, K] quantized per row: q[r*K + k] int8, one scale per group of `group`
+// elements (x ~= d * q), plus the sums of q over every 16 and every 32 elements (the offset and
+// min corrections of the weight formats need them).
+struct QuantActs {
+  int64_t m = 0, k = 0, group = 0;
+  int8_t* q = nullptr;       // [m][k]
+  float* d = nullptr;        // [m][k / group]
+  int32_t* s16 = nullptr;    // [m][k / 16]
+  int32_t* s32 = nullptr;    // [m][k / 32]
+  float* fs32 = nullptr;     // [m][k / 32], s32 as float
+  int64_t groups() const { return k / group; }
+};
+
+// Activation group size: one scale per weight block, as ggml's Q8_0 (32-element types) and
+// Q8_K (K-quants, 256) activation formats.
+inline int64_t act_group(DType t) { return traits(t).block_size; }
+
+// A 32-element sub-block of a quantized weight row as unsigned codes:
+//   w[i] = ws[i / 16] * (u[i] - off) - wm
+// off is a constant of the type (128 for Q8_0, 8 for Q4_0, 16 for Q5_0, 32 for Q6_K, 0 for
+// Q4_K/Q5_K); ws[0] == ws[1] except for Q6_K, whose scales are per 16; wm != 0 only for Q4_K/Q5_K.
+struct Codes {
+  alignas(32) uint8_t u[32];
+  float ws[2];
+  float wm;
+};
+
+template <DType T> struct WTraits;
+template <> struct WTraits<DType::Q8_0> { using Block = BlockQ8_0; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::Q4_0> { using Block = BlockQ4_0; static constexpr int kSub = 1, kOff = 8, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::Q5_0> { using Block = BlockQ5_0; static constexpr int kSub = 1, kOff = 16, kSplit = 0, kMins = 0; };
+// K-quants: kSub 32-element sub-blocks per block.
+template <> struct WTraits<DType::Q4_K> { using Block = BlockQ4K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
+template <> struct WTraits<DType::Q5_K> { using Block = BlockQ5K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
+template <> struct WTraits<DType::Q6_K> { using Block = BlockQ6K; static constexpr int kSub = 8, kOff = 32, kSplit = 1, kMins = 0; };
+
+// Decodes 32-element sub-block `s` (0..kSub-1) of block `b` into c.
+template <DType T>
+inline void decode_sub(const typename WTraits<T>::Block& b, int s, Codes& c);
+
+template <>
+inline void decode_sub<DType::Q8_0>(const BlockQ8_0& b, int, Codes& c) {
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(b.qs[i] + 128);
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::Q4_0>(const BlockQ4_0& b, int, Codes& c) {
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = b.qs[i] & 15;
+    c.u[i + 16] = b.qs[i] >> 4;
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::Q5_0>(const BlockQ5_0& b, int, Codes& c) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = static_cast<uint8_t>((b.qs[i] & 15) | (((qh >> i) & 1) << 4));
+    c.u[i + 16] = static_cast<uint8_t>((b.qs[i] >> 4) | (((qh >> (i + 16)) & 1) << 4));
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::Q4_K>(const BlockQ4K& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 32 * (s / 2);
+  const int sh = (s & 1) * 4;
+  for (int i = 0; i < 32; ++i) c.u[i] = (q[i] >> sh) & 15;
+  uint8_t sc, mn;
+  unpack_scale_min_k4(b.scales, s, sc, mn);
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d) * sc;
+  c.wm = fp16_to_f32(b.dmin) * mn;
+}
+template <>
+inline void decode_sub<DType::Q5_K>(const BlockQ5K& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 32 * (s / 2);
+  const int sh = (s & 1) * 4;
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(((q[i] >> sh) & 15) | (((b.qh[i] >> s) & 1) << 4));
+  uint8_t sc, mn;
+  unpack_scale_min_k4(b.scales, s, sc, mn);
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d) * sc;
+  c.wm = fp16_to_f32(b.dmin) * mn;
+}
+template <>
+inline void decode_sub<DType::Q6_K>(const BlockQ6K& b, int s, Codes& c) {
+  // Elements 128h + 32i + l (h = s/4, i = s%4): low 4 bits from ql (nibble i/2 of byte
+  // 64h + 32(i%2) + l), high 2 bits from bits 2i..2i+1 of qh[32h + l].
+  const int h = s / 4, i = s % 4;
+  const uint8_t* ql = b.ql + 64 * h + 32 * (i % 2);
+  const uint8_t* qh = b.qh + 32 * h;
+  const int lsh = (i / 2) * 4, hsh = 2 * i;
+  for (int l = 0; l < 32; ++l)
+    c.u[l] = static_cast<uint8_t>(((ql[l] >> lsh) & 15) | (((qh[l] >> hsh) & 3) << 4));
+  const float d = fp16_to_f32(b.d);
+  c.ws[0] = d * b.scales[2 * s];
+  c.ws[1] = d * b.scales[2 * s + 1];
+  c.wm = 0;
+}
+
+// Per-level entry points. quantize_acts fills rows [r0, r1) of qa from x (row stride qa.k).
+// matmul_range computes y[:, n0:n1) (y row stride w.rows) from x (float types) or qa.
+void quantize_acts_scalar(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
+void quantize_acts_avx2(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
+void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
+void matmul_range_scalar(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+
+}  // namespace ptn::mm

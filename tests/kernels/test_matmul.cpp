@@ -1,0 +1,259 @@
+// matmul: the reference against independent expectations, then the optimized kernels (every
+// SIMD level of this machine, 1 and 2 threads, odd shapes) against the reference by NMSE.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "kernels/matmul.h"
+
+namespace ptn {
+namespace {
+
+struct Matrix {
+  DType type;
+  int64_t rows, cols;
+  size_t stride;
+  std::vector<uint8_t> bytes;
+  std::vector<float> source;  // the floats the rows were quantized from
+  WeightView view() const { return {type, rows, cols, bytes.data(), stride}; }
+};
+
+// Random weights N(0, 1) of type t, rows padded by `pad` bytes.
+Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0) {
+  Matrix w{t, n, k, row_bytes(t, k) + pad, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  w.source.resize(static_cast<size_t>(n * k));
+  for (auto& v : w.source) v = dist(rng);
+  w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
+  for (int64_t i = 0; i < n; ++i) quantize_row(t, w.source.data() + i * k, w.bytes.data() + i * w.stride, k);
+  return w;
+}
+
+std::vector<float> make_x(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = dist(rng);
+  // A few outliers per row, as real activations have.
+  for (int64_t r = 0; r < m; ++r) x[r * k + (r * 7) % k] *= 8.f;
+  return x;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    num += e * e;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Squared error of y = x · W^T relative to the power a dot product of x's and W's rows has when
+// they are unrelated: sum ||x_r||^2 ||w_n||^2 / K. Unlike plain NMSE this stays meaningful
+// when a few outputs happen to cancel to nearly zero (n = 1, m = 1 shapes).
+double rel_error(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& x,
+                 const std::vector<float>& wsrc, int64_t m, int64_t n, int64_t k) {
+  double xs = 0, ws = 0, num = 0;
+  for (float v : x) xs += static_cast<double>(v) * v;
+  for (float v : wsrc) ws += static_cast<double>(v) * v;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    num += e * e;
+  }
+  const double den = xs * ws / static_cast<double>(k);
+  return den > 0 ? num / den : num;
+}
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> out;
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
+    if (static_cast<int>(l) <= static_cast<int>(detected_simd_level())) out.push_back(l);
+  return out;
+}
+
+struct SimdCapReset {
+  ~SimdCapReset() { set_simd_cap(SimdLevel::AVX512); }
+};
+
+const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0,
+                           DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// ---- reference ------------------------------------------------------------------------------
+
+TEST(MatmulRef, F32SmallIntegersExact) {
+  // W = [[1,2,3],[4,5,6]], x = [[1,0,-1],[2,1,0]] -> y = [[-2,-2],[4,13]].
+  const float wd[] = {1, 2, 3, 4, 5, 6};
+  const float x[] = {1, 0, -1, 2, 1, 0};
+  float y[4] = {};
+  ref::matmul({DType::F32, 2, 3, wd, 12}, x, 2, y);
+  EXPECT_EQ(y[0], -2.f);
+  EXPECT_EQ(y[1], -2.f);
+  EXPECT_EQ(y[2], 4.f);
+  EXPECT_EQ(y[3], 13.f);
+}
+
+TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
+  // Build Q8_0 blocks by hand: row i, element j has q = (i * 37 + j * 11) % 255 - 127, d = 0.5 + i.
+  const int64_t n = 3, k = 64;
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(n * k / 32));
+  std::vector<float> dense(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      BlockQ8_0& blk = blocks[i * (k / 32) + b];
+      blk.d = f32_to_fp16(0.5f + static_cast<float>(i));
+      for (int j = 0; j < 32; ++j) {
+        const int q = static_cast<int>((i * 37 + (b * 32 + j) * 11) % 255) - 127;
+        blk.qs[j] = static_cast<int8_t>(q);
+        dense[i * k + b * 32 + j] = (0.5f + static_cast<float>(i)) * static_cast<float>(q);
+      }
+    }
+  const std::vector<float> x = make_x(2, k, 5);
+  std::vector<float> y(6);
+  ref::matmul({DType::Q8_0, n, k, blocks.data(), (k / 32) * sizeof(BlockQ8_0)}, x.data(), 2, y.data());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int64_t j = 0; j < k; ++j) want += static_cast<double>(x[r * k + j]) * dense[i * k + j];
+      EXPECT_NEAR(y[r * n + i], want, 1e-4 * std::fabs(want) + 1e-4) << "r=" << r << " i=" << i;
+    }
+}
+
+TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
+  // The quantized weights differ from their source floats by the format's rounding only.
+  const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3};
+  int idx = 0;
+  for (DType t : kAllTypes) {
+    const int64_t k = 512, n = 8, m = 2;
+    Matrix w = make_weights(t, n, k, 11);
+    const std::vector<float> x = make_x(m, k, 12);
+    std::vector<float> y(m * n), want(m * n);
+    ref::matmul(w.view(), x.data(), m, y.data());
+    ref::matmul({DType::F32, n, k, w.source.data(), static_cast<size_t>(k) * 4}, x.data(), m, want.data());
+    EXPECT_LT(nmse(y, want), tol[idx]) << dtype_name(t);
+    ++idx;
+  }
+}
+
+// ---- optimized against reference ----------------------------------------------------------
+
+double threshold(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: return 1e-10;
+    case DType::BF16: return 1e-4;  // AVX-512 BF16 dot products round activations to bf16
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return 1.5e-3;  // 8-bit activations, one scale per 256 (the x rows have 8x outliers)
+    default: return 5e-4;  // 8-bit activations, one scale per 32
+  }
+}
+
+void check_type(DType t, const std::vector<int64_t>& ks) {
+  SimdCapReset reset;
+  ThreadPool pool1(1), pool2(2);
+  const int64_t ms[] = {1, 3, 17, 64};
+  const int64_t ns[] = {1, 67, 96};
+  uint32_t seed = 100;
+  for (int64_t k : ks)
+    for (int64_t n : ns) {
+      Matrix w = make_weights(t, n, k, seed++, n == 67 ? 48 : 0);
+      for (int64_t m : ms) {
+        const std::vector<float> x = make_x(m, k, seed++);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        ref::matmul(w.view(), x.data(), m, want.data());
+        for (SimdLevel level : levels()) {
+          set_simd_cap(level);
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            std::vector<float> got(static_cast<size_t>(m * n), -1.f);
+            matmul(w.view(), x.data(), m, got.data(), *pool);
+            EXPECT_LT(rel_error(got, want, x, w.source, m, n, k), threshold(t))
+                << dtype_name(t) << " " << simd_level_name(level) << " threads=" << pool->size() << " m=" << m
+                << " n=" << n << " k=" << k;
+            // Called twice: scratch reuse must not change the result.
+            std::vector<float> again(static_cast<size_t>(m * n), -2.f);
+            matmul(w.view(), x.data(), m, again.data(), *pool);
+            EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * 4)) << dtype_name(t);
+          }
+        }
+      }
+    }
+}
+
+TEST(Matmul, F32) { check_type(DType::F32, {1, 7, 300}); }
+TEST(Matmul, F16) { check_type(DType::F16, {1, 33, 520}); }
+TEST(Matmul, BF16) { check_type(DType::BF16, {2, 35, 520}); }
+TEST(Matmul, Q8_0) { check_type(DType::Q8_0, {32, 160, 512}); }
+TEST(Matmul, Q4_0) { check_type(DType::Q4_0, {32, 160, 512}); }
+TEST(Matmul, Q5_0) { check_type(DType::Q5_0, {32, 160, 512}); }
+TEST(Matmul, Q4_K) { check_type(DType::Q4_K, {256, 768}); }
+TEST(Matmul, Q5_K) { check_type(DType::Q5_K, {256, 768}); }
+TEST(Matmul, Q6_K) { check_type(DType::Q6_K, {256, 768}); }
+
+TEST(Matmul, LargerPrefillShapeEveryType) {
+  // Enough rows and columns for the blocked paths to use several K chunks and row tiles.
+  SimdCapReset reset;
+  ThreadPool pool(2);
+  for (DType t : kAllTypes) {
+    const int64_t m = 70, n = 100, k = 2560;
+    Matrix w = make_weights(t, n, k, 7);
+    const std::vector<float> x = make_x(m, k, 8);
+    std::vector<float> want(m * n), got(m * n);
+    ref::matmul(w.view(), x.data(), m, want.data());
+    for (SimdLevel level : levels()) {
+      set_simd_cap(level);
+      matmul(w.view(), x.data(), m, got.data(), pool);
+      EXPECT_LT(nmse(got, want), threshold(t)) << dtype_name(t) << " " << simd_level_name(level);
+      EXPECT_LT(rel_error(got, want, x, w.source, m, n, k), threshold(t)) << dtype_name(t);
+    }
+  }
+}
+
+TEST(Matmul, EmptyShapes) {
+  ThreadPool pool(2);
+  const float wd[4] = {1, 2, 3, 4};
+  float y[2] = {5, 5};
+  matmul({DType::F32, 2, 0, wd, 0}, wd, 1, y, pool);  // K = 0: y = 0
+  EXPECT_EQ(y[0], 0.f);
+  EXPECT_EQ(y[1], 0.f);
+  matmul({DType::F32, 2, 2, wd, 8}, wd, 0, y, pool);  // m = 0: nothing to do
+}
+
+void expect_error(const WeightView& w, const float* x, int64_t m, float* y, const std::string& needle) {
+  ThreadPool pool(1);
+  for (int pass = 0; pass < 2; ++pass) {
+    try {
+      if (pass == 0) matmul(w, x, m, y, pool);
+      else ref::matmul(w, x, m, y);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("matmul"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(Matmul, BadShapesThrow) {
+  std::vector<uint8_t> buf(4096);
+  std::vector<float> x(1024), y(64);
+  expect_error({DType::Q8_0, 2, 33, buf.data(), 64}, x.data(), 1, y.data(), "K = 33");
+  expect_error({DType::Q4_K, 2, 128, buf.data(), 144}, x.data(), 1, y.data(), "K = 128");
+  expect_error({DType::Q8_0, 2, 64, nullptr, 68}, x.data(), 1, y.data(), "null weight data");
+  expect_error({DType::F32, 2, 64, buf.data(), 256}, nullptr, 1, y.data(), "null x");
+  expect_error({DType::F32, 2, 64, buf.data(), 256}, x.data(), 1, nullptr, "null y");
+  expect_error({DType::F32, 2, 64, buf.data(), 100}, x.data(), 1, y.data(), "row_stride");
+  expect_error({DType::Q8_K, 2, 256, buf.data(), 292}, x.data(), 1, y.data(), "not supported");
+  expect_error({DType::F32, -1, 64, buf.data(), 256}, x.data(), 1, y.data(), "negative");
+}
+
+}  // namespace
+}  // namespace ptn
