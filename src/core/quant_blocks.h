@@ -21,9 +21,9 @@ inline int nearest_int(float f) {
 }
 
 // C's float -> integer conversion (truncation toward zero) for values expected in [lo, hi];
-// NaN and out-of-range values clamp instead of being undefined.
-inline int trunc_clamped(float f, int lo, int hi) {
-  if (std::isnan(f)) return lo;
+// out-of-range values clamp and NaN gives if_nan, instead of being undefined.
+inline int trunc_clamped(float f, int lo, int hi, int if_nan) {
+  if (std::isnan(f)) return if_nan;
   if (f <= static_cast<float>(lo)) return lo;
   if (f >= static_cast<float>(hi)) return hi;
   return static_cast<int>(f);

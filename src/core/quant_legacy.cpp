@@ -66,8 +66,9 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
     y[i].d = f32_to_fp16(d);
     for (int j = 0; j < QK4_0 / 2; ++j) {
       // x*id lies in [-8, 8]; +8.5 then truncation rounds to the code 0..16, capped at 15.
-      const int q0 = trunc_clamped(x[j] * id + 8.5f, 0, 15);
-      const int q1 = trunc_clamped(x[j + QK4_0 / 2] * id + 8.5f, 0, 15);
+      // A NaN weight takes the code of zero (8).
+      const int q0 = trunc_clamped(x[j] * id + 8.5f, 0, 15, 8);
+      const int q1 = trunc_clamped(x[j + QK4_0 / 2] * id + 8.5f, 0, 15, 8);
       y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
   }
@@ -80,8 +81,8 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
     y[i].d = f32_to_fp16(d);
     uint32_t qh = 0;
     for (int j = 0; j < QK5_0 / 2; ++j) {
-      const int q0 = trunc_clamped(x[j] * id + 16.5f, 0, 31);
-      const int q1 = trunc_clamped(x[j + QK5_0 / 2] * id + 16.5f, 0, 31);
+      const int q0 = trunc_clamped(x[j] * id + 16.5f, 0, 31, 16);
+      const int q1 = trunc_clamped(x[j + QK5_0 / 2] * id + 16.5f, 0, 31, 16);
       y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
       qh |= static_cast<uint32_t>(q0 >> 4) << j;
       qh |= static_cast<uint32_t>(q1 >> 4) << (j + QK5_0 / 2);

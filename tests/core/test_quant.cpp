@@ -1,0 +1,740 @@
+// Tests of core/quant.h: block decoding against hand-written element formulas, round-trip
+// error bounds (ggml's test-quantize-fns metric), edge cases, and bytes written by llama.cpp's
+// own quantizer (models/stories260K/quantized/*.gguf) against our quantizer and dequantizer.
+#include "core/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/reader.h"
+#include "core/threadpool.h"
+
+namespace ptn {
+namespace {
+
+const DType kQuantTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
+                             DType::Q5_K, DType::Q6_K, DType::Q8_K};
+
+std::vector<float> randn(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));
+  quantize_row(t, x.data(), q.data(), static_cast<int64_t>(x.size()));
+  return q;
+}
+
+std::vector<float> dequantize(DType t, const std::vector<uint8_t>& q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  dequantize_row(t, q.data(), y.data(), n);
+  return y;
+}
+
+// Sets a random but finite half-float scale (exponent limited so no inf/NaN) in a block.
+uint16_t finite_half(std::mt19937& rng) {
+  uint16_t h = static_cast<uint16_t>(rng());
+  if (((h >> 10) & 0x1f) == 0x1f) h = static_cast<uint16_t>(h & ~0x4000u);  // clear top exponent bit
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization against element-by-element formulas written from the format description
+// (GGUF / ggml block layouts), independent of the block-loop structure in quant_*.cpp.
+
+TEST(Dequantize, Q4_0ElementFormula) {
+  std::mt19937 rng(1);
+  std::vector<BlockQ4_0> b(8);
+  auto raw = random_bytes(sizeof(BlockQ4_0) * b.size(), 2);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng);
+  std::vector<float> y(b.size() * 32);
+  dequantize_row(DType::Q4_0, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e) {
+    const BlockQ4_0& blk = b[e / 32];
+    const int j = static_cast<int>(e % 32);
+    const int q = j < 16 ? (blk.qs[j] & 15) : (blk.qs[j - 16] >> 4);
+    EXPECT_EQ(y[e], static_cast<float>(q - 8) * fp16_to_f32(blk.d)) << "element " << e;
+  }
+}
+
+TEST(Dequantize, Q5_0ElementFormula) {
+  std::mt19937 rng(3);
+  std::vector<BlockQ5_0> b(8);
+  auto raw = random_bytes(sizeof(BlockQ5_0) * b.size(), 4);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng);
+  std::vector<float> y(b.size() * 32);
+  dequantize_row(DType::Q5_0, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e) {
+    const BlockQ5_0& blk = b[e / 32];
+    const int j = static_cast<int>(e % 32);
+    const int lo = j < 16 ? (blk.qs[j] & 15) : (blk.qs[j - 16] >> 4);
+    const int hi = (blk.qh[j / 8] >> (j % 8)) & 1;  // qh is a little-endian 32-bit mask
+    EXPECT_EQ(y[e], static_cast<float>(lo + 16 * hi - 16) * fp16_to_f32(blk.d)) << "element " << e;
+  }
+}
+
+TEST(Dequantize, Q8_0ElementFormula) {
+  std::mt19937 rng(5);
+  std::vector<BlockQ8_0> b(8);
+  auto raw = random_bytes(sizeof(BlockQ8_0) * b.size(), 6);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng);
+  std::vector<float> y(b.size() * 32);
+  dequantize_row(DType::Q8_0, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e)
+    EXPECT_EQ(y[e], static_cast<float>(b[e / 32].qs[e % 32]) * fp16_to_f32(b[e / 32].d));
+}
+
+// 6-bit scale/min of sub-block j of a Q4_K/Q5_K block, read bit by bit from the 96-bit field
+// as the format describes it: sub-blocks 0-3 keep scale and min in the low 6 bits of bytes
+// 0-3 / 4-7; sub-blocks 4-7 keep the low 4 bits in the nibbles of bytes 8-11 and the high 2
+// bits in the top 2 bits of bytes 0-3 (scale) / 4-7 (min).
+void scale_min_bits(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] % 64;
+    m = s[4 + j] % 64;
+  } else {
+    sc = (s[8 + (j - 4)] % 16) + 16 * (s[j - 4] / 64);
+    m = (s[8 + (j - 4)] / 16) + 16 * (s[j] / 64);
+  }
+}
+
+TEST(Dequantize, Q4_KElementFormula) {
+  std::mt19937 rng(7);
+  std::vector<BlockQ4K> b(4);
+  auto raw = random_bytes(sizeof(BlockQ4K) * b.size(), 8);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng), blk.dmin = finite_half(rng);
+  std::vector<float> y(b.size() * 256);
+  dequantize_row(DType::Q4_K, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e) {
+    const BlockQ4K& blk = b[e / 256];
+    const int k = static_cast<int>(e % 256), sub = k / 32;
+    const uint8_t byte = blk.qs[32 * (k / 64) + k % 32];
+    const int q = (sub % 2 == 0) ? (byte & 15) : (byte >> 4);
+    int sc, m;
+    scale_min_bits(blk.scales, sub, sc, m);
+    const float expect = fp16_to_f32(blk.d) * static_cast<float>(sc) * static_cast<float>(q) -
+                         fp16_to_f32(blk.dmin) * static_cast<float>(m);
+    EXPECT_EQ(y[e], expect) << "element " << e;
+  }
+}
+
+TEST(Dequantize, Q5_KElementFormula) {
+  std::mt19937 rng(9);
+  std::vector<BlockQ5K> b(4);
+  auto raw = random_bytes(sizeof(BlockQ5K) * b.size(), 10);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng), blk.dmin = finite_half(rng);
+  std::vector<float> y(b.size() * 256);
+  dequantize_row(DType::Q5_K, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e) {
+    const BlockQ5K& blk = b[e / 256];
+    const int k = static_cast<int>(e % 256), sub = k / 32;
+    const uint8_t byte = blk.qs[32 * (k / 64) + k % 32];
+    const int lo = (sub % 2 == 0) ? (byte & 15) : (byte >> 4);
+    const int hi = (blk.qh[k % 32] >> sub) & 1;  // bit `sub` of qh[k % 32]
+    int sc, m;
+    scale_min_bits(blk.scales, sub, sc, m);
+    const float expect = fp16_to_f32(blk.d) * static_cast<float>(sc) * static_cast<float>(lo + 16 * hi) -
+                         fp16_to_f32(blk.dmin) * static_cast<float>(m);
+    EXPECT_EQ(y[e], expect) << "element " << e;
+  }
+}
+
+TEST(Dequantize, Q6_KElementFormula) {
+  std::mt19937 rng(11);
+  std::vector<BlockQ6K> b(4);
+  auto raw = random_bytes(sizeof(BlockQ6K) * b.size(), 12);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng);
+  std::vector<float> y(b.size() * 256);
+  dequantize_row(DType::Q6_K, b.data(), y.data(), static_cast<int64_t>(y.size()));
+  for (size_t e = 0; e < y.size(); ++e) {
+    const BlockQ6K& blk = b[e / 256];
+    const int k = static_cast<int>(e % 256);
+    const int half = k / 128, r = k % 128, quarter = r / 32, l = r % 32;
+    // ql: 64 bytes per half; quarters 0/1 use low nibbles of bytes l / l+32, quarters 2/3 the high.
+    const uint8_t qlb = blk.ql[64 * half + l + (quarter % 2) * 32];
+    const int low = quarter < 2 ? (qlb & 15) : (qlb >> 4);
+    const int high = (blk.qh[32 * half + l] >> (2 * quarter)) & 3;
+    const int q = low + 16 * high - 32;
+    const float expect = fp16_to_f32(blk.d) * static_cast<float>(blk.scales[k / 16]) * static_cast<float>(q);
+    EXPECT_EQ(y[e], expect) << "element " << e;
+  }
+}
+
+TEST(Dequantize, Q8_KAndPlainTypes) {
+  BlockQ8K b{};
+  b.d = 0.25f;
+  for (int j = 0; j < 256; ++j) b.qs[j] = static_cast<int8_t>(j - 128);
+  std::vector<float> y(256);
+  dequantize_row(DType::Q8_K, &b, y.data(), 256);
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], 0.25f * static_cast<float>(j - 128));
+
+  const uint16_t halves[3] = {0x3c00, 0xc000, 0x0001};  // 1, -2, smallest subnormal
+  float h[3];
+  dequantize_row(DType::F16, halves, h, 3);
+  EXPECT_EQ(h[0], 1.0f);
+  EXPECT_EQ(h[1], -2.0f);
+  EXPECT_EQ(h[2], std::ldexp(1.0f, -24));
+  const uint16_t bf[2] = {0x3f80, 0xc0a0};  // 1, -5
+  dequantize_row(DType::BF16, bf, h, 2);
+  EXPECT_EQ(h[0], 1.0f);
+  EXPECT_EQ(h[1], -5.0f);
+  const int32_t ints[2] = {-7, 1 << 20};
+  dequantize_row(DType::I32, ints, h, 2);
+  EXPECT_EQ(h[0], -7.0f);
+  EXPECT_EQ(h[1], 1048576.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checking.
+
+TEST(QuantArgs, RowLengthMustBeWholeBlocks) {
+  std::vector<float> x(300, 1.0f), y(300);
+  std::vector<uint8_t> q(4096);
+  for (DType t : kQuantTypes) {
+    const int64_t bs = traits(t).block_size;
+    try {
+      quantize_row(t, x.data(), q.data(), bs + 1);
+      FAIL() << "no error for " << dtype_name(t);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+    EXPECT_THROW(dequantize_row(t, q.data(), y.data(), bs - 1), Error);
+    EXPECT_THROW(dequantize_row(t, q.data(), y.data(), -bs), Error);
+    EXPECT_THROW(quantize_matrix(t, x.data(), q.data(), 1, bs + 2), Error);
+    EXPECT_THROW(convert_row(DType::F32, x.data(), t, q.data(), bs / 2), Error);
+  }
+  // Zero-length rows are fine and touch nothing.
+  EXPECT_NO_THROW(quantize_row(DType::Q4_K, nullptr, nullptr, 0));
+  EXPECT_NO_THROW(dequantize_row(DType::Q6_K, nullptr, nullptr, 0));
+  EXPECT_THROW(quantize_row(DType::Q8_0, nullptr, q.data(), 32), Error);
+  // Types without a quantizer.
+  try {
+    quantize_row(DType::I32, x.data(), q.data(), 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  }
+  EXPECT_THROW(dequantize_row(static_cast<DType>(99), q.data(), y.data(), 4), Error);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Round-trip error.
+
+// The format whose blocks a weight type is multiplied with (ggml's vec_dot_type).
+DType dot_partner(DType t) {
+  return (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0) ? DType::Q8_0 : DType::Q8_K;
+}
+
+double rel_rms(const std::vector<float>& x, const std::vector<float>& y) {
+  double se = 0, sx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    se += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+    sx += double(x[i]) * x[i];
+  }
+  return std::sqrt(se / sx);
+}
+
+// ggml's tests/test-quantize-fns.cpp measures, on 4096 values 0.1 + 2 cos(i + offset):
+// "rmse" = sqrt(sum of squared errors) / n (so an error of e per value scores e / sqrt(n)),
+// allowed below 0.002; and the dot product of the quantized pair (weights in type t,
+// activations in its dot partner) minus the f32 dot, divided by n, allowed below 0.02.
+std::vector<float> ggml_test_pattern(float offset, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(0.1 + 2 * std::cos(static_cast<float>(i) + offset));
+  return v;
+}
+
+class RoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RoundTrip, GgmlMetricOnTheCosinePattern) {
+  const DType t = GetParam();
+  const size_t n = 32 * 128;
+  const auto a = ggml_test_pattern(0.0f, n), b = ggml_test_pattern(1.0f, n);
+  const auto qa = dequantize(t, quantize(t, a), static_cast<int64_t>(n));
+  double se = 0;
+  for (size_t i = 0; i < n; ++i) se += (double(a[i]) - qa[i]) * (double(a[i]) - qa[i]);
+  const double total_error = std::sqrt(se) / static_cast<double>(n);
+  RecordProperty("ggml_total_error", std::to_string(total_error));
+  EXPECT_LT(total_error, 0.002) << dtype_name(t);
+
+  const DType p = dot_partner(t);
+  const auto qb = dequantize(p, quantize(p, b), static_cast<int64_t>(n));
+  double dq = 0, dref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    dq += double(qa[i]) * qb[i];
+    dref += double(a[i]) * b[i];
+  }
+  RecordProperty("ggml_dot_error", std::to_string(std::fabs(dq - dref) / static_cast<double>(n)));
+  EXPECT_LT(std::fabs(dq - dref) / static_cast<double>(n), 0.02) << dtype_name(t);
+}
+
+TEST_P(RoundTrip, RelativeRmsOnGaussianData) {
+  // Expected relative RMS error for N(0,1) weights: a uniform rounding error of step/sqrt(12),
+  // the step being the block's range over its number of levels. Upper bounds with ~25% margin
+  // over the measured values (in parentheses).
+  const DType t = GetParam();
+  const std::map<DType, double> bound = {
+      {DType::Q4_0, 0.107},   // (0.0858)
+      {DType::Q5_0, 0.053},   // (0.0426)
+      {DType::Q8_0, 0.0067},  // (0.00536)
+      {DType::Q4_K, 0.089},   // (0.0712)
+      {DType::Q5_K, 0.045},   // (0.0361)
+      {DType::Q6_K, 0.022},   // (0.0176)
+      {DType::Q8_K, 0.0085},  // (0.0068)
+  };
+  const auto x = randn(256 * 64, 42);
+  const auto y = dequantize(t, quantize(t, x), static_cast<int64_t>(x.size()));
+  const double e = rel_rms(x, y);
+  RecordProperty("rel_rms", std::to_string(e));
+  EXPECT_LT(e, bound.at(t)) << dtype_name(t);
+  // Scale invariance: the same data times 2^10 quantizes to the same codes with scales x 2^10.
+  std::vector<float> big(x);
+  for (auto& v : big) v *= 1024.0f;
+  const auto yb = dequantize(t, quantize(t, big), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(yb[i], y[i] * 1024.0f) << dtype_name(t) << " element " << i;
+}
+
+TEST_P(RoundTrip, ZeroAndConstantBlocks) {
+  const DType t = GetParam();
+  const int64_t n = 512;
+  const std::vector<float> zeros(n, 0.0f);
+  const auto qz = quantize(t, zeros);
+  for (float v : dequantize(t, qz, n)) ASSERT_EQ(v, 0.0f) << dtype_name(t);
+  // (Small magnitudes lose precision in the f16 scales: Q6_K's d is about absmax / 4096, subnormal
+  // below absmax ~0.25, as in ggml.)
+  for (float c : {0.5f, -3.0f, 100.0f}) {
+    const std::vector<float> x(n, c);
+    for (float v : dequantize(t, quantize(t, x), n))
+      ASSERT_NEAR(v, c, std::fabs(c) * 2e-3) << dtype_name(t) << " constant " << c;
+  }
+}
+
+TEST_P(RoundTrip, NonFiniteInputDoesNotCrash) {
+  // Documented behaviour (quant.h): no crash, no exception; the blocks holding NaN/inf come back
+  // with non-finite or meaningless values, other blocks are unaffected.
+  const DType t = GetParam();
+  auto x = randn(512, 7);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[300] = std::numeric_limits<float>::infinity();
+  x[301] = -std::numeric_limits<float>::infinity();
+  std::vector<float> y;
+  ASSERT_NO_THROW(y = dequantize(t, quantize(t, x), 512));
+  // Blocks without non-finite input (the second 32-block of the first 256) are as usual.
+  auto clean = x;
+  clean[3] = 0.0f;
+  clean[300] = clean[301] = 0.0f;
+  const auto yc = dequantize(t, quantize(t, clean), 512);
+  if (traits(t).block_size == 32) {
+    for (int i = 32; i < 256; ++i) ASSERT_EQ(y[i], yc[i]) << dtype_name(t) << " element " << i;
+    // Round-to-nearest types give a NaN weight the code of zero; its neighbours are unharmed.
+    EXPECT_EQ(y[3], 0.0f) << dtype_name(t);
+    for (int i = 0; i < 32; ++i) if (i != 3) EXPECT_EQ(y[i], yc[i]) << dtype_name(t) << " element " << i;
+  }
+  if (t == DType::Q8_K) {
+    EXPECT_EQ(y[3], 0.0f);  // NaN -> 0, the scale comes from the finite values
+    for (int i = 0; i < 256; ++i) if (i != 3) EXPECT_EQ(y[i], yc[i]) << " element " << i;
+  }
+}
+
+TEST_P(RoundTrip, ScalesBeyondHalfRangeSaturate) {
+  // d is an f16 (except Q8_K's f32): a block whose scale exceeds 65504 stores d = inf (as ggml);
+  // blocks within range are unaffected. Q8_0 reaches that at |x| ~ 65504 * 127.
+  const DType t = GetParam();
+  auto x = randn(512, 9);
+  for (int i = 0; i < 256; ++i) x[i] *= 1e12f;
+  std::vector<float> y;
+  ASSERT_NO_THROW(y = dequantize(t, quantize(t, x), 512));
+  bool any_nonfinite = false;
+  for (int i = 0; i < 256; ++i) any_nonfinite |= !std::isfinite(y[i]);
+  EXPECT_EQ(any_nonfinite, t != DType::Q8_K) << dtype_name(t);
+  const std::vector<float> tail(x.begin() + 256, x.end());
+  const auto yt = dequantize(t, quantize(t, tail), 256);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(y[256 + i], yt[i]) << dtype_name(t);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip, ::testing::ValuesIn(kQuantTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(RoundTrip, ExactlyRepresentableValuesComeBackExactly) {
+  // Q8_0 with d = 1/127 * 127 = 1: integers -127..127 scaled by a power of two are exact.
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>((j * 37) % 255 - 127) * 0.25f;
+  x[5] = 127 * 0.25f;  // pin the absmax so d = 0.25 exactly
+  auto y = dequantize(DType::Q8_0, quantize(DType::Q8_0, x), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]) << j;
+  // Q4_0: d = max / -8; codes -8..7 times d.
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j % 16 - 8) * 0.5f;  // min -4 is the absmax
+  y = dequantize(DType::Q4_0, quantize(DType::Q4_0, x), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]) << j;
+}
+
+TEST(RoundTrip, Q8KScaleAndBlockSums) {
+  const auto x = randn(512, 11, 3.0f);
+  std::vector<BlockQ8K> b(2);
+  quantize_row(DType::Q8_K, x.data(), b.data(), 512);
+  for (int i = 0; i < 2; ++i) {
+    const float* xb = x.data() + 256 * i;
+    int arg = 0;
+    for (int j = 1; j < 256; ++j) if (std::fabs(xb[j]) > std::fabs(xb[arg])) arg = j;
+    // d = 1 / (-127 / max): the element of largest magnitude maps to -127 and d has the opposite sign.
+    EXPECT_EQ(b[i].d, 1.0f / (-127.0f / xb[arg]));
+    EXPECT_EQ(b[i].qs[arg], -127);
+    for (int j = 0; j < 256; ++j) {
+      ASSERT_GE(b[i].qs[j], -127);
+      ASSERT_LE(b[i].qs[j], 127);
+      ASSERT_LE(std::fabs(b[i].d * b[i].qs[j] - xb[j]), std::fabs(b[i].d) * 0.5001f) << j;
+    }
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int k = 0; k < 16; ++k) sum += b[i].qs[16 * g + k];
+      EXPECT_EQ(b[i].bsums[g], sum) << "group " << g;
+    }
+  }
+  // All zero: d = 0, codes and sums zero.
+  std::vector<float> z(256, 0.0f);
+  std::memset(b.data(), 0x5a, sizeof(BlockQ8K));
+  quantize_row(DType::Q8_K, z.data(), b.data(), 256);
+  EXPECT_EQ(b[0].d, 0.0f);
+  for (int g = 0; g < 16; ++g) EXPECT_EQ(b[0].bsums[g], 0);
+  for (int j = 0; j < 256; ++j) EXPECT_EQ(b[0].qs[j], 0);
+}
+
+TEST(RoundTrip, PlainTypes) {
+  const auto x = randn(1000, 13);
+  const auto f16 = quantize(DType::F16, x);
+  const auto bf16 = quantize(DType::BF16, x);
+  const auto f32 = quantize(DType::F32, x);
+  ASSERT_EQ(f16.size(), 2000u);
+  ASSERT_EQ(bf16.size(), 2000u);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint16_t h, b;
+    std::memcpy(&h, f16.data() + 2 * i, 2);
+    std::memcpy(&b, bf16.data() + 2 * i, 2);
+    EXPECT_EQ(h, f32_to_fp16(x[i]));
+    EXPECT_EQ(b, f32_to_bf16(x[i]));
+  }
+  EXPECT_EQ(std::memcmp(f32.data(), x.data(), 4000), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole matrices and conversions.
+
+TEST(QuantizeMatrix, EqualsRowByRowOnEveryThreadCount) {
+  const int64_t rows = 97, cols = 512;
+  const auto x = randn(static_cast<size_t>(rows * cols), 17);
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::F16}) {
+    std::vector<uint8_t> expect(row_bytes(t, cols) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(t, x.data() + r * cols, expect.data() + r * row_bytes(t, cols), cols);
+    for (int threads : {1, 3, 4}) {
+      set_default_threads(threads);
+      std::vector<uint8_t> got(expect.size(), 0xee);
+      EXPECT_EQ(quantize_matrix(t, x.data(), got.data(), rows, cols), expect.size());
+      EXPECT_EQ(got, expect) << dtype_name(t) << " threads " << threads;
+    }
+  }
+  std::vector<uint8_t> none(1);
+  EXPECT_EQ(quantize_matrix(DType::Q4_K, x.data(), none.data(), 0, 256), 0u);
+  EXPECT_THROW(quantize_matrix(DType::Q4_K, x.data(), none.data(), -1, 256), Error);
+  EXPECT_THROW(quantize_matrix(DType::I8, x.data(), none.data(), 1, 256), Error);
+}
+
+TEST(ConvertRow, GoesThroughF32) {
+  const int64_t n = 8192 + 512;  // more than one internal chunk
+  const auto x = randn(static_cast<size_t>(n), 19);
+  const auto f16 = quantize(DType::F16, x);
+  const auto via = dequantize(DType::F16, f16, n);
+  for (DType to : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::BF16, DType::F32}) {
+    std::vector<uint8_t> got(row_bytes(to, n));
+    convert_row(DType::F16, f16.data(), to, got.data(), n);
+    EXPECT_EQ(got, quantize(to, via)) << dtype_name(to);
+  }
+  // Same type: a byte copy. Quantized source: dequantized first.
+  std::vector<uint8_t> copy(f16.size());
+  convert_row(DType::F16, f16.data(), DType::F16, copy.data(), n);
+  EXPECT_EQ(copy, f16);
+  const auto q = quantize(DType::Q4_K, x);
+  std::vector<float> back(static_cast<size_t>(n));
+  convert_row(DType::Q4_K, q.data(), DType::F32, back.data(), n);
+  EXPECT_EQ(back, dequantize(DType::Q4_K, q, n));
+  // Both block sizes must divide n; integer targets are refused.
+  std::vector<uint8_t> out(1 << 16);
+  EXPECT_THROW(convert_row(DType::Q8_0, q.data(), DType::Q4_K, out.data(), 32), Error);
+  EXPECT_THROW(convert_row(DType::F32, x.data(), DType::I32, out.data(), 32), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the repository's fixtures.
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Just enough of GGUF v3 to pull tensors out of the bundled stories260K files (no GGUF reader
+// is visible from core's tests): header, KV pairs skipped by type, tensor infos, aligned data.
+struct GgufTensor {
+  DType type;
+  std::vector<int64_t> dims;  // GGUF order: fastest-varying first
+  const uint8_t* data;
+  int64_t numel;
+};
+
+struct GgufFile {
+  std::vector<uint8_t> bytes;
+  std::map<std::string, GgufTensor> tensors;
+};
+
+void skip_gguf_value(ByteReader& r, uint32_t type, int depth) {
+  static const int sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+  if (type == 8) {
+    r.skip(r.read<uint64_t>("string length"), "string");
+  } else if (type == 9) {
+    if (depth > 2) r.corrupt("array", "nested too deep");
+    const uint32_t et = r.read<uint32_t>("array type");
+    const uint64_t n = r.read<uint64_t>("array length");
+    if (n > r.remaining()) r.corrupt("array", "length exceeds the file");
+    for (uint64_t i = 0; i < n; ++i) skip_gguf_value(r, et, depth + 1);
+  } else if (type < 13) {
+    r.skip(static_cast<uint64_t>(sizes[type]), "value");
+  } else {
+    r.corrupt("value type", "unknown GGUF value type " + std::to_string(type));
+  }
+}
+
+GgufFile load_gguf(const std::string& path) {
+  GgufFile g;
+  g.bytes = read_file(path);
+  ByteReader r(g.bytes.data(), g.bytes.size(), path);
+  if (r.read<uint32_t>("magic") != 0x46554747u) r.corrupt("magic", "not GGUF");
+  if (r.read<uint32_t>("version") != 3) r.corrupt("version", "expected GGUF v3");
+  const uint64_t n_tensors = r.read<uint64_t>("tensor count");
+  const uint64_t n_kv = r.read<uint64_t>("kv count");
+  uint64_t alignment = 32;
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const std::string key(r.string(r.read<uint64_t>("key length"), 256, "key"));
+    const uint32_t type = r.read<uint32_t>("value type");
+    if (key == "general.alignment" && type == 4) alignment = r.read<uint32_t>("alignment");
+    else skip_gguf_value(r, type, 0);
+  }
+  struct Info {
+    std::string name;
+    GgufTensor t;
+    uint64_t offset;
+  };
+  std::vector<Info> infos;
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    Info in;
+    in.name = std::string(r.string(r.read<uint64_t>("name length"), 256, "tensor name"));
+    const uint32_t nd = r.read<uint32_t>("n_dims");
+    if (nd < 1 || nd > 4) r.corrupt("n_dims", "bad dimension count");
+    in.t.numel = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      in.t.dims.push_back(static_cast<int64_t>(r.read<uint64_t>("dim")));
+      in.t.numel *= in.t.dims.back();
+    }
+    in.t.type = static_cast<DType>(r.read<uint32_t>("type"));
+    in.offset = r.read<uint64_t>("offset");
+    infos.push_back(in);
+  }
+  r.align(alignment, "data start");
+  const size_t base = r.pos();
+  for (auto& in : infos) {
+    const size_t nbytes = row_bytes(in.t.type, in.t.numel, in.name);
+    if (in.offset > g.bytes.size() - base || nbytes > g.bytes.size() - base - in.offset)
+      throw std::runtime_error(path + ": tensor " + in.name + " leaves the file");
+    in.t.data = g.bytes.data() + base + in.offset;
+    g.tensors[in.name] = in.t;
+  }
+  return g;
+}
+
+std::string model_path(const std::string& rel) {
+  return std::string(PTN_SOURCE_DIR) + "/models/stories260K/" + rel;
+}
+
+std::vector<float> tensor_f32(const GgufTensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel));
+  dequantize_row(t.type, t.data, v.data(), t.numel);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bytes produced by ggml's reference quantizers (tests/data/quant, see README there): the same
+// deterministic input through ours must give the same bytes.
+
+// The fixture's synthetic input, 64 rows x 256 floats: Irwin-Hall approximate normals from a
+// xorshift32 stream, with per-row scales and special rows (zero, constant, tiny sub-block,
+// all-negative, large, outliers, all-positive, sparse). Exact float arithmetic only, so the C
+// generator that made the fixture and this one agree bit for bit.
+std::vector<float> synthetic_input() {
+  uint32_t st = 0x12345678u;
+  auto xs32 = [&st] {
+    st ^= st << 13;
+    st ^= st >> 17;
+    st ^= st << 5;
+    return st;
+  };
+  auto unif = [&] { return static_cast<float>(xs32() >> 8) * (1.0f / 16777216.0f); };
+  auto gauss = [&] {
+    float s = 0.0f;
+    for (int i = 0; i < 12; ++i) s += unif();
+    return s - 6.0f;
+  };
+  const float scales[5] = {1.0f, 0.02f, 30.0f, 0.001f, 0.1f};
+  std::vector<float> x(64 * 256);
+  for (int r = 0; r < 64; ++r) {
+    for (int i = 0; i < 256; ++i) {
+      const float g = gauss();
+      float v;
+      if (r == 8) v = 0.0f;
+      else if (r == 16) v = 0.5f;
+      else if (r == 24) v = i < 32 ? 1e-20f * g : g;
+      else if (r == 32) v = -(std::fabs(g) + 0.25f);
+      else if (r == 40) v = g * 20000.0f;
+      else if (r % 8 == 5) v = (i % 37 == 0) ? 20.0f * g : g;
+      else if (r % 8 == 6) v = std::fabs(g) + 0.25f;
+      else if (r % 8 == 7) v = (i / 32 == 3) ? 0.0f : ((i % 5 == 0) ? g : 0.0f);
+      else v = g * scales[r % 8];
+      x[static_cast<size_t>(r) * 256 + i] = v;
+    }
+  }
+  return x;
+}
+
+// Number of blocks of `ours` equal to those of `ref` (both rows of type t).
+int64_t equal_blocks(DType t, const std::vector<uint8_t>& ours, const std::vector<uint8_t>& ref) {
+  const size_t bb = traits(t).block_bytes;
+  int64_t n = 0;
+  for (size_t off = 0; off + bb <= ref.size(); off += bb)
+    n += std::memcmp(ours.data() + off, ref.data() + off, bb) == 0;
+  return n;
+}
+
+class GgmlFixture : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GgmlFixture, SyntheticBytesEqualGgmlReference) {
+  const DType t = GetParam();
+  const auto x = synthetic_input();
+  const auto ref = read_file(std::string(PTN_TEST_DATA) + "/quant/synthetic_" + dtype_name(t) + ".bin");
+  ASSERT_EQ(ref.size(), row_bytes(t, static_cast<int64_t>(x.size())));
+  const auto ours = quantize(t, x);
+  const int64_t nblocks = static_cast<int64_t>(ref.size() / traits(t).block_bytes);
+  const int64_t same = equal_blocks(t, ours, ref);
+  RecordProperty("equal_blocks", std::to_string(same) + "/" + std::to_string(nblocks));
+  EXPECT_EQ(same, nblocks) << dtype_name(t) << ": " << same << " of " << nblocks << " blocks equal";
+}
+
+TEST_P(GgmlFixture, Stories260KEmbeddingBytesEqualGgmlReference) {
+  const DType t = GetParam();
+  const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
+  const auto x = tensor_f32(f32.tensors.at("token_embd.weight"));
+  ASSERT_EQ(x.size(), 32768u);
+  const auto ref = read_file(std::string(PTN_TEST_DATA) + "/quant/token_embd_" + dtype_name(t) + ".bin");
+  ASSERT_EQ(ref.size(), row_bytes(t, static_cast<int64_t>(x.size())));
+  const auto ours = quantize(t, x);
+  const int64_t nblocks = static_cast<int64_t>(ref.size() / traits(t).block_bytes);
+  const int64_t same = equal_blocks(t, ours, ref);
+  EXPECT_EQ(same, nblocks) << dtype_name(t) << ": " << same << " of " << nblocks << " blocks equal";
+  // And our dequantization of ggml's bytes equals our dequantization of ours where they agree;
+  // where they differ, both must be close to the input.
+  const auto a = dequantize(t, ours, 32768), b = dequantize(t, ref, 32768);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 0.1f) << "element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// ---------------------------------------------------------------------------------------------
+// Files written by llama.cpp's llama-quantize (no importance matrix). stories260K's rows are 64
+// and 172 wide, too narrow for the 256-wide K-quants, so llama.cpp fell back to Q5_0, Q8_0, F16
+// (and kept the norms in F32): these files hold no K-quant tensor at all.
+
+TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
+  const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
+  int64_t total_blocks = 0, total_equal = 0;
+  std::map<DType, int> tensors_by_type;
+  for (const char* name : {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf", "stories260K-F16.gguf"}) {
+    const GgufFile q = load_gguf(model_path(std::string("quantized/") + name));
+    ASSERT_EQ(q.tensors.size(), f32.tensors.size()) << name;
+    for (const auto& [tname, qt] : q.tensors) {
+      const GgufTensor& ft = f32.tensors.at(tname);
+      ASSERT_EQ(ft.type, DType::F32) << tname;
+      ASSERT_EQ(ft.dims, qt.dims) << tname;
+      ++tensors_by_type[qt.type];
+      const auto x = tensor_f32(ft);
+      // Rows are the fastest dimension; quantize row by row through quantize_matrix.
+      const int64_t cols = qt.dims[0], rows = qt.numel / cols;
+      std::vector<uint8_t> ours(row_bytes(qt.type, cols) * static_cast<size_t>(rows));
+      ASSERT_EQ(quantize_matrix(qt.type, x.data(), ours.data(), rows, cols), ours.size());
+      const std::vector<uint8_t> ref(qt.data, qt.data + ours.size());
+      const int64_t nb = static_cast<int64_t>(ours.size() / traits(qt.type).block_bytes);
+      const int64_t same = equal_blocks(qt.type, ours, ref);
+      total_blocks += nb;
+      total_equal += same;
+      EXPECT_EQ(same, nb) << name << ": " << tname << " (" << dtype_name(qt.type) << ")";
+    }
+  }
+  EXPECT_EQ(total_equal, total_blocks);
+  // The mix is what the file names promise (so this test does exercise the quantizers).
+  EXPECT_GT(tensors_by_type[DType::Q5_0], 0);
+  EXPECT_GT(tensors_by_type[DType::Q8_0], 0);
+  EXPECT_GT(tensors_by_type[DType::F16], 0);
+}
+
+TEST(LlamaCppFiles, DequantizedTensorsAreCloseToTheF32Originals) {
+  const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
+  for (const char* name : {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf", "stories260K-F16.gguf"}) {
+    const GgufFile q = load_gguf(model_path(std::string("quantized/") + name));
+    for (const auto& [tname, qt] : q.tensors) {
+      const auto x = tensor_f32(f32.tensors.at(tname));
+      const auto y = tensor_f32(qt);
+      double se = 0, sx = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        se += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        sx += double(x[i]) * x[i];
+      }
+      const double rel = std::sqrt(se / sx);  // relative RMS error
+      // Rounding error is uniform over a step: rms = step/sqrt(12), step = absmax/16 (Q5_0),
+      // absmax/127 (Q8_0), and absmax/rms of 32 weights is ~2.5-4; f16 keeps 11 bits. Measured:
+      // Q5_0 0.035-0.050, Q8_0 0.0044-0.0062, F16 2e-4.
+      const double bound = qt.type == DType::Q5_0 ? 0.07 : qt.type == DType::Q8_0 ? 0.009
+                           : qt.type == DType::F16 ? 3e-4 : 0.0;
+      EXPECT_LE(rel, bound) << name << ": " << tname << " (" << dtype_name(qt.type) << ")";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ptn
