@@ -6,9 +6,11 @@
 // llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q5_0/Q8_0/
 // Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's bytes.
 //
-// Non-finite input never crashes: a block holding NaN or +-inf quantizes to a block whose scale
-// is non-finite or whose affected weights are pinned to the code of zero (see quant.cpp); the
-// values that come back from such a block are not meaningful.
+// Non-finite input never crashes or throws, and only the blocks holding it are affected:
+// in Q4_0/Q5_0/Q8_0/Q8_K a NaN weight takes the code of zero and does not influence the scale,
+// while +-inf makes the block's scale infinite (it dequantizes to inf/NaN); in the other K-quants
+// a super-block holding NaN or inf dequantizes to unspecified values. Scales are f16 (except
+// Q8_K's f32): a block whose scale exceeds 65504 stores inf, as ggml does.
 #pragma once
 #include <cstddef>
 #include <cstdint>
