@@ -23,6 +23,7 @@ struct LayerAttention {
   int64_t span = 0;        // window W (a query at p sees p-W+1..p) or chunk size C; 0 for full
   bool use_rope = true;    // false for SmolLM3's NoPE layers (and Llama 4's global layers)
   float rope_theta = 0;    // RoPE base of this layer (Gemma 3 local layers use their own base)
+  bool rope_scaling = true;  // ModelSpec::rope_scaling applies here (false: Gemma 3 local layers)
 };
 
 enum class RopeScalingType { None, Linear, Llama3, Yarn };
@@ -72,6 +73,10 @@ struct ModelSpec {
   bool attn_bias = false;             // Qwen2: q/k/v projections carry biases
   bool qk_norm = false;               // Qwen3, Gemma 3: RMSNorm on each q and k head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
+  bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
+  // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off
+  float attn_temperature_scale = 0;
+  int64_t attn_temperature_floor = 0;
 
   std::vector<LayerAttention> layers;  // one per layer, size n_layers
 
@@ -82,7 +87,12 @@ struct ModelSpec {
   std::vector<std::string> source_notes;
 };
 
-// Canonical tensor names.
+// Canonical tensor names (GGUF's): token_embd.weight [vocab, hidden], output_norm.weight,
+// output.weight [vocab, hidden] (absent when tied), and per layer blk.N.:
+//   attn_norm, attn_q [Hq*D, hidden], attn_k / attn_v [Hkv*D, hidden], attn_output [hidden, Hq*D],
+//   attn_q.bias / attn_k.bias / attn_v.bias (attn_bias), attn_q_norm / attn_k_norm [D] (qk_norm),
+//   post_attention_norm (sandwich), ffn_norm, ffn_gate / ffn_up [ffn, hidden],
+//   ffn_down [hidden, ffn], post_ffw_norm (sandwich)   (all ".weight" unless noted).
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
 
 const char* attn_kind_name(AttnKind k);

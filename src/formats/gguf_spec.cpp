@@ -1,0 +1,272 @@
+#include "formats/gguf_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "formats/weights.h"
+
+namespace ptn {
+
+namespace {
+
+const std::set<std::string> kSupportedArchs = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+
+// A per-model integer that some files store per layer (an array): all layers must agree.
+int64_t uniform_int(const GgufFile& g, const std::string& key) {
+  const GgufValue& v = g.get(key);
+  if (v.type != GgufType::Array) return g.get_i64(key);
+  std::vector<int64_t> xs = g.get_int_array(key);
+  if (xs.empty()) fail(ErrorKind::Corrupt, g.where_key(key), "empty array");
+  for (int64_t x : xs)
+    if (x != xs[0]) fail(ErrorKind::Unsupported, g.where_key(key), "differs between layers; ptn needs one value for all layers");
+  return xs[0];
+}
+
+int64_t positive(const GgufFile& g, const std::string& key, int64_t v, int64_t max = int64_t{1} << 40) {
+  if (v <= 0 || v > max) fail(ErrorKind::Corrupt, g.where_key(key), "value " + std::to_string(v) + " is out of range (1.." + std::to_string(max) + ")");
+  return v;
+}
+
+// Fits llama3 rope scaling parameters to the precomputed per-frequency factors that llama.cpp's
+// converter stores in rope_freqs.weight ([rope_dim/2] f32: 1 for high frequencies, `factor` for
+// low ones, a smooth blend between). Llama 3.1/3.2 use low 1, high 4, original context 8192.
+void llama3_from_rope_freqs(const GgufFile& g, ModelSpec& s) {
+  Tensor t = g.tensor("rope_freqs.weight");
+  if (t.dtype() != DType::F32 || t.ndim() != 1 || t.dim(0) != s.rope_dim / 2)
+    fail(ErrorKind::Corrupt, g.path() + ": tensor 'rope_freqs.weight'", "expected f32[" + std::to_string(s.rope_dim / 2) + "], found " + t.describe());
+  const float* f = t.data_as<float>();
+  float factor = 1;
+  for (int64_t k = 0; k < t.dim(0); ++k) factor = std::max(factor, f[k]);
+  RopeScaling rs;
+  rs.type = RopeScalingType::Llama3;
+  rs.factor = factor;
+  rs.low_freq_factor = 1;
+  rs.high_freq_factor = 4;
+  rs.original_max_position = 8192;
+  const double pi = 3.14159265358979323846;
+  const double low_wavelen = rs.original_max_position / rs.low_freq_factor;
+  const double high_wavelen = rs.original_max_position / rs.high_freq_factor;
+  for (int64_t k = 0; k < t.dim(0); ++k) {
+    double freq = 1.0 / std::pow(static_cast<double>(s.rope_theta), 2.0 * k / s.rope_dim);
+    double wavelen = 2 * pi / freq;
+    double expect;
+    if (wavelen < high_wavelen) expect = 1;
+    else if (wavelen > low_wavelen) expect = factor;
+    else {
+      double smooth = (rs.original_max_position / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      expect = 1 / ((1 - smooth) / factor + smooth);
+    }
+    if (std::fabs(expect - f[k]) > 1e-3 * expect)
+      fail(ErrorKind::Unsupported, g.path() + ": tensor 'rope_freqs.weight'",
+           "element " + std::to_string(k) + " = " + std::to_string(f[k]) + " does not match llama3 rope scaling (low 1, high 4, original context 8192)");
+  }
+  s.rope_scaling = rs;
+  s.source_notes.push_back("rope_freqs.weight matched llama3 rope scaling with factor " + std::to_string(factor));
+}
+
+}  // namespace
+
+bool gguf_qk_interleaved(const std::string& gguf_arch) { return gguf_arch == "llama"; }
+
+ModelSpec model_spec_from_gguf(const GgufFile& g) {
+  ModelSpec s;
+  const std::string arch = g.get_string("general.architecture");
+  if (!kSupportedArchs.count(arch))
+    fail(ErrorKind::Unsupported, g.where_key("general.architecture"),
+         "architecture '" + arch + "' is not supported (ptn reads llama, qwen2, qwen3, gemma2, gemma3, phi3)");
+  s.architecture = arch;
+  s.family = arch;
+  auto key = [&](const char* k) { return arch + "." + k; };
+  if (g.has(key("expert_count")) && g.get_i64(key("expert_count")) > 0)
+    fail(ErrorKind::Unsupported, g.where_key(key("expert_count")), "mixture-of-experts models are not supported");
+
+  s.hidden_size = positive(g, key("embedding_length"), g.get_i64(key("embedding_length")));
+  s.n_layers = positive(g, key("block_count"), g.get_i64(key("block_count")), 4096);
+  s.intermediate_size = positive(g, key("feed_forward_length"), uniform_int(g, key("feed_forward_length")));
+  s.n_heads = positive(g, key("attention.head_count"), uniform_int(g, key("attention.head_count")), 1 << 16);
+  s.n_kv_heads = g.has(key("attention.head_count_kv")) ? positive(g, key("attention.head_count_kv"), uniform_int(g, key("attention.head_count_kv")), 1 << 16) : s.n_heads;
+  if (s.n_heads % s.n_kv_heads != 0)
+    fail(ErrorKind::Corrupt, g.where_key(key("attention.head_count_kv")), std::to_string(s.n_kv_heads) + " kv heads do not divide " + std::to_string(s.n_heads) + " heads");
+  s.head_dim = g.has(key("attention.key_length")) ? positive(g, key("attention.key_length"), g.get_i64(key("attention.key_length")), 1 << 16) : s.hidden_size / s.n_heads;
+  if (g.has(key("attention.value_length")) && g.get_i64(key("attention.value_length")) != s.head_dim)
+    fail(ErrorKind::Unsupported, g.where_key(key("attention.value_length")), "value head size differs from the key head size");
+  s.max_position_embeddings = g.has(key("context_length")) ? positive(g, key("context_length"), g.get_i64(key("context_length"))) : 0;
+  s.norm_eps = g.opt_f32(key("attention.layer_norm_rms_epsilon")).value_or(1e-5f);
+  s.rope_theta = g.opt_f32(key("rope.freq_base")).value_or(10000.0f);
+  s.rope_dim = g.has(key("rope.dimension_count")) ? positive(g, key("rope.dimension_count"), g.get_i64(key("rope.dimension_count")), s.head_dim) : s.head_dim;
+  if (s.rope_dim % 2 != 0) fail(ErrorKind::Corrupt, g.where_key(key("rope.dimension_count")), "odd rotary dimension " + std::to_string(s.rope_dim));
+
+  // Vocabulary: the embedding's rows are authoritative.
+  const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
+  if (!emb) fail(ErrorKind::Corrupt, g.path() + ": tensor 'token_embd.weight'", "missing");
+  if (emb->shape.size() != 2 || emb->shape[1] != s.hidden_size)
+    fail(ErrorKind::Corrupt, g.path() + ": tensor 'token_embd.weight'", "shape " + shape_str(emb->shape) + " is not [vocab, " + std::to_string(s.hidden_size) + "]");
+  s.vocab_size = emb->shape[0];
+  s.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+
+  // RoPE scaling.
+  if (auto type = g.opt_string(key("rope.scaling.type"))) {
+    const float factor = g.opt_f32(key("rope.scaling.factor")).value_or(1.0f);
+    if (*type == "linear") {
+      s.rope_scaling.type = RopeScalingType::Linear;
+      s.rope_scaling.factor = factor;
+    } else if (*type == "yarn") {
+      s.rope_scaling.type = RopeScalingType::Yarn;
+      s.rope_scaling.factor = factor;
+      s.rope_scaling.original_max_position = g.opt_u64(key("rope.scaling.original_context_length")).value_or(0);
+      s.rope_scaling.beta_fast = g.opt_f32(key("rope.scaling.yarn_beta_fast")).value_or(32.0f);
+      s.rope_scaling.beta_slow = g.opt_f32(key("rope.scaling.yarn_beta_slow")).value_or(1.0f);
+      // llama.cpp's default mscale for yarn: 0.1 * ln(factor) + 1
+      s.rope_scaling.attn_factor = factor > 1 ? static_cast<float>(0.1 * std::log(factor) + 1.0) : 1.0f;
+    } else if (*type != "none") {
+      fail(ErrorKind::Unsupported, g.where_key(key("rope.scaling.type")), "rope scaling '" + *type + "' is not supported");
+    }
+  }
+  if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight"))
+    fail(ErrorKind::Unsupported, g.path() + ": tensor 'rope_factors_long.weight'", "longrope (Phi-3 128k) is not supported");
+  if (arch == "llama" && g.find_tensor("rope_freqs.weight")) llama3_from_rope_freqs(g, s);
+
+  // Family specifics.
+  s.attn_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  s.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  int64_t window = 0;
+  if (g.has(key("attention.sliding_window"))) window = g.get_i64(key("attention.sliding_window"));
+  if (window < 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), "negative window");
+  s.layers.assign(static_cast<size_t>(s.n_layers), LayerAttention{});
+  for (auto& l : s.layers) l.rope_theta = s.rope_theta;
+
+  if (arch == "gemma2" || arch == "gemma3") {
+    s.activation = Activation::GeLUTanh;
+    s.sandwich_norms = true;
+    s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
+    s.norm_weight_plus_one = false;
+    s.source_notes.push_back("GGUF Gemma norm weights already include +1 (added by llama.cpp's converter)");
+    s.attn_logit_softcap = g.opt_f32(key("attn_logit_softcapping")).value_or(0.0f);
+    s.final_logit_softcap = g.opt_f32(key("final_logit_softcapping")).value_or(0.0f);
+    // llama.cpp scales queries by 1/sqrt(head_dim), except the 27B models (46 layers for
+    // Gemma 2, 62 for Gemma 3) whose query_pre_attn_scalar is hidden/heads.
+    const bool is27b = (arch == "gemma2" && s.n_layers == 46) || (arch == "gemma3" && s.n_layers == 62);
+    if (auto sc = g.opt_f32(key("attention.scale"))) s.attn_scale = *sc;
+    else s.attn_scale = 1.0f / std::sqrt(static_cast<float>(is27b ? s.hidden_size / s.n_heads : s.head_dim));
+    if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), "missing (Gemma interleaves windowed layers)");
+    int64_t pattern = arch == "gemma2" ? 2 : 6;  // every pattern-th layer is global
+    std::vector<int64_t> per_layer;
+    if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
+      if (p->type == GgufType::Array) {
+        per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
+        if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
+          fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
+      } else {
+        pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
+      }
+    }
+    const float local_theta = arch == "gemma3" ? g.opt_f32(key("rope.freq_base_swa")).value_or(10000.0f) : s.rope_theta;
+    for (int64_t i = 0; i < s.n_layers; ++i) {
+      bool local = per_layer.empty() ? ((i + 1) % pattern != 0) : per_layer[i] != 0;
+      if (local) {
+        s.layers[i].kind = AttnKind::Window;
+        s.layers[i].span = window;
+        s.layers[i].rope_theta = local_theta;
+        s.layers[i].rope_scaling = arch == "gemma2";  // Gemma 3 scales the global layers only
+      }
+    }
+  } else if (arch == "phi3") {
+    if (window > 0)
+      for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }
+  }
+  // llama, qwen2, qwen3: llama.cpp runs every layer with full attention.
+  if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
+    fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
+  const bool interleaved = gguf_qk_interleaved(arch);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    const std::string& n = t.name;
+    if (n == "rope_freqs.weight") continue;
+    auto ends = [&](const std::string& suffix) { return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0; };
+    const std::string blk = n.substr(0, n.find('.', 4));  // "blk.N"
+    if (arch == "phi3" && n.rfind("blk.", 0) == 0 && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
+      const std::string suffix = ends(".bias") ? "bias" : "weight";
+      const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
+      s.tensor_sources[blk + ".attn_q." + suffix] = format_tensor_source({n, 0, q, 0});
+      s.tensor_sources[blk + ".attn_k." + suffix] = format_tensor_source({n, q, q + kv, 0});
+      s.tensor_sources[blk + ".attn_v." + suffix] = format_tensor_source({n, q + kv, q + 2 * kv, 0});
+      continue;
+    }
+    if (arch == "phi3" && n.rfind("blk.", 0) == 0 && ends(".ffn_up.weight") && !t.shape.empty() && t.shape[0] == 2 * s.intermediate_size) {
+      s.tensor_sources[blk + ".ffn_gate.weight"] = format_tensor_source({n, 0, s.intermediate_size, 0});
+      s.tensor_sources[blk + ".ffn_up.weight"] = format_tensor_source({n, s.intermediate_size, 2 * s.intermediate_size, 0});
+      continue;
+    }
+    if (interleaved && n.rfind("blk.", 0) == 0 && (ends(".attn_q.weight") || ends(".attn_q.bias"))) {
+      s.tensor_sources[n] = format_tensor_source({n, -1, -1, s.n_heads});
+      continue;
+    }
+    if (interleaved && n.rfind("blk.", 0) == 0 && (ends(".attn_k.weight") || ends(".attn_k.bias"))) {
+      s.tensor_sources[n] = format_tensor_source({n, -1, -1, s.n_kv_heads});
+      continue;
+    }
+    s.tensor_sources[n] = n;
+  }
+  if (gguf_qk_interleaved(arch))
+    s.source_notes.push_back("attn_q/attn_k rows stored interleaved (llama.cpp layout); permuted back to half-split order on load");
+  if (arch == "phi3") s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
+  return s;
+}
+
+bool gguf_has_tokenizer(const GgufFile& g) { return g.has("tokenizer.ggml.model") && g.has("tokenizer.ggml.tokens"); }
+
+TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& g) {
+  TokenizerSpec t;
+  const std::string model = g.get_string("tokenizer.ggml.model");
+  if (model == "llama") t.kind = TokenizerKind::SentencePiece;
+  else if (model == "gpt2") t.kind = TokenizerKind::ByteLevelBPE;
+  else fail(ErrorKind::Unsupported, g.where_key("tokenizer.ggml.model"), "tokenizer model '" + model + "' is not supported (llama and gpt2 are)");
+  t.tokens = g.get_string_array("tokenizer.ggml.tokens");
+  const size_t n = t.tokens.size();
+  if (n == 0) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.tokens"), "empty vocabulary");
+  if (g.has("tokenizer.ggml.scores")) {
+    t.scores = g.get_f32_array("tokenizer.ggml.scores");
+    if (t.scores.size() != n) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.scores"), std::to_string(t.scores.size()) + " scores for " + std::to_string(n) + " tokens");
+  }
+  if (g.has("tokenizer.ggml.token_type")) {
+    std::vector<int64_t> types = g.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != n) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.token_type"), std::to_string(types.size()) + " types for " + std::to_string(n) + " tokens");
+    t.token_types.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
+      if (types[k] < 1 || types[k] > 6) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.token_type"), "token " + std::to_string(k) + " has unknown type " + std::to_string(types[k]));
+      t.token_types.push_back(static_cast<TokenType>(types[k]));
+    }
+  }
+  if (g.has("tokenizer.ggml.merges")) t.merges = g.get_string_array("tokenizer.ggml.merges");
+  if (t.kind == TokenizerKind::ByteLevelBPE && t.merges.empty())
+    fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.merges"), "a gpt2 (BPE) tokenizer needs merges");
+  t.pre_tokenizer = g.opt_string("tokenizer.ggml.pre").value_or("");
+  auto id = [&](const char* k) -> std::optional<int32_t> {
+    if (!g.has(k)) return std::nullopt;
+    int64_t v = g.get_i64(k);
+    if (v == -1 || v == 0xffffffffLL) return std::nullopt;  // "none" as written by some converters
+    if (v < 0 || static_cast<uint64_t>(v) >= n) fail(ErrorKind::Corrupt, g.where_key(k), "token id " + std::to_string(v) + " is outside the vocabulary of " + std::to_string(n));
+    return static_cast<int32_t>(v);
+  };
+  t.bos_id = id("tokenizer.ggml.bos_token_id");
+  t.eos_id = id("tokenizer.ggml.eos_token_id");
+  t.unk_id = id("tokenizer.ggml.unknown_token_id");
+  t.pad_id = id("tokenizer.ggml.padding_token_id");
+  t.eot_id = id("tokenizer.ggml.eot_token_id");
+  if (auto eom = id("tokenizer.ggml.eom_token_id")) t.extra_eos_ids.push_back(*eom);
+  if (t.eot_id && t.eot_id != t.eos_id) t.extra_eos_ids.push_back(*t.eot_id);
+  const bool spm = t.kind == TokenizerKind::SentencePiece;
+  t.add_bos = g.opt_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  t.add_eos = g.opt_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  t.add_space_prefix = g.opt_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  t.byte_fallback = spm;
+  t.ignore_merges = t.pre_tokenizer == "llama-bpe";
+  t.chat_template = g.opt_string("tokenizer.chat_template").value_or("");
+  if (t.bos_id) t.bos_token = t.tokens[*t.bos_id];
+  if (t.eos_id) t.eos_token = t.tokens[*t.eos_id];
+  return t;
+}
+
+}  // namespace ptn

@@ -1,0 +1,383 @@
+#include "formats/hf_config.h"
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "formats/weights.h"
+
+namespace ptn {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Reads fields of one config object with errors that name the file and the field.
+struct Cfg {
+  const json& j;
+  std::string where;
+  const json* defaults = nullptr;  // family defaults for absent keys (Gemma 3 text_config)
+
+  const json* find(const char* k) const {
+    auto it = j.find(k);
+    if (it != j.end() && !it->is_null()) return &*it;
+    if (defaults) {
+      auto d = defaults->find(k);
+      if (d != defaults->end() && !d->is_null()) return &*d;
+    }
+    return nullptr;
+  }
+  bool present(const char* k) const { return find(k) != nullptr; }
+  [[noreturn]] void bad(const char* k, const std::string& why) const { fail(ErrorKind::Corrupt, where + ": field '" + k + "'", why); }
+
+  int64_t integer(const char* k, int64_t lo = 1, int64_t hi = int64_t{1} << 40) const {
+    const json* v = find(k);
+    if (!v) bad(k, "missing");
+    return int_value(k, *v, lo, hi);
+  }
+  int64_t integer_or(const char* k, int64_t dflt, int64_t lo = 0, int64_t hi = int64_t{1} << 40) const {
+    const json* v = find(k);
+    return v ? int_value(k, *v, lo, hi) : dflt;
+  }
+  int64_t int_value(const char* k, const json& v, int64_t lo, int64_t hi) const {
+    if (!v.is_number_integer()) bad(k, "expected an integer, found " + v.dump());
+    int64_t x = v.is_number_unsigned() ? (v.get<uint64_t>() > static_cast<uint64_t>(hi) ? hi + 1 : static_cast<int64_t>(v.get<uint64_t>())) : v.get<int64_t>();
+    if (x < lo || x > hi) bad(k, "value " + v.dump() + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    return x;
+  }
+  double number_or(const char* k, double dflt) const {
+    const json* v = find(k);
+    if (!v) return dflt;
+    if (!v->is_number()) bad(k, "expected a number, found " + v->dump());
+    double x = v->get<double>();
+    if (!std::isfinite(x)) bad(k, "not finite");
+    return x;
+  }
+  bool boolean_or(const char* k, bool dflt) const {
+    const json* v = find(k);
+    if (!v) return dflt;
+    if (v->is_boolean()) return v->get<bool>();
+    if (v->is_number_integer()) return v->get<int64_t>() != 0;  // some configs write 0/1
+    bad(k, "expected a boolean, found " + v->dump());
+  }
+  std::string string_or(const char* k, const std::string& dflt) const {
+    const json* v = find(k);
+    if (!v) return dflt;
+    if (!v->is_string()) bad(k, "expected a string, found " + v->dump());
+    return v->get<std::string>();
+  }
+};
+
+// Gemma3TextConfig defaults (Gemma 3 4B+ configs omit many text_config fields).
+const json& gemma3_defaults() {
+  static const json d = {
+      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+      {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+      {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"}, {"max_position_embeddings", 131072},
+      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"query_pre_attn_scalar", 256},
+      {"sliding_window", 4096}, {"rope_local_base_freq", 10000.0}, {"sliding_window_pattern", 6},
+      {"tie_word_embeddings", true}};
+  return d;
+}
+
+struct Family {
+  const char* family;
+  bool supported;
+  const char* why;  // when unsupported
+};
+
+const std::map<std::string, Family>& families() {
+  static const std::map<std::string, Family> f = {
+      {"LlamaForCausalLM", {"llama", true, ""}},
+      {"MistralForCausalLM", {"mistral", true, ""}},
+      {"Qwen2ForCausalLM", {"qwen2", true, ""}},
+      {"Qwen3ForCausalLM", {"qwen3", true, ""}},
+      {"Gemma2ForCausalLM", {"gemma2", true, ""}},
+      {"Gemma3ForCausalLM", {"gemma3", true, ""}},
+      {"Gemma3ForConditionalGeneration", {"gemma3", true, ""}},
+      {"Phi3ForCausalLM", {"phi3", true, ""}},
+      {"SmolLM3ForCausalLM", {"smollm3", true, ""}},
+      {"Llama4ForCausalLM", {"llama4", true, ""}},
+      {"Llama4ForConditionalGeneration", {"llama4", true, ""}},
+      {"MixtralForCausalLM", {"mixtral", false, "mixture-of-experts models are not supported"}},
+      {"Qwen2MoeForCausalLM", {"qwen2_moe", false, "mixture-of-experts models are not supported"}},
+      {"Qwen3MoeForCausalLM", {"qwen3_moe", false, "mixture-of-experts models are not supported"}},
+      {"Starcoder2ForCausalLM", {"starcoder2", false, "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported"}},
+  };
+  return f;
+}
+
+RopeScaling parse_rope_scaling(const Cfg& c, int64_t max_pos) {
+  RopeScaling rs;
+  const json* v = c.find("rope_scaling");
+  if (!v) return rs;
+  if (!v->is_object()) c.bad("rope_scaling", "expected an object or null, found " + v->dump());
+  Cfg r{*v, c.where + ": rope_scaling"};
+  std::string type = r.string_or("rope_type", r.string_or("type", "default"));
+  if (type == "default") return rs;
+  rs.factor = static_cast<float>(r.number_or("factor", 1.0));
+  if (!(rs.factor > 0)) r.bad("factor", "must be positive");
+  if (type == "linear") {
+    rs.type = RopeScalingType::Linear;
+  } else if (type == "llama3") {
+    rs.type = RopeScalingType::Llama3;
+    rs.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
+    rs.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
+    rs.original_max_position = r.integer("original_max_position_embeddings");
+    if (!(rs.high_freq_factor > rs.low_freq_factor)) r.bad("high_freq_factor", "must exceed low_freq_factor");
+  } else if (type == "yarn") {
+    rs.type = RopeScalingType::Yarn;
+    rs.original_max_position = r.integer_or("original_max_position_embeddings", max_pos, 1);
+    rs.beta_fast = static_cast<float>(r.number_or("beta_fast", 32.0));
+    rs.beta_slow = static_cast<float>(r.number_or("beta_slow", 1.0));
+    if (r.present("mscale") || r.present("mscale_all_dim"))
+      fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "yarn with mscale/mscale_all_dim is not supported");
+    rs.attn_factor = static_cast<float>(r.number_or("attention_factor", rs.factor > 1 ? 0.1 * std::log(rs.factor) + 1.0 : 1.0));
+  } else {
+    fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "rope scaling type '" + type + "' is not supported (linear, llama3, yarn are)");
+  }
+  return rs;
+}
+
+std::vector<int64_t> int_list(const Cfg& c, const char* k, size_t n) {
+  const json* v = c.find(k);
+  if (!v->is_array() || v->size() != n) c.bad(k, "expected a list of " + std::to_string(n) + " integers");
+  std::vector<int64_t> out;
+  for (const json& x : *v) {
+    if (x.is_boolean()) out.push_back(x.get<bool>());
+    else if (x.is_number_integer()) out.push_back(x.get<int64_t>());
+    else c.bad(k, "element " + x.dump() + " is not an integer");
+  }
+  return out;
+}
+
+// Layer kinds and RoPE use per layer (see the rules in hf_config.h).
+void fill_layers(const Cfg& c, ModelSpec& s) {
+  const size_t n = static_cast<size_t>(s.n_layers);
+  s.layers.assign(n, LayerAttention{});
+  for (auto& l : s.layers) l.rope_theta = s.rope_theta;
+  const std::string& f = s.family;
+  const int64_t window = c.present("sliding_window") ? c.integer("sliding_window", 1) : 0;
+
+  // RoPE per layer: SmolLM3 and Llama 4 skip it on some layers.
+  if (f == "smollm3" || f == "llama4") {
+    std::vector<int64_t> use;
+    if (c.present("no_rope_layers") && !(c.find("no_rope_layers")->is_array() && c.find("no_rope_layers")->empty())) {
+      use = int_list(c, "no_rope_layers", n);
+    } else {
+      int64_t interval = c.integer_or("no_rope_layer_interval", 4, 1);
+      for (size_t i = 0; i < n; ++i) use.push_back((i + 1) % interval != 0);
+    }
+    for (size_t i = 0; i < n; ++i) s.layers[i].use_rope = use[i] != 0;
+  }
+
+  if (c.present("layer_types")) {
+    const json& lt = *c.find("layer_types");
+    if (!lt.is_array() || lt.size() != n) c.bad("layer_types", "expected a list of " + std::to_string(n) + " strings");
+    for (size_t i = 0; i < n; ++i) {
+      if (!lt[i].is_string()) c.bad("layer_types", "element " + lt[i].dump() + " is not a string");
+      const std::string t = lt[i].get<std::string>();
+      if (t == "full_attention") continue;
+      if (t == "sliding_attention") {
+        if (window <= 0) c.bad("sliding_window", "needed by layer_types[" + std::to_string(i) + "] = sliding_attention");
+        s.layers[i].kind = AttnKind::Window;
+        s.layers[i].span = window;
+      } else if (t == "chunked_attention") {
+        s.layers[i].kind = AttnKind::Chunk;
+        s.layers[i].span = c.integer("attention_chunk_size");
+      } else {
+        fail(ErrorKind::Unsupported, c.where + ": field 'layer_types'", "layer type '" + t + "' is not supported");
+      }
+    }
+  } else if (f == "mistral" || f == "phi3") {
+    if (window > 0)
+      for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }
+  } else if (f == "qwen2" || f == "qwen3" || f == "smollm3") {
+    if (window > 0 && c.boolean_or("use_sliding_window", false)) {
+      const int64_t first = c.integer_or("max_window_layers", s.n_layers, 0);
+      for (size_t i = 0; i < n; ++i)
+        if (static_cast<int64_t>(i) >= first) { s.layers[i].kind = AttnKind::Window; s.layers[i].span = window; }
+    }
+  } else if (f == "gemma2" || f == "gemma3") {
+    if (window <= 0) c.bad("sliding_window", "missing (Gemma interleaves local and global layers)");
+    const int64_t pattern = f == "gemma2" ? 2 : c.integer_or("sliding_window_pattern", 6, 1);
+    for (size_t i = 0; i < n; ++i)
+      if ((i + 1) % pattern != 0) { s.layers[i].kind = AttnKind::Window; s.layers[i].span = window; }
+  } else if (f == "llama4") {
+    const int64_t chunk = c.integer_or("attention_chunk_size", 0, 0);
+    if (chunk > 0)
+      for (auto& l : s.layers)
+        if (l.use_rope) { l.kind = AttnKind::Chunk; l.span = chunk; }
+  }
+
+  if (f == "gemma3") {
+    const float local = static_cast<float>(c.number_or("rope_local_base_freq", 10000.0));
+    for (auto& l : s.layers)
+      if (l.kind == AttnKind::Window) { l.rope_theta = local; l.rope_scaling = false; }
+  }
+}
+
+void fill_tensor_sources(ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  const bool l4 = s.family == "llama4";
+  m["token_embd.weight"] = "model.embed_tokens.weight";
+  m["output_norm.weight"] = "model.norm.weight";
+  if (!s.tie_word_embeddings) m["output.weight"] = "lm_head.weight";
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    auto L = [&](const char* what) { return layer_tensor(i, what); };
+    m[L("attn_norm.weight")] = p + "input_layernorm.weight";
+    if (s.family == "phi3") {
+      const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
+      const std::string qkv = p + "self_attn.qkv_proj.weight";
+      m[L("attn_q.weight")] = format_tensor_source({qkv, 0, q, 0});
+      m[L("attn_k.weight")] = format_tensor_source({qkv, q, q + kv, 0});
+      m[L("attn_v.weight")] = format_tensor_source({qkv, q + kv, q + 2 * kv, 0});
+      const std::string gu = p + "mlp.gate_up_proj.weight";
+      m[L("ffn_gate.weight")] = format_tensor_source({gu, 0, s.intermediate_size, 0});
+      m[L("ffn_up.weight")] = format_tensor_source({gu, s.intermediate_size, 2 * s.intermediate_size, 0});
+    } else {
+      // Llama 4 stores q/k in interleaved RoPE order (Meta's layout): permuted to half-split.
+      m[L("attn_q.weight")] = format_tensor_source({p + "self_attn.q_proj.weight", -1, -1, l4 ? s.n_heads : 0});
+      m[L("attn_k.weight")] = format_tensor_source({p + "self_attn.k_proj.weight", -1, -1, l4 ? s.n_kv_heads : 0});
+      m[L("attn_v.weight")] = p + "self_attn.v_proj.weight";
+      const std::string mlp = p + (l4 ? "feed_forward." : "mlp.");
+      m[L("ffn_gate.weight")] = mlp + "gate_proj.weight";
+      m[L("ffn_up.weight")] = mlp + "up_proj.weight";
+    }
+    m[L("attn_output.weight")] = p + "self_attn.o_proj.weight";
+    m[L("ffn_down.weight")] = p + (l4 ? "feed_forward." : "mlp.") + "down_proj.weight";
+    if (s.attn_bias) {
+      m[L("attn_q.bias")] = p + "self_attn.q_proj.bias";
+      m[L("attn_k.bias")] = p + "self_attn.k_proj.bias";
+      m[L("attn_v.bias")] = p + "self_attn.v_proj.bias";
+    }
+    if (s.qk_norm) {
+      m[L("attn_q_norm.weight")] = p + "self_attn.q_norm.weight";
+      m[L("attn_k_norm.weight")] = p + "self_attn.k_norm.weight";
+    }
+    if (s.sandwich_norms) {
+      m[L("post_attention_norm.weight")] = p + "post_attention_layernorm.weight";
+      m[L("ffn_norm.weight")] = p + "pre_feedforward_layernorm.weight";
+      m[L("post_ffw_norm.weight")] = p + "post_feedforward_layernorm.weight";
+    } else {
+      m[L("ffn_norm.weight")] = p + "post_attention_layernorm.weight";
+    }
+  }
+  if (s.family == "phi3") s.source_notes.push_back("fused qkv_proj and gate_up_proj split into q/k/v and gate/up");
+  if (l4) s.source_notes.push_back("q_proj/k_proj rows permuted from interleaved (Llama 4) to half-split RoPE order");
+}
+
+}  // namespace
+
+ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) {
+  if (!root.is_object()) fail(ErrorKind::Corrupt, where, "config is not a JSON object");
+  ModelSpec s;
+  // Architecture.
+  auto arch_it = root.find("architectures");
+  if (arch_it == root.end() || !arch_it->is_array() || arch_it->empty() || !(*arch_it)[0].is_string())
+    fail(ErrorKind::Corrupt, where + ": field 'architectures'", "missing or not a list of names");
+  s.architecture = (*arch_it)[0].get<std::string>();
+  auto fam = families().find(s.architecture);
+  if (fam == families().end())
+    fail(ErrorKind::Unsupported, where + ": field 'architectures'",
+         "architecture '" + s.architecture + "' is not supported (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4 dense are)");
+  if (!fam->second.supported) fail(ErrorKind::Unsupported, where + ": field 'architectures'", s.architecture + ": " + fam->second.why);
+  s.family = fam->second.family;
+
+  const json* text = &root;
+  std::string cwhere = where;
+  if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
+    text = &*tc;
+    cwhere = where + ": text_config";
+  }
+  Cfg c{*text, cwhere, s.family == "gemma3" ? &gemma3_defaults() : nullptr};
+
+  s.vocab_size = c.integer("vocab_size");
+  s.hidden_size = c.integer("hidden_size");
+  s.n_layers = c.integer("num_hidden_layers", 1, 4096);
+  s.n_heads = c.integer("num_attention_heads", 1, 1 << 16);
+  s.n_kv_heads = c.integer_or("num_key_value_heads", s.n_heads, 1, 1 << 16);
+  if (s.n_heads % s.n_kv_heads != 0) c.bad("num_key_value_heads", std::to_string(s.n_kv_heads) + " does not divide num_attention_heads " + std::to_string(s.n_heads));
+  if (!c.present("head_dim") && s.hidden_size % s.n_heads != 0) c.bad("num_attention_heads", "does not divide hidden_size and no head_dim is given");
+  s.head_dim = c.integer_or("head_dim", s.hidden_size / s.n_heads, 1, 1 << 16);
+  s.max_position_embeddings = c.integer_or("max_position_embeddings", 0);
+  s.norm_eps = static_cast<float>(c.number_or("rms_norm_eps", 1e-6));
+
+  if (s.family == "llama4") {
+    s.intermediate_size = c.integer("intermediate_size_mlp");
+    const int64_t experts = c.integer_or("num_local_experts", 0);
+    bool has_moe = false;
+    if (c.present("moe_layers")) {
+      const json& ml = *c.find("moe_layers");
+      if (!ml.is_array()) c.bad("moe_layers", "expected a list");
+      has_moe = !ml.empty();
+    } else {
+      has_moe = experts > 0 && c.integer_or("interleave_moe_layer_step", 1, 0) > 0;
+    }
+    if (has_moe) fail(ErrorKind::Unsupported, cwhere + ": field 'moe_layers'", "Llama 4 mixture-of-experts layers are not supported (dense configs only)");
+    s.qk_l2_norm = c.boolean_or("use_qk_norm", true);
+    if (c.boolean_or("attn_temperature_tuning", true)) {
+      s.attn_temperature_scale = static_cast<float>(c.number_or("attn_scale", 0.1));
+      s.attn_temperature_floor = c.integer_or("floor_scale", 8192, 1);
+    }
+  } else {
+    s.intermediate_size = c.integer("intermediate_size");
+  }
+
+  // RoPE: rope_theta (or rope_parameters.rope_theta in newer configs), partial rotary.
+  double theta = c.number_or("rope_theta", 10000.0);
+  if (const json* rp = c.find("rope_parameters"); rp && rp->is_object() && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number())
+    theta = (*rp)["rope_theta"].get<double>();
+  if (!(theta > 0)) c.bad("rope_theta", "must be positive");
+  s.rope_theta = static_cast<float>(theta);
+  const double partial = c.number_or("partial_rotary_factor", 1.0);
+  if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
+  s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
+  if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
+  s.rope_scaling = parse_rope_scaling(c, s.max_position_embeddings);
+
+  // Activation.
+  std::string act = c.string_or("hidden_activation", c.string_or("hidden_act", "silu"));
+  if (act == "silu" || act == "swish") s.activation = Activation::SiLU;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") s.activation = Activation::GeLUTanh;
+  else if (act == "gelu") s.activation = Activation::GeLU;
+  else fail(ErrorKind::Unsupported, cwhere + ": field 'hidden_act'", "activation '" + act + "' is not supported");
+
+  const bool gemma = s.family == "gemma2" || s.family == "gemma3";
+  const bool tie_default = gemma || s.family == "smollm3";
+  s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : tie_default);
+  s.attn_bias = s.family == "qwen2" ? true : c.boolean_or("attention_bias", false);
+  if (c.boolean_or("mlp_bias", false)) fail(ErrorKind::Unsupported, cwhere + ": field 'mlp_bias'", "MLP biases are not supported");
+  s.qk_norm = s.family == "qwen3" || s.family == "gemma3";
+
+  if (gemma) {
+    s.norm_weight_plus_one = true;
+    s.sandwich_norms = true;
+    s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
+    const double qpas = c.number_or("query_pre_attn_scalar", static_cast<double>(s.head_dim));
+    if (!(qpas > 0)) c.bad("query_pre_attn_scalar", "must be positive");
+    s.attn_scale = static_cast<float>(1.0 / std::sqrt(qpas));
+    s.attn_logit_softcap = static_cast<float>(c.number_or("attn_logit_softcapping", 0.0));
+    s.final_logit_softcap = static_cast<float>(c.number_or("final_logit_softcapping", 0.0));
+  }
+
+  fill_layers(c, s);
+  fill_tensor_sources(s);
+  return s;
+}
+
+ModelSpec model_spec_from_hf_config_file(const std::string& path) {
+  std::string text = read_text_file(path, 16u << 20);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Corrupt, path, std::string("malformed JSON: ") + e.what());
+  }
+  return model_spec_from_hf_config(j, path);
+}
+
+}  // namespace ptn

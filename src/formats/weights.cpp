@@ -1,0 +1,282 @@
+#include "formats/weights.h"
+
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "formats/gguf.h"
+#include "formats/gguf_spec.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
+#include "formats/sha256.h"
+
+namespace ptn {
+
+// ---- tensor source text ------------------------------------------------------------------
+
+std::string format_tensor_source(const TensorSourceRef& r) {
+  std::string s = r.name;
+  if (r.row_begin >= 0) s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) + "]";
+  if (r.interleaved_heads > 0) s += " (interleaved, " + std::to_string(r.interleaved_heads) + " heads)";
+  return s;
+}
+
+TensorSourceRef parse_tensor_source(const std::string& text) {
+  TensorSourceRef r;
+  std::string s = text;
+  auto bad = [&] { fail(ErrorKind::Internal, "tensor source '" + text + "'", "not in the form name[rows A:B] (interleaved, H heads)"); };
+  const std::string il = " (interleaved, ";
+  if (auto p = s.find(il); p != std::string::npos) {
+    const std::string tail = s.substr(p + il.size());
+    const size_t sp = tail.find(' ');
+    if (sp == std::string::npos || tail.substr(sp) != " heads)") bad();
+    try { r.interleaved_heads = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
+    if (r.interleaved_heads <= 0) bad();
+    s = s.substr(0, p);
+  }
+  if (auto p = s.find("[rows "); p != std::string::npos) {
+    if (s.back() != ']') bad();
+    const std::string range = s.substr(p + 6, s.size() - p - 7);
+    const size_t colon = range.find(':');
+    if (colon == std::string::npos) bad();
+    try {
+      r.row_begin = std::stoll(range.substr(0, colon));
+      r.row_end = std::stoll(range.substr(colon + 1));
+    } catch (...) { bad(); }
+    if (r.row_begin < 0 || r.row_end < r.row_begin) bad();
+    s = s.substr(0, p);
+  }
+  if (s.empty()) bad();
+  r.name = s;
+  return r;
+}
+
+// ---- RoPE row permutations ---------------------------------------------------------------
+
+static Tensor permute_heads(const Tensor& t, int64_t heads, bool to_half_split, const std::string& where) {
+  if (t.ndim() < 1 || t.ndim() > 2) fail(ErrorKind::Corrupt, where, "expected a matrix or a vector, found " + t.describe());
+  if (!t.contiguous()) fail(ErrorKind::Internal, where, "non-contiguous tensor");
+  const int64_t rows = t.dim(0);
+  if (heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
+    fail(ErrorKind::Corrupt, where, std::to_string(rows) + " rows do not split into " + std::to_string(heads) + " heads of an even size");
+  const int64_t d = rows / heads, half = d / 2;
+  size_t unit;  // bytes moved per logical row
+  if (t.ndim() == 2) unit = t.row_bytes();
+  else {
+    if (traits(t.dtype()).quantized) fail(ErrorKind::Unsupported, where, "cannot permute a quantized vector");
+    unit = traits(t.dtype()).block_bytes;
+  }
+  Tensor out = Tensor::zeros(t.dtype(), t.shape());
+  const uint8_t* src = static_cast<const uint8_t*>(t.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        const int64_t inter = h * d + 2 * i + j, split = h * d + j * half + i;
+        const int64_t from = to_half_split ? inter : split, to = to_half_split ? split : inter;
+        std::memcpy(dst + to * unit, src + from * unit, unit);
+      }
+  return out;
+}
+
+Tensor deinterleave_heads(const Tensor& t, int64_t heads, const std::string& where) { return permute_heads(t, heads, true, where); }
+Tensor interleave_heads(const Tensor& t, int64_t heads, const std::string& where) { return permute_heads(t, heads, false, where); }
+
+// ---- mapped sources (GGUF / safetensors) ---------------------------------------------------
+
+namespace {
+
+// Expected shape of a canonical tensor (empty if not a known name).
+std::vector<int64_t> expected_shape(const ModelSpec& s, const std::string& name) {
+  const int64_t H = s.hidden_size, q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.intermediate_size;
+  if (name == "token_embd.weight" || name == "output.weight") return {s.vocab_size, H};
+  if (name == "output_norm.weight") return {H};
+  if (name.rfind("blk.", 0) != 0) return {};
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return {};
+  const std::string w = name.substr(dot + 1);
+  static const std::map<std::string, int> kinds = {
+      {"attn_norm.weight", 0}, {"ffn_norm.weight", 0}, {"post_attention_norm.weight", 0}, {"post_ffw_norm.weight", 0},
+      {"attn_q.weight", 1}, {"attn_k.weight", 2}, {"attn_v.weight", 2}, {"attn_output.weight", 3},
+      {"ffn_gate.weight", 4}, {"ffn_up.weight", 4}, {"ffn_down.weight", 5},
+      {"attn_q.bias", 6}, {"attn_k.bias", 7}, {"attn_v.bias", 7}, {"attn_q_norm.weight", 8}, {"attn_k_norm.weight", 8}};
+  auto it = kinds.find(w);
+  if (it == kinds.end()) return {};
+  switch (it->second) {
+    case 0: return {H};
+    case 1: return {q, H};
+    case 2: return {kv, H};
+    case 3: return {H, q};
+    case 4: return {F, H};
+    case 5: return {H, F};
+    case 6: return {q};
+    case 7: return {kv};
+    default: return {s.head_dim};
+  }
+}
+
+class MappedSource final : public WeightSource {
+ public:
+  ModelSpec spec_;
+  std::string description_;
+  std::shared_ptr<GgufFile> gguf_;
+  std::shared_ptr<SafetensorsSet> st_;
+  std::vector<std::string> extra_files_;  // config.json etc.
+  std::map<std::string, TensorSourceRef> recipes_;
+
+  const ModelSpec& spec() const override { return spec_; }
+  std::string describe() const override { return description_; }
+
+  std::optional<TokenizerSpec> tokenizer() const override {
+    if (gguf_ && gguf_has_tokenizer(*gguf_)) return tokenizer_spec_from_gguf(*gguf_);
+    return std::nullopt;
+  }
+  bool has(const std::string& name) const override { return recipes_.count(name) != 0; }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& [n, r] : recipes_) out.push_back(n);
+    return out;
+  }
+
+  Tensor raw(const std::string& name) const { return gguf_ ? gguf_->tensor(name) : st_->tensor(name); }
+  std::vector<int64_t> raw_shape(const std::string& name) const {
+    if (gguf_) {
+      const GgufTensorInfo* t = gguf_->find_tensor(name);
+      return t ? t->shape : std::vector<int64_t>{-1};
+    }
+    const SafetensorsInfo* t = st_->find(name);
+    return t ? t->shape : std::vector<int64_t>{-1};
+  }
+  std::string source_path(const std::string& name) const { return gguf_ ? gguf_->path() : st_->file_of(name); }
+
+  Tensor get(const std::string& name) const override {
+    auto it = recipes_.find(name);
+    if (it == recipes_.end()) fail(ErrorKind::InvalidArgument, description_ + ": tensor '" + name + "'", "no such tensor");
+    const TensorSourceRef& r = it->second;
+    Tensor t = raw(r.name);
+    const std::string where = source_path(r.name) + ": tensor '" + r.name + "'";
+    if (r.row_begin >= 0) t = t.slice_rows(r.row_begin, r.row_end);
+    if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
+    return t;
+  }
+
+  std::vector<SourceFile> source_files() const override {
+    std::vector<std::string> paths = extra_files_;
+    if (gguf_) paths.push_back(gguf_->path());
+    if (st_) for (const auto& f : st_->files()) paths.push_back(f->path());
+    std::vector<SourceFile> out;
+    for (const auto& p : paths) {
+      auto m = MappedFile::open(p);
+      out.push_back({p, m->size(), sha256_hex(m->data(), m->size())});
+    }
+    return out;
+  }
+
+  // Resolves every tensor source, checks presence and shapes; called once at open.
+  void resolve(const std::function<std::string(const std::string&)>& locate) {
+    for (const auto& [canon, text] : spec_.tensor_sources) {
+      TensorSourceRef r = parse_tensor_source(text);
+      const std::string found = locate(r.name);
+      if (found.empty()) fail(ErrorKind::Corrupt, description_ + ": tensor '" + r.name + "'", "missing (needed for " + canon + ")");
+      r.name = found;
+      std::vector<int64_t> shape = raw_shape(r.name);
+      const std::string where = source_path(r.name) + ": tensor '" + r.name + "'";
+      if (r.row_begin >= 0) {
+        if (shape.empty() || r.row_end > shape[0])
+          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
+        shape[0] = r.row_end - r.row_begin;
+      }
+      std::vector<int64_t> want = expected_shape(spec_, canon);
+      if (!want.empty() && shape != want)
+        fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " does not match the model (" + canon + " should be " + shape_str(want) + ")");
+      recipes_[canon] = r;
+    }
+    for (const char* need : {"token_embd.weight", "output_norm.weight"})
+      if (!recipes_.count(need)) fail(ErrorKind::Corrupt, description_, std::string("no tensor for ") + need);
+    if (!spec_.tie_word_embeddings && !recipes_.count("output.weight"))
+      fail(ErrorKind::Corrupt, description_, "output.weight missing and the embeddings are not tied");
+  }
+};
+
+std::string join_dir(const std::string& dir, const std::string& name) {
+  return (dir.empty() || dir.back() == '/') ? dir + name : dir + "/" + name;
+}
+
+std::string parent_dir(const std::string& path) {
+  size_t p = path.find_last_of('/');
+  return p == std::string::npos ? "." : path.substr(0, p);
+}
+
+// HF checkpoints nest the text model differently (Gemma 3 and Llama 4 multimodal wrappers).
+std::function<std::string(const std::string&)> hf_locator(const SafetensorsSet& st) {
+  return [&st](const std::string& name) -> std::string {
+    std::vector<std::string> cands = {name, "language_model." + name};
+    if (name.rfind("model.", 0) == 0) cands.push_back("model.language_model." + name.substr(6));
+    for (const auto& c : cands)
+      if (st.has(c)) return c;
+    return "";
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::string& gguf_weights) {
+  auto src = std::make_unique<MappedSource>();
+  if (is_directory(path)) {
+    const std::string cfg = join_dir(path, "config.json");
+    if (!file_exists(cfg)) fail(ErrorKind::InvalidArgument, path, "a directory without config.json is not an HF model");
+    src->spec_ = model_spec_from_hf_config_file(cfg);
+    src->extra_files_.push_back(cfg);
+    if (!gguf_weights.empty()) {
+      src->gguf_ = GgufFile::open(gguf_weights);
+      src->description_ = "HF directory " + path + " with weights from GGUF " + gguf_weights;
+      ModelSpec gs = model_spec_from_gguf(*src->gguf_);
+      ModelSpec& s = src->spec_;
+      auto check = [&](const char* what, int64_t a, int64_t b) {
+        if (a != b) fail(ErrorKind::InvalidArgument, gguf_weights, std::string(what) + " " + std::to_string(b) + " differs from the config's " + std::to_string(a));
+      };
+      check("hidden size", s.hidden_size, gs.hidden_size);
+      check("layer count", s.n_layers, gs.n_layers);
+      check("head count", s.n_heads, gs.n_heads);
+      check("kv head count", s.n_kv_heads, gs.n_kv_heads);
+      check("vocabulary size", s.vocab_size, gs.vocab_size);
+      check("feed-forward size", s.intermediate_size, gs.intermediate_size);
+      s.tensor_sources = gs.tensor_sources;
+      s.norm_weight_plus_one = gs.norm_weight_plus_one;
+      s.tie_word_embeddings = gs.tie_word_embeddings;
+      s.source_notes.insert(s.source_notes.end(), gs.source_notes.begin(), gs.source_notes.end());
+      const GgufFile& g = *src->gguf_;
+      src->resolve([&g](const std::string& n) { return g.find_tensor(n) ? n : std::string(); });
+      return src;
+    }
+    src->st_ = SafetensorsSet::open_dir(path);
+    src->description_ = "HF directory " + path;
+    src->resolve(hf_locator(*src->st_));
+    return src;
+  }
+  if (!gguf_weights.empty()) fail(ErrorKind::InvalidArgument, path, "separate GGUF weights need an HF directory");
+  if (!file_exists(path)) fail(ErrorKind::Io, path, "no such file or directory");
+  if (looks_like_gguf(path)) {
+    src->gguf_ = GgufFile::open(path);
+    src->description_ = "GGUF file " + path;
+    src->spec_ = model_spec_from_gguf(*src->gguf_);
+    const GgufFile& g = *src->gguf_;
+    src->resolve([&g](const std::string& n) { return g.find_tensor(n) ? n : std::string(); });
+    return src;
+  }
+  if (looks_like_safetensors(path)) {
+    const std::string cfg = join_dir(parent_dir(path), "config.json");
+    if (!file_exists(cfg)) fail(ErrorKind::InvalidArgument, path, "a safetensors file needs a config.json beside it");
+    src->spec_ = model_spec_from_hf_config_file(cfg);
+    src->extra_files_.push_back(cfg);
+    src->st_ = SafetensorsSet::open_file(path);
+    src->description_ = "safetensors file " + path;
+    src->resolve(hf_locator(*src->st_));
+    return src;
+  }
+  fail(ErrorKind::InvalidArgument, path, "not a GGUF file, a safetensors file or an HF model directory");
+}
+
+}  // namespace ptn

@@ -1,0 +1,70 @@
+// WeightSource: a model's spec and its tensors under canonical (GGUF) names, whatever the
+// source: an HF directory (config.json + safetensors, single or sharded), a GGUF file, an HF
+// directory whose weights come from a separate GGUF, or random weights (random_weights.h).
+//
+// Tensors come back in ptn conventions (model_spec.h): [out, in] row-major, Q/K rows in
+// half-split RoPE order. Views of the mapped files where possible; owned copies where the
+// source needs a transformation (rows permuted back from llama.cpp's interleaved layout,
+// fused Phi-3 tensors split).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "formats/model_spec.h"
+#include "formats/tokenizer_spec.h"
+
+namespace ptn {
+
+struct SourceFile {
+  std::string path;
+  uint64_t size = 0;
+  std::string sha256;  // lowercase hex
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual const ModelSpec& spec() const = 0;
+  // The tokenizer stored with the weights (GGUF files only; HF tokenizer.json is read elsewhere).
+  virtual std::optional<TokenizerSpec> tokenizer() const { return std::nullopt; }
+  virtual bool has(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;  // canonical names, sorted
+  // Throws InvalidArgument naming the tensor if absent.
+  virtual Tensor get(const std::string& name) const = 0;
+  // The files read, with their sizes and SHA-256 (computed on call: reads every byte).
+  virtual std::vector<SourceFile> source_files() const { return {}; }
+  // A one-line description of the source ("GGUF file x.gguf", "HF directory d", ...).
+  virtual std::string describe() const = 0;
+};
+
+// Opens `path`: a GGUF file, an HF directory (config.json + safetensors), or a single
+// .safetensors file next to a config.json. If `gguf_weights` is given, `path` must be an HF
+// directory whose config gives the spec while the tensors come from that GGUF.
+std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::string& gguf_weights = "");
+
+// How a canonical tensor is obtained from a tensor of the source, written in
+// ModelSpec::tensor_sources as text:
+//   "name"                          the tensor as stored
+//   "name[rows A:B]"                rows [A, B) of the outermost dimension
+//   "name (interleaved, H heads)"   rows permuted from interleaved RoPE pairs to half-split
+struct TensorSourceRef {
+  std::string name;
+  int64_t row_begin = -1, row_end = -1;  // -1: all rows
+  int64_t interleaved_heads = 0;         // 0: no permutation
+};
+std::string format_tensor_source(const TensorSourceRef& r);
+// Throws Internal for text that format_tensor_source did not produce.
+TensorSourceRef parse_tensor_source(const std::string& text);
+
+// The row permutation: rows of each of `heads` heads of size D, stored as interleaved pairs
+// (2i, 2i+1), returned in half-split order (i, i + D/2): out[h*D + j*D/2 + i] = in[h*D + 2i + j].
+// Works for any dtype (rows are copied whole); 1-D tensors (biases) are permuted per element.
+Tensor deinterleave_heads(const Tensor& t, int64_t heads, const std::string& where);
+// The inverse (half-split -> interleaved), used by the GGUF writer for the llama architecture.
+Tensor interleave_heads(const Tensor& t, int64_t heads, const std::string& where);
+
+}  // namespace ptn
