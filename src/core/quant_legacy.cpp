@@ -24,6 +24,18 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
+// roundf (half away from zero) for |v| <= 127, without the libm call: v - trunc(v) is exact.
+// NaN gives 0; anything beyond +-127 clamps.
+int round_away_127(float v) {
+  if (!(v > -127.0f)) return std::isnan(v) ? 0 : -127;
+  if (!(v < 127.0f)) return 127;
+  int i = static_cast<int>(v);
+  const float frac = v - static_cast<float>(i);
+  if (frac >= 0.5f) ++i;
+  else if (frac <= -0.5f) --i;
+  return i;
+}
+
 }  // namespace
 
 void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
@@ -94,15 +106,14 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK8_0) {
     float amax = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    for (int j = 0; j < QK8_0; ++j) {
+      const float a = std::fabs(x[j]);
+      if (a > amax) amax = a;  // NaN never wins
+    }
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
-    for (int j = 0; j < QK8_0; ++j) {
-      // round half away from zero (roundf); |x*id| <= 127 for finite input.
-      const float r = std::round(x[j] * id);
-      y[i].qs[j] = static_cast<int8_t>(std::isnan(r) ? 0 : std::fmin(127.0f, std::fmax(-127.0f, r)));
-    }
+    for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(round_away_127(x[j] * id));
   }
 }
 
