@@ -1,0 +1,103 @@
+// PagedCache: K/V in fixed-size blocks from one BlockPool (block_pool.h), a block table per
+// sequence, reference-counted sharing, copy-on-write of a shared partial last block, and
+// prefix reuse through chained hashes of full blocks (prefix_index.h).
+//
+// Step transaction:
+//   prepare  counts the blocks the step needs (new blocks, plus a copy of the last block when
+//            it is partial and shared or indexed), fails with Capacity before touching anything
+//            if fewer are available (free + evictable cached), else allocates them (evicting
+//            cached blocks oldest first) and builds each sequence's *pending* block table.
+//   update_and_attend writes K/V rows through the pending tables (only into new blocks, the
+//            copies, or unshared slots past the committed length) and attends in place.
+//   commit   swaps the pending tables in, releases the replaced blocks, and registers blocks
+//            that became full in the prefix index.
+//   rollback releases what prepare allocated; the committed state was never touched.
+// Blocks evicted from the cache during a prepare that is then rolled back stay evicted (no
+// sequence held them).
+//
+// Sizing: options.capacity_tokens -> ceil(capacity_tokens / block_size) blocks, else
+// capacity_bytes / block_bytes() blocks; one of them must be set.
+// Sequence controls (fork, clear, rewind, reuse_prefix) on a sequence that is part of a
+// prepared step throw InvalidArgument; only one step may be prepared at a time.
+// Windowed layers are masked by position; blocks are not yet released when every layer's
+// window has moved past them.
+#pragma once
+#include <map>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/cache.h"
+
+namespace ptn {
+
+class PagedCache final : public KVCache {
+ public:
+  // pool: the threads update_and_attend splits (row, kv head) pairs over; null = default_pool().
+  PagedCache(CacheSpec spec, CacheOptions options, ThreadPool* pool = nullptr);
+  std::string name() const override { return "paged kv cache"; }
+
+  void add_sequence(SeqId seq) override;
+  void fork(SeqId src, SeqId dst) override;
+  void clear(SeqId seq) override;
+  void rewind(SeqId seq, int64_t length) override;
+  bool has_sequence(SeqId seq) const override;
+  int64_t length(SeqId seq) const override;
+  bool can_extend(SeqId seq, int64_t n_new) const override;
+  int64_t reuse_prefix(SeqId seq, const std::vector<int32_t>& tokens) override;
+
+  size_t bytes_used() const override;
+  size_t bytes_reserved() const override;
+
+  void update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
+                         int64_t n_q_heads, const AttendParams& params, float* out) override;
+
+  // --- paged specifics ---------------------------------------------------------------------
+  BlockStats stats() const { return pool_.stats(); }
+  int64_t block_size() const { return block_size_; }
+  size_t block_bytes() const { return pool_.block_bytes(); }
+  std::vector<int32_t> block_table(SeqId seq) const;
+  // Extra keys (tenant salt, adapter id, ...) that enter this sequence's prefix hash chain, so
+  // it only shares prefix blocks with sequences that have the same keys. The sequence must be
+  // empty. Forks inherit them.
+  void set_prefix_keys(SeqId seq, const std::vector<uint64_t>& extra_keys);
+
+ protected:
+  std::shared_ptr<void> do_prepare(const StepBatch& batch) override;
+  void do_commit(const StepBatch& batch, void* state) override;
+  void do_rollback(const StepBatch& batch, void* state) override;
+
+ private:
+  struct Sequence {
+    int64_t length = 0;
+    std::vector<int32_t> table;    // ceil(length / block_size) block ids
+    std::vector<int32_t> tokens;   // [length] token ids (for block hashes)
+    std::vector<uint64_t> hashes;  // chained hash of each full block so far
+    uint64_t root = 0;             // hash chain root (from the extra keys)
+  };
+  struct LayerLayout {
+    size_t k_off = 0, v_off = 0;  // offsets of the layer's K / V regions in a block
+    size_t k_row = 0, v_row = 0;  // bytes of one head row
+  };
+  struct Pending;
+
+  Sequence& seq_or_throw(SeqId seq, const char* what);
+  const Sequence& seq_or_throw(SeqId seq, const char* what) const;
+  void check_not_in_step(SeqId seq, const char* what) const;
+  // Blocks a sequence of `length` tokens needs to append n tokens (new ones + a copy-on-write).
+  int64_t blocks_needed(const Sequence& s, int64_t n) const;
+  void release_tail(Sequence& s, size_t keep_blocks);  // unref table[keep..] last first
+
+  static size_t compute_layout(const CacheSpec& spec, const CacheOptions& options, std::vector<LayerLayout>* out);
+  static int64_t compute_blocks(const CacheOptions& options, size_t block_bytes, const std::string& who);
+  static kv::BlockPool make_pool(const CacheSpec& spec, const CacheOptions& options, std::vector<LayerLayout>* layout);
+
+  ThreadPool* threads_;
+  int64_t block_size_;
+  std::vector<LayerLayout> layout_;
+  kv::BlockPool pool_;
+  std::map<SeqId, Sequence> seqs_;
+  Pending* active_ = nullptr;
+};
+
+}  // namespace ptn

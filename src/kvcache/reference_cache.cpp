@@ -1,0 +1,228 @@
+#include "kvcache/reference_cache.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "kvcache/kv_common.h"
+
+namespace ptn {
+
+// The state of a prepared step: where each sequence of the batch started, how many rows it
+// adds, and which layers have been written. Writes go straight into the sequence's arrays
+// (beyond its committed length); rollback truncates them back.
+struct SequenceReferenceCache::Pending {
+  std::map<SeqId, int64_t> old_length;
+  std::map<SeqId, int64_t> n_new;
+  std::vector<bool> layer_done;
+};
+
+SequenceReferenceCache::SequenceReferenceCache(CacheSpec spec, CacheOptions options)
+    : KVCache(std::move(spec), options) {
+  kv::validate_spec(spec_, options_, name());
+  for (const LayerCacheSpec& L : spec_.layers)
+    token_bytes_ += static_cast<size_t>(L.n_kv_heads * (L.head_dim_k + L.head_dim_v)) * sizeof(float);
+  capacity_tokens_ = options_.capacity_tokens;
+  if (capacity_tokens_ == 0 && options_.capacity_bytes > 0) {
+    capacity_tokens_ = static_cast<int64_t>(options_.capacity_bytes / token_bytes_);
+    if (capacity_tokens_ == 0)
+      fail(ErrorKind::InvalidArgument, name(),
+           "capacity_bytes " + std::to_string(options_.capacity_bytes) + " is less than one token (" +
+               std::to_string(token_bytes_) + " bytes)");
+  }
+}
+
+SequenceReferenceCache::Sequence& SequenceReferenceCache::seq_or_throw(SeqId seq, const char* what) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    fail(ErrorKind::InvalidArgument, name(), std::string(what) + ": unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+const SequenceReferenceCache::Sequence& SequenceReferenceCache::seq_or_throw(SeqId seq, const char* what) const {
+  return const_cast<SequenceReferenceCache*>(this)->seq_or_throw(seq, what);
+}
+
+void SequenceReferenceCache::check_not_in_step(SeqId seq, const char* what) const {
+  if (active_ && active_->old_length.count(seq))
+    fail(ErrorKind::InvalidArgument, name(),
+         std::string(what) + ": sequence " + std::to_string(seq) + " is part of a prepared, uncommitted step");
+}
+
+int64_t SequenceReferenceCache::total_tokens() const {
+  int64_t n = 0;
+  for (const auto& [id, s] : seqs_) n += s.length;
+  return n;
+}
+
+void SequenceReferenceCache::add_sequence(SeqId seq) {
+  if (seqs_.count(seq))
+    fail(ErrorKind::InvalidArgument, name(), "add_sequence: sequence " + std::to_string(seq) + " exists");
+  Sequence s;
+  s.layers.resize(spec_.layers.size());
+  seqs_.emplace(seq, std::move(s));
+}
+
+void SequenceReferenceCache::fork(SeqId src, SeqId dst) {
+  const Sequence& s = seq_or_throw(src, "fork");
+  check_not_in_step(src, "fork");
+  if (seqs_.count(dst))
+    fail(ErrorKind::InvalidArgument, name(), "fork: destination sequence " + std::to_string(dst) + " exists");
+  if (capacity_tokens_ > 0 && total_tokens() + s.length > capacity_tokens_)
+    fail(ErrorKind::Capacity, name(),
+         "fork of sequence " + std::to_string(src) + " needs " + std::to_string(s.length) +
+             " more tokens than the capacity of " + std::to_string(capacity_tokens_) + " allows");
+  seqs_.emplace(dst, s);  // a full copy: the reference shares nothing
+}
+
+void SequenceReferenceCache::clear(SeqId seq) {
+  seq_or_throw(seq, "clear");
+  check_not_in_step(seq, "clear");
+  seqs_.erase(seq);
+}
+
+void SequenceReferenceCache::rewind(SeqId seq, int64_t length) {
+  Sequence& s = seq_or_throw(seq, "rewind");
+  check_not_in_step(seq, "rewind");
+  if (length < 0 || length > s.length)
+    fail(ErrorKind::InvalidArgument, name(),
+         "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
+             " for sequence " + std::to_string(seq));
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerCacheSpec& L = spec_.layers[l];
+    s.layers[l].k.resize(static_cast<size_t>(length * L.n_kv_heads * L.head_dim_k));
+    s.layers[l].v.resize(static_cast<size_t>(length * L.n_kv_heads * L.head_dim_v));
+  }
+  s.length = length;
+}
+
+bool SequenceReferenceCache::has_sequence(SeqId seq) const { return seqs_.count(seq) != 0; }
+
+int64_t SequenceReferenceCache::length(SeqId seq) const { return seq_or_throw(seq, "length").length; }
+
+bool SequenceReferenceCache::can_extend(SeqId seq, int64_t n_new) const {
+  const Sequence& s = seq_or_throw(seq, "can_extend");
+  if (n_new < 0) return false;
+  if (spec_.max_positions > 0 && s.length + n_new > spec_.max_positions) return false;
+  return capacity_tokens_ == 0 || total_tokens() + n_new <= capacity_tokens_;
+}
+
+size_t SequenceReferenceCache::bytes_used() const { return static_cast<size_t>(total_tokens()) * token_bytes_; }
+
+size_t SequenceReferenceCache::bytes_reserved() const {
+  size_t n = 0;
+  for (const auto& [id, s] : seqs_)
+    for (const Layer& l : s.layers) n += (l.k.capacity() + l.v.capacity()) * sizeof(float);
+  return n;
+}
+
+std::shared_ptr<void> SequenceReferenceCache::do_prepare(const StepBatch& batch) {
+  if (active_) fail(ErrorKind::InvalidArgument, name(), "prepare: another step is prepared and not committed");
+  auto p = std::make_shared<Pending>();
+  for (const StepRow& r : batch.rows) {
+    p->old_length.emplace(r.seq, seqs_.at(r.seq).length);
+    ++p->n_new[r.seq];
+  }
+  const int64_t need = static_cast<int64_t>(batch.rows.size());
+  if (capacity_tokens_ > 0 && total_tokens() + need > capacity_tokens_)
+    fail(ErrorKind::Capacity, name(),
+         "the step adds " + std::to_string(need) + " tokens to the " + std::to_string(total_tokens()) +
+             " held, beyond the capacity of " + std::to_string(capacity_tokens_) + " tokens");
+  p->layer_done.assign(spec_.layers.size(), false);
+  active_ = p.get();
+  return p;
+}
+
+void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k,
+                                               const float* v, int64_t n_q_heads, const AttendParams& params,
+                                               float* out) {
+  auto* p = static_cast<Pending*>(txn_state(txn));
+  if (!txn.active() || p != active_ || p == nullptr)
+    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: the step is not prepared on this cache");
+  if (layer < 0 || layer >= static_cast<int64_t>(spec_.layers.size()))
+    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: layer " + std::to_string(layer) + " is out of range");
+  const LayerCacheSpec& L = spec_.layers[static_cast<size_t>(layer)];
+  const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
+  if (n_q_heads < 1 || n_q_heads % hkv != 0)
+    fail(ErrorKind::InvalidArgument, name(),
+         "update_and_attend: n_q_heads " + std::to_string(n_q_heads) + " is not a positive multiple of " +
+             std::to_string(hkv) + " kv heads (layer " + std::to_string(layer) + ")");
+  const auto& rows = txn.batch().rows;
+  const int64_t T = static_cast<int64_t>(rows.size());
+  if (T > 0 && (!q || !k || !v || !out))
+    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: null tensor pointer");
+  const size_t li = static_cast<size_t>(layer);
+
+  // 1. Store: truncate to the committed length (a repeated call overwrites) and append rows.
+  for (const auto& [id, old] : p->old_length) {
+    Layer& dst = seqs_.at(id).layers[li];
+    dst.k.resize(static_cast<size_t>(old * hkv * dk));
+    dst.v.resize(static_cast<size_t>(old * hkv * dv));
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    Layer& dst = seqs_.at(rows[static_cast<size_t>(t)].seq).layers[li];
+    dst.k.insert(dst.k.end(), k + t * hkv * dk, k + (t + 1) * hkv * dk);
+    dst.v.insert(dst.v.end(), v + t * hkv * dv, v + (t + 1) * hkv * dv);
+  }
+  p->layer_done[li] = true;
+
+  // 2. Attend: row t at position p sees positions first_visible(p)..p of its sequence.
+  const int64_t group = n_q_heads / hkv;
+  std::vector<double> w;
+  for (int64_t t = 0; t < T; ++t) {
+    const StepRow& r = rows[static_cast<size_t>(t)];
+    const Layer& src = seqs_.at(r.seq).layers[li];
+    const int64_t pos = r.pos;
+    const int64_t lo = kv::first_visible(L, pos);
+    for (int64_t h = 0; h < n_q_heads; ++h) {
+      const int64_t kh = h / group;
+      const float* qh = q + (t * n_q_heads + h) * dk;
+      w.assign(static_cast<size_t>(pos - lo + 1), 0.0);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = lo; j <= pos; ++j) {
+        const float* kj = src.k.data() + (j * hkv + kh) * dk;
+        double dot = 0;
+        for (int64_t d = 0; d < dk; ++d) dot += static_cast<double>(qh[d]) * kj[d];
+        double s = dot * params.scale;
+        if (params.softcap > 0) s = params.softcap * std::tanh(s / params.softcap);
+        w[static_cast<size_t>(j - lo)] = s;
+        mx = std::max(mx, s);
+      }
+      double sum = 0;
+      for (double& x : w) sum += (x = std::exp(x - mx));
+      float* oh = out + (t * n_q_heads + h) * dv;
+      for (int64_t d = 0; d < dv; ++d) {
+        double acc = 0;
+        for (int64_t j = lo; j <= pos; ++j) acc += w[static_cast<size_t>(j - lo)] * src.v[(j * hkv + kh) * dv + d];
+        oh[d] = static_cast<float>(acc / sum);
+      }
+    }
+  }
+}
+
+void SequenceReferenceCache::do_commit(const StepBatch& batch, void* state) {
+  auto* p = static_cast<Pending*>(state);
+  if (!batch.rows.empty())
+    for (size_t l = 0; l < p->layer_done.size(); ++l)
+      if (!p->layer_done[l])
+        fail(ErrorKind::InvalidArgument, name(),
+             "commit: layer " + std::to_string(l) + " was not updated in this step");
+  for (const auto& [id, n] : p->n_new) seqs_.at(id).length += n;
+  active_ = nullptr;
+}
+
+void SequenceReferenceCache::do_rollback(const StepBatch& batch, void* state) {
+  auto* p = static_cast<Pending*>(state);
+  if (p == nullptr) return;
+  for (const auto& [id, old] : p->old_length) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) continue;
+    for (size_t l = 0; l < it->second.layers.size(); ++l) {
+      const LayerCacheSpec& L = spec_.layers[l];
+      it->second.layers[l].k.resize(static_cast<size_t>(old * L.n_kv_heads * L.head_dim_k));
+      it->second.layers[l].v.resize(static_cast<size_t>(old * L.n_kv_heads * L.head_dim_v));
+    }
+  }
+  if (active_ == p) active_ = nullptr;
+}
+
+}  // namespace ptn
