@@ -31,6 +31,9 @@ struct TokenizerSpec {
   std::vector<std::string> merges;          // BPE merges "a b", in rank order
   std::string pre_tokenizer;                // GGUF tokenizer.ggml.pre name ("llama-bpe", "qwen2", ...) or ""
   std::vector<std::string> pre_split_regexes;  // explicit split patterns (from tokenizer.json), in order
+  bool pre_split_explicit = false;          // pre_split_regexes is the whole pre-tokenizer, even if empty
+                                            // (tokenizer.json); otherwise pre_tokenizer's name decides
+  bool bpe_add_prefix_space = false;        // BPE: prepend " " to text not starting with one (ByteLevel add_prefix_space)
 
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id, eot_id;
   std::vector<int32_t> extra_eos_ids;       // other end-of-generation ids (e.g. <|eot_id|>, <|im_end|>)

@@ -1,0 +1,568 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "tokenizer/normalize.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace ptn {
+
+namespace {
+
+constexpr size_t kMaxVocab = 16u << 20;        // tokens
+constexpr size_t kMaxTokenBytes = 64u << 10;   // bytes of one token's text
+constexpr size_t kWordCacheEntries = 1u << 16; // BPE words remembered (cleared when full)
+constexpr size_t kCacheableWordBytes = 256;    // longer words are not cached
+const char* const kSpace = "\xE2\x96\x81";     // ▁ U+2581
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 4);
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s.compare(i, from.size(), from) == 0) {
+      out += to;
+      i += from.size();
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+// "<0xAB>" -> 0xAB, or -1.
+int parse_byte_token(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int v = 0;
+  for (size_t i = 3; i < 5; ++i) {
+    const char c = t[i];
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// A byte trie over the added tokens, for leftmost-longest matching in the text.
+class AddedTokenTrie {
+ public:
+  void insert(std::string_view text, int32_t id, bool needs_parse_special) {
+    int32_t node = 0;
+    for (unsigned char c : text) {
+      const uint64_t key = (static_cast<uint64_t>(node) << 8) | c;
+      auto it = edges_.find(key);
+      if (it == edges_.end()) {
+        nodes_.push_back({});
+        it = edges_.emplace(key, static_cast<int32_t>(nodes_.size() - 1)).first;
+      }
+      node = it->second;
+    }
+    first_byte_[static_cast<unsigned char>(text[0])] = true;
+    auto& n = nodes_[node];
+    if (n.id < 0 || (n.needs_parse_special && !needs_parse_special)) {
+      n.id = id;
+      n.needs_parse_special = needs_parse_special;
+    }
+  }
+  bool empty() const { return nodes_.size() == 1; }
+  // Longest token starting at text[pos] that may be used; returns its length (0: none).
+  size_t match(std::string_view text, size_t pos, bool parse_special, int32_t* id) const {
+    if (!first_byte_[static_cast<unsigned char>(text[pos])]) return 0;
+    int32_t node = 0;
+    size_t best = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]);
+      auto it = edges_.find(key);
+      if (it == edges_.end()) break;
+      node = it->second;
+      const auto& n = nodes_[node];
+      if (n.id >= 0 && (parse_special || !n.needs_parse_special)) {
+        best = i + 1 - pos;
+        *id = n.id;
+      }
+    }
+    return best;
+  }
+
+ private:
+  struct Node {
+    int32_t id = -1;
+    bool needs_parse_special = false;
+  };
+  std::vector<Node> nodes_{Node{}};
+  std::unordered_map<uint64_t, int32_t> edges_;
+  std::array<bool, 256> first_byte_{};
+};
+
+struct MergeInfo {
+  int32_t rank;
+  int32_t id;  // the token the pair becomes
+};
+
+// One symbol of a word during merging: bytes [start, start+len) of the word.
+struct Symbol {
+  uint32_t start, len;
+  int32_t id;  // -1: no token for these bytes
+  int32_t prev, next;
+};
+
+struct Candidate {
+  double priority;  // lower merges first
+  int32_t left;
+  uint32_t left_len, right_len;
+  int32_t id;
+};
+struct CandidateWorse {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.priority > b.priority || (a.priority == b.priority && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  TokenizerSpec spec;
+  std::vector<TokenType> types;
+  std::unordered_map<std::string, int32_t> token_to_id;
+  std::vector<std::string> pieces;     // id -> decoded bytes
+  std::array<int32_t, 256> byte_token; // SPM: byte -> <0xXX> id, or -1
+  std::unordered_map<uint64_t, MergeInfo> merges;  // (left id << 32 | right id) -> merge
+  bool use_ranks = false;              // SPM from tokenizer.json: merges by rank, not by score
+  bool ignore_merges = false;
+  bool nfc = false;
+  std::unique_ptr<tok::RegexSplitter> splitter;
+  AddedTokenTrie added;
+  std::unordered_set<int32_t> eog;
+
+  mutable std::mutex cache_mu;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
+
+  bool spm() const { return spec.kind == TokenizerKind::SentencePiece; }
+  int32_t n() const { return static_cast<int32_t>(spec.tokens.size()); }
+  int32_t lookup(std::string_view s) const {
+    auto it = token_to_id.find(std::string(s));
+    return it == token_to_id.end() ? -1 : it->second;
+  }
+
+  void build();
+  void merge_word(std::string_view word, std::vector<Symbol>& syms) const;
+  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  void push_unknown(std::vector<int32_t>& out) const {
+    if (spec.unk_id) out.push_back(*spec.unk_id);
+  }
+};
+
+void Tokenizer::Impl::build() {
+  const std::string where = "tokenizer";
+  const size_t count = spec.tokens.size();
+  PTN_CHECK(count > 0, ErrorKind::InvalidArgument, where, "the vocabulary is empty");
+  PTN_CHECK(count <= kMaxVocab, ErrorKind::InvalidArgument, where,
+            std::to_string(count) + " tokens exceed the limit of " + std::to_string(kMaxVocab));
+  PTN_CHECK(spec.scores.empty() || spec.scores.size() == count, ErrorKind::InvalidArgument, where + ": scores",
+            std::to_string(spec.scores.size()) + " scores for " + std::to_string(count) + " tokens");
+  PTN_CHECK(spec.token_types.empty() || spec.token_types.size() == count, ErrorKind::InvalidArgument,
+            where + ": token_types",
+            std::to_string(spec.token_types.size()) + " types for " + std::to_string(count) + " tokens");
+  auto check_id = [&](const std::optional<int32_t>& id, const char* name) {
+    if (id && (*id < 0 || *id >= n()))
+      fail(ErrorKind::InvalidArgument, where + ": " + name,
+           "id " + std::to_string(*id) + " is outside the vocabulary of " + std::to_string(count));
+  };
+  check_id(spec.bos_id, "bos_id");
+  check_id(spec.eos_id, "eos_id");
+  check_id(spec.unk_id, "unk_id");
+  check_id(spec.pad_id, "pad_id");
+  check_id(spec.eot_id, "eot_id");
+  for (int32_t e : spec.extra_eos_ids) check_id(e, "extra_eos_ids");
+  if (spec.add_bos) PTN_CHECK(spec.bos_id.has_value(), ErrorKind::InvalidArgument, where, "add_bos without a bos id");
+  if (spec.add_eos) PTN_CHECK(spec.eos_id.has_value(), ErrorKind::InvalidArgument, where, "add_eos without an eos id");
+  if (spec.normalizer == "nfc") nfc = true;
+  else PTN_CHECK(spec.normalizer.empty(), ErrorKind::Unsupported, where + ": normalizer", "'" + spec.normalizer + "' (only nfc)");
+
+  types.resize(count, TokenType::Normal);
+  for (size_t i = 0; i < count; ++i) {
+    if (!spec.token_types.empty()) {
+      const auto t = static_cast<int32_t>(spec.token_types[i]);
+      PTN_CHECK(t >= 1 && t <= 6, ErrorKind::InvalidArgument, where + ": token_types",
+                "token " + std::to_string(i) + " has type " + std::to_string(t));
+      types[i] = spec.token_types[i];
+    }
+  }
+  if (spec.unk_id && spec.token_types.empty()) types[*spec.unk_id] = TokenType::Unknown;
+
+  token_to_id.reserve(count * 2);
+  byte_token.fill(-1);
+  pieces.resize(count);
+  const auto& blm = tok::byte_level_map();
+  for (size_t i = 0; i < count; ++i) {
+    const std::string& t = spec.tokens[i];
+    const auto id = static_cast<int32_t>(i);
+    PTN_CHECK(t.size() <= kMaxTokenBytes, ErrorKind::InvalidArgument, where,
+              "token " + std::to_string(i) + " is " + std::to_string(t.size()) + " bytes long");
+    if (!t.empty()) token_to_id.emplace(t, id);  // the first of duplicate texts wins
+    TokenType& ty = types[i];
+    if (spm() && ty == TokenType::Normal && spec.token_types.empty() && parse_byte_token(t) >= 0) ty = TokenType::Byte;
+    if (ty == TokenType::Byte && spm()) {
+      const int b = parse_byte_token(t);
+      PTN_CHECK(b >= 0, ErrorKind::InvalidArgument, where, "byte token " + std::to_string(i) + " is not <0xXX>: '" + t + "'");
+      if (byte_token[b] < 0) byte_token[b] = id;
+      pieces[i] = std::string(1, static_cast<char>(b));
+      continue;
+    }
+    switch (ty) {
+      case TokenType::Control:
+      case TokenType::Unknown:
+      case TokenType::UserDefined:
+        pieces[i] = t;
+        if (!t.empty()) added.insert(t, id, ty != TokenType::UserDefined);
+        break;
+      case TokenType::Unused:
+        pieces[i].clear();
+        break;
+      default:
+        if (spm()) {
+          pieces[i] = replace_all(t, kSpace, " ");
+        } else {
+          // Byte-level characters back to bytes; a character outside the map stays as written.
+          std::string out;
+          size_t p = 0;
+          while (p < t.size()) {
+            size_t len = tok::utf8_valid_length(t, p);
+            if (len == 0) {
+              out += t[p++];
+              continue;
+            }
+            const int32_t b = blm.cp_to_byte(tok::decode_utf8(t, p, len));
+            if (b >= 0) out += static_cast<char>(b);
+            else out.append(t, p, len);
+            p += len;
+          }
+          pieces[i] = std::move(out);
+        }
+    }
+  }
+
+  // Merges "a b" in rank order -> (id(a), id(b)) -> (rank, id(ab)).
+  use_ranks = !spec.merges.empty();
+  PTN_CHECK(spm() || use_ranks, ErrorKind::InvalidArgument, where, "a byte-level BPE tokenizer needs merges");
+  PTN_CHECK(!spm() || use_ranks || spec.scores.size() == count, ErrorKind::InvalidArgument, where,
+            "a SentencePiece tokenizer needs scores or merges");
+  merges.reserve(spec.merges.size() * 2);
+  for (size_t r = 0; r < spec.merges.size(); ++r) {
+    const std::string& m = spec.merges[r];
+    // Normally exactly one space; if a token itself holds spaces, take the first cut whose halves
+    // and whole are tokens.
+    int32_t a = -1, b = -1;
+    for (size_t cut = m.find(' '); cut != std::string::npos; cut = m.find(' ', cut + 1)) {
+      a = lookup(std::string_view(m).substr(0, cut));
+      b = lookup(std::string_view(m).substr(cut + 1));
+      if (a >= 0 && b >= 0) break;
+    }
+    if (a < 0 || b < 0) continue;  // refers to tokens outside the vocabulary: never applies
+    const int32_t ab = lookup(spec.tokens[a] + spec.tokens[b]);
+    if (ab < 0) continue;
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    merges.emplace(key, MergeInfo{static_cast<int32_t>(r), ab});
+  }
+
+  if (!spm()) {
+    std::vector<std::string> patterns;
+    if (spec.pre_split_explicit) {
+      patterns = spec.pre_split_regexes;
+    } else if (!spec.pre_split_regexes.empty()) {
+      patterns = spec.pre_split_regexes;
+    } else {
+      patterns = tok::pre_tokenizer_patterns(spec.pre_tokenizer);
+    }
+    splitter = std::make_unique<tok::RegexSplitter>(patterns);
+    const std::string& p = spec.pre_tokenizer;
+    ignore_merges = spec.ignore_merges || (!spec.pre_split_explicit && (p == "llama3" || p == "llama-v3" ||
+                                                                        p == "llama-bpe" || p == "falcon3"));
+  }
+
+  if (spec.eos_id) eog.insert(*spec.eos_id);
+  if (spec.eot_id) eog.insert(*spec.eot_id);
+  for (int32_t e : spec.extra_eos_ids) eog.insert(e);
+}
+
+// Merges adjacent symbols of `word`, best pair first (lowest rank, or highest score), leftmost
+// on ties, until no pair forms a token.
+void Tokenizer::Impl::merge_word(std::string_view word, std::vector<Symbol>& syms) const {
+  std::priority_queue<Candidate, std::vector<Candidate>, CandidateWorse> queue;
+  auto consider = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    const Symbol& a = syms[l];
+    const Symbol& b = syms[r];
+    if (use_ranks) {
+      if (a.id < 0 || b.id < 0) return;
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a.id)) << 32) | static_cast<uint32_t>(b.id);
+      auto it = merges.find(key);
+      if (it == merges.end()) return;
+      queue.push({static_cast<double>(it->second.rank), l, a.len, b.len, it->second.id});
+    } else {
+      const int32_t id = lookup(word.substr(a.start, a.len + b.len));
+      if (id < 0) return;
+      const TokenType t = types[id];
+      if (t == TokenType::Control || t == TokenType::Byte || t == TokenType::Unknown) return;
+      queue.push({-static_cast<double>(spec.scores[id]), l, a.len, b.len, id});
+    }
+  };
+  for (size_t i = 1; i < syms.size(); ++i) consider(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = syms[c.left];
+    if (l.len != c.left_len || l.next < 0) continue;  // stale: the left symbol changed
+    Symbol& r = syms[l.next];
+    if (r.len != c.right_len) continue;
+    l.len += r.len;
+    l.id = c.id;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) syms[r.next].prev = c.left;
+    consider(l.prev, c.left);
+    consider(c.left, l.next);
+  }
+}
+
+void Tokenizer::Impl::encode_spm(std::string_view fragment, std::vector<int32_t>& out) const {
+  std::string text;
+  text.reserve(fragment.size() + 8);
+  if (spec.add_space_prefix) text += ' ';
+  text += fragment;
+  text = replace_all(text, " ", kSpace);
+  if (nfc) text = tok::nfc_normalize(text);
+
+  std::vector<Symbol> syms;
+  syms.reserve(text.size());
+  for (size_t p = 0; p < text.size();) {
+    size_t len = tok::utf8_valid_length(text, p);
+    if (len == 0) len = 1;  // a stray byte is a symbol of its own (byte fallback)
+    const auto idx = static_cast<int32_t>(syms.size());
+    syms.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(len), lookup(std::string_view(text).substr(p, len)),
+                    idx - 1, p + len < text.size() ? idx + 1 : -1});
+    p += len;
+  }
+  if (syms.empty()) return;
+  merge_word(text, syms);
+  for (int32_t i = 0; i >= 0; i = syms[i].next) {
+    const Symbol& s = syms[i];
+    if (s.id >= 0) {
+      out.push_back(s.id);
+      continue;
+    }
+    bool all_bytes = spec.byte_fallback;
+    for (uint32_t k = 0; all_bytes && k < s.len; ++k)
+      all_bytes = byte_token[static_cast<uint8_t>(text[s.start + k])] >= 0;
+    if (all_bytes) {
+      for (uint32_t k = 0; k < s.len; ++k) out.push_back(byte_token[static_cast<uint8_t>(text[s.start + k])]);
+    } else {
+      push_unknown(out);
+    }
+  }
+}
+
+void Tokenizer::Impl::encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const {
+  const bool cacheable = word.size() <= kCacheableWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto it = word_cache.find(std::string(word));
+    if (it != word_cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const auto& blm = tok::byte_level_map();
+  std::string mapped;
+  mapped.reserve(word.size() * 2);
+  for (unsigned char c : word) mapped += blm.byte_to_utf8[c];
+
+  std::vector<int32_t> ids;
+  const int32_t whole = ignore_merges ? lookup(mapped) : -1;
+  if (whole >= 0) {
+    ids.push_back(whole);
+  } else {
+    std::vector<Symbol> syms;
+    syms.reserve(word.size());
+    size_t p = 0;
+    for (unsigned char c : word) {
+      const auto len = static_cast<uint32_t>(blm.byte_to_utf8[c].size());
+      const auto idx = static_cast<int32_t>(syms.size());
+      syms.push_back({static_cast<uint32_t>(p), len, lookup(std::string_view(mapped).substr(p, len)), idx - 1,
+                      idx + 1 < static_cast<int32_t>(word.size()) ? idx + 1 : -1});
+      p += len;
+    }
+    merge_word(mapped, syms);
+    for (int32_t i = 0; i >= 0; i = syms[i].next) {
+      if (syms[i].id >= 0) ids.push_back(syms[i].id);
+      else if (spec.unk_id) ids.push_back(*spec.unk_id);  // a byte without a token in this vocabulary
+    }
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    if (word_cache.size() >= kWordCacheEntries) word_cache.clear();
+    word_cache.emplace(std::string(word), std::move(ids));
+  }
+}
+
+void Tokenizer::Impl::encode_bpe(std::string_view fragment, std::vector<int32_t>& out) const {
+  std::string text;
+  if (spec.bpe_add_prefix_space && (fragment.empty() || fragment[0] != ' ')) text = " ";
+  text += fragment;
+  if (nfc) text = tok::nfc_normalize(text);
+  for (std::string_view word : splitter->split(text)) encode_bpe_word(word, out);
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+std::unique_ptr<Tokenizer> Tokenizer::create(const TokenizerSpec& spec) {
+  auto impl = std::make_unique<Impl>();
+  impl->spec = spec;
+  impl->build();
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const Impl& m = *impl_;
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  if (add_special && m.spec.add_bos) out.push_back(*m.spec.bos_id);
+  auto encode_text = [&](std::string_view frag) {
+    if (frag.empty()) return;
+    if (m.spm()) m.encode_spm(frag, out);
+    else m.encode_bpe(frag, out);
+  };
+  // Cut the added tokens out of the text, leftmost-longest; encode the text between them.
+  size_t start = 0, pos = 0;
+  while (pos < text.size()) {
+    int32_t id = -1;
+    const size_t len = m.added.empty() ? 0 : m.added.match(text, pos, parse_special, &id);
+    if (len == 0) {
+      ++pos;
+      continue;
+    }
+    encode_text(text.substr(start, pos - start));
+    out.push_back(id);
+    pos += len;
+    start = pos;
+  }
+  encode_text(text.substr(start));
+  if (add_special && m.spec.add_eos) out.push_back(*m.spec.eos_id);
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string out;
+  bool at_start = true;  // SPM: the first piece loses its leading space (the one encode added)
+  for (int32_t id : ids) {
+    if (is_control(id) && skip_special) continue;  // is_control checks the range
+    const std::string& p = impl_->pieces[static_cast<size_t>(id)];
+    if (p.empty()) continue;
+    if (at_start && impl_->spm() && impl_->spec.add_space_prefix && p[0] == ' ')
+      out.append(p, 1, std::string::npos);
+    else
+      out += p;
+    at_start = false;
+  }
+  return out;
+}
+
+std::string Tokenizer::token_piece(int32_t id) const {
+  (void)token_type(id);  // range check
+  return impl_->pieces[static_cast<size_t>(id)];
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  (void)token_type(id);
+  return impl_->spec.tokens[static_cast<size_t>(id)];
+}
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
+  const int32_t id = impl_->lookup(text);
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
+int32_t Tokenizer::vocab_size() const { return impl_->n(); }
+TokenizerKind Tokenizer::kind() const { return impl_->spec.kind; }
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  if (id < 0 || id >= impl_->n())
+    fail(ErrorKind::InvalidArgument, "tokenizer",
+         "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(impl_->n()));
+  return impl_->types[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::is_control(int32_t id) const {
+  const TokenType t = token_type(id);
+  return t == TokenType::Control || t == TokenType::Unknown;
+}
+
+bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) > 0; }
+std::optional<int32_t> Tokenizer::bos() const { return impl_->spec.bos_id; }
+std::optional<int32_t> Tokenizer::eos() const { return impl_->spec.eos_id; }
+const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
+
+// ---- StreamDecoder ----
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
+    : tok_(tokenizer), skip_special_(skip_special) {}
+
+void StreamDecoder::reset() {
+  at_start_ = true;
+  pending_.clear();
+}
+
+std::string StreamDecoder::push(int32_t id) {
+  if (tok_.is_control(id) && skip_special_) return {};  // is_control checks the range
+  const std::string& p = tok_.impl_->pieces[static_cast<size_t>(id)];
+  if (p.empty()) return {};
+  if (at_start_ && tok_.impl_->spm() && tok_.impl_->spec.add_space_prefix && p[0] == ' ')
+    pending_.append(p, 1, std::string::npos);
+  else
+    pending_ += p;
+  at_start_ = false;
+  return take_complete(false);
+}
+
+std::string StreamDecoder::finish() {
+  std::string out = take_complete(true);
+  reset();
+  return out;
+}
+
+std::string StreamDecoder::take_complete(bool final) {
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    bool incomplete = false;
+    const size_t n = tok::utf8_valid_length(pending_, i, &incomplete);
+    if (n > 0) {
+      out.append(pending_, i, n);
+      i += n;
+    } else if (incomplete && !final) {
+      break;  // wait for the rest of this character
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += tok::utf8_maximal_subpart(pending_, i);
+    }
+  }
+  pending_.erase(0, i);
+  return out;
+}
+
+}  // namespace ptn

@@ -1,0 +1,79 @@
+// Tokenizer: text <-> token ids for the two families of LLM vocabularies, built from a
+// TokenizerSpec (GGUF tokenizer.ggml.* keys or an HF tokenizer.json):
+//  - SentencePiece style (Llama 1/2, Gemma, Phi-3): spaces as ▁, a leading ▁ (add_space_prefix),
+//    pairs merged by score (GGUF: highest score first) or by merge rank (tokenizer.json), leftmost
+//    first on ties; characters without a token become <0xXX> byte tokens (or <unk>).
+//  - Byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek, StarCoder, Falcon, ...): the text is cut into
+//    words by the family's regexes, each byte written as a GPT-2 byte-level character, then merged
+//    by rank. Any bytes encode.
+// Added tokens (control, user-defined, unknown) are cut out of the text before either, longest
+// match first; control and unknown ones only when parse_special is set.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/tokenizer_spec.h"
+
+namespace ptn {
+
+class Tokenizer {
+ public:
+  // Validates the spec (ids in range, merges and patterns usable); throws ptn::Error.
+  static std::unique_ptr<Tokenizer> create(const TokenizerSpec& spec);
+  virtual ~Tokenizer();
+
+  // add_special: BOS/EOS as the spec says. parse_special: control tokens written in the text
+  // (e.g. "<|im_start|>") become their ids; otherwise they are encoded as plain text.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+
+  // The bytes the ids stand for (not necessarily valid UTF-8 for a cut sequence). skip_special
+  // leaves out control and unknown tokens. Ids out of range throw ptn::Error.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const;
+
+  // The bytes of one token as decode would emit them in the middle of a text (no leading-space
+  // strip). Control tokens give their text.
+  std::string token_piece(int32_t id) const;
+  // The token as stored in the vocabulary (▁ / byte-level characters as written).
+  const std::string& token_text(int32_t id) const;
+  std::optional<int32_t> token_id(std::string_view token_text) const;
+
+  int32_t vocab_size() const;
+  TokenizerKind kind() const;
+  TokenType token_type(int32_t id) const;
+  bool is_control(int32_t id) const;  // control or unknown: what skip_special leaves out
+  bool is_eog(int32_t id) const;      // end of generation: eos, eot, extra_eos_ids
+  std::optional<int32_t> bos() const;
+  std::optional<int32_t> eos() const;
+  const TokenizerSpec& spec() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  friend class StreamDecoder;
+};
+
+// Decodes ids one at a time into text that never ends inside a UTF-8 character: bytes of an
+// incomplete character wait for the next token; ill-formed bytes become U+FFFD. Concatenating
+// every push() and finish() gives sanitize_utf8(decode(all ids)).
+class StreamDecoder {
+ public:
+  StreamDecoder(const Tokenizer& tokenizer, bool skip_special);
+  std::string push(int32_t id);
+  std::string finish();  // flushes a trailing incomplete character as U+FFFD; resets
+  void reset();
+
+ private:
+  std::string take_complete(bool final);
+  const Tokenizer& tok_;
+  bool skip_special_;
+  bool at_start_ = true;  // nothing emitted yet (SPM strips one leading space)
+  std::string pending_;
+};
+
+}  // namespace ptn

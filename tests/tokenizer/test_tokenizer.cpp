@@ -1,0 +1,260 @@
+// Tokenizer unit tests: UTF-8 helpers, NFC, SentencePiece from a hand-made spec and from the
+// bundled stories260K tokenizer.json, added tokens, decode and the streaming decoder, bad input.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/normalize.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+using namespace ptn;
+using ids_t = std::vector<int32_t>;
+
+namespace {
+
+const std::string kStoriesJson = std::string(PTN_SOURCE_DIR) + "/models/stories260K/hf/tokenizer.json";
+
+std::unique_ptr<Tokenizer> stories() { return Tokenizer::create(load_hf_tokenizer(kStoriesJson)); }
+
+// A tiny SentencePiece vocabulary: pieces with scores, byte tokens for a few bytes.
+TokenizerSpec tiny_spm() {
+  TokenizerSpec s;
+  s.kind = TokenizerKind::SentencePiece;
+  s.tokens = {"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>", "<0xA9>", "\xE2\x96\x81", "a", "b", "c",
+              "ab", "\xE2\x96\x81" "a", "\xE2\x96\x81" "ab", "bc", "<|user|>"};
+  s.scores = {0, 0, 0, 0, 0, 0, -1, -2, -2, -2, -3, -1.5f, -0.5f, -2.5f, 0};
+  s.token_types = {TokenType::Unknown, TokenType::Control, TokenType::Control, TokenType::Byte, TokenType::Byte,
+                   TokenType::Byte,    TokenType::Normal,  TokenType::Normal,  TokenType::Normal, TokenType::Normal,
+                   TokenType::Normal,  TokenType::Normal,  TokenType::Normal,  TokenType::Normal, TokenType::UserDefined};
+  s.bos_id = 1;
+  s.eos_id = 2;
+  s.unk_id = 0;
+  s.add_bos = true;
+  s.add_space_prefix = true;
+  return s;
+}
+
+std::string stream_all(const Tokenizer& t, const ids_t& ids, bool skip, std::vector<std::string>* parts = nullptr) {
+  StreamDecoder d(t, skip);
+  std::string out;
+  for (int32_t id : ids) {
+    std::string p = d.push(id);
+    if (parts) parts->push_back(p);
+    out += p;
+  }
+  out += d.finish();
+  return out;
+}
+
+}  // namespace
+
+TEST(Utf8, ValidLengthAndSanitize) {
+  using namespace ptn::tok;
+  EXPECT_EQ(utf8_valid_length("a", 0), 1u);
+  EXPECT_EQ(utf8_valid_length("\xC3\xA9", 0), 2u);
+  EXPECT_EQ(utf8_valid_length("\xE2\x96\x81", 0), 3u);
+  EXPECT_EQ(utf8_valid_length("\xF0\x9F\x98\x80", 0), 4u);
+  bool incomplete = false;
+  EXPECT_EQ(utf8_valid_length("\xF0\x9F\x98", 0, &incomplete), 0u);
+  EXPECT_TRUE(incomplete);
+  EXPECT_EQ(utf8_valid_length("\xC0\x80", 0, &incomplete), 0u);  // overlong
+  EXPECT_FALSE(incomplete);
+  EXPECT_EQ(utf8_valid_length("\xED\xA0\x80", 0), 0u);  // surrogate
+  EXPECT_EQ(sanitize_utf8("a\xFF" "b\xE2\x96" "c"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c");
+  EXPECT_EQ(sanitize_utf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");
+}
+
+TEST(Utf8, ByteLevelMapIsGpt2s) {
+  const auto& m = ptn::tok::byte_level_map();
+  EXPECT_EQ(m.byte_to_utf8[' '], "\xC4\xA0");   // Ġ U+0120
+  EXPECT_EQ(m.byte_to_utf8['\n'], "\xC4\x8A");  // Ċ U+010A
+  EXPECT_EQ(m.byte_to_utf8['a'], "a");
+  EXPECT_EQ(m.byte_to_cp[0xAD], 0x143u);        // soft hyphen is the last remapped byte
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(m.cp_to_byte(m.byte_to_cp[b]), b);
+}
+
+TEST(Nfc, ComposesReordersAndKeepsInvalidBytes) {
+  using ptn::tok::nfc_normalize;
+  EXPECT_EQ(nfc_normalize("e\xCC\x81"), "\xC3\xA9");                      // e + U+0301 -> é
+  EXPECT_EQ(nfc_normalize("\xC3\xA9"), "\xC3\xA9");                       // already composed
+  EXPECT_EQ(nfc_normalize("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");   // Hangul L+V -> 가
+  EXPECT_EQ(nfc_normalize("\xE2\x84\xAB"), "\xC3\x85");                   // Å (U+212B) -> Å (U+00C5)
+  // a + dot below (ccc 220) after dot above (ccc 230) reorders and composes to U+1EA1 + U+0307.
+  EXPECT_EQ(nfc_normalize("a\xCC\x87\xCC\xA3"), "\xE1\xBA\xA1\xCC\x87");
+  EXPECT_EQ(nfc_normalize("e\xFF\xCC\x81"), "e\xFF\xCC\x81");            // nothing composes across bad bytes
+  EXPECT_EQ(nfc_normalize("plain ascii"), "plain ascii");
+}
+
+TEST(PreTokenizer, Gpt2PatternSplitsLikeGpt2) {
+  ptn::tok::RegexSplitter s({ptn::tok::kGpt2Pattern});
+  auto pieces = s.split("Hello world's  123 !!\n");
+  std::vector<std::string> got(pieces.begin(), pieces.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"Hello", " world", "'s", " ", " 123", " !!", "\n"}));
+  // Invalid UTF-8 does not stop the split and keeps every byte.
+  auto bad = s.split("a\xFF\xFE b");
+  std::string joined;
+  for (auto p : bad) joined += p;
+  EXPECT_EQ(joined, "a\xFF\xFE b");
+  EXPECT_THROW(ptn::tok::RegexSplitter({"(unclosed"}), ptn::Error);
+  EXPECT_THROW(ptn::tok::pre_tokenizer_patterns("no-such-pre"), ptn::Error);
+}
+
+TEST(SentencePiece, ScoresDecideMerges) {
+  auto t = Tokenizer::create(tiny_spm());
+  // " ab" -> "▁ab": "▁a" (-1.5) is tried before "ab" (-3), then "▁ab" (-0.5).
+  EXPECT_EQ(t->encode("ab", false, false), (ids_t{12}));
+  EXPECT_EQ(t->encode("ab", true, false), (ids_t{1, 12}));
+  // "bc" (-2.5) and "▁a"... : "▁abc" -> ▁ab + c since ▁a merges first, then ▁ab beats bc.
+  EXPECT_EQ(t->encode("abc", false, false), (ids_t{12, 9}));
+  // é has no piece: byte fallback; \n too; an unknown char without byte tokens -> <unk>.
+  EXPECT_EQ(t->encode("\xC3\xA9\n", false, false), (ids_t{6, 4, 5, 3}));
+  EXPECT_EQ(t->encode("z", false, false), (ids_t{6, 0}));
+  // User-defined tokens are cut out even without parse_special; each text after one gets ▁.
+  EXPECT_EQ(t->encode("a<|user|>a", false, false), (ids_t{11, 14, 11}));
+  // Control tokens only with parse_special.
+  EXPECT_EQ(t->encode("</s>", false, true), (ids_t{2}));
+  EXPECT_NE(t->encode("</s>", false, false), (ids_t{2}));
+  EXPECT_EQ(t->encode("", true, false), (ids_t{1}));
+  EXPECT_EQ(t->encode("", false, false), (ids_t{}));
+  // Decode strips the leading space that encode added, maps bytes back.
+  EXPECT_EQ(t->decode({1, 12, 9}, true), "abc");
+  EXPECT_EQ(t->decode({1, 12, 9}, false), "<s> abc");
+  EXPECT_EQ(t->decode({6, 4, 5, 3}, false), "\xC3\xA9\n");
+  EXPECT_THROW(t->decode({99}, false), ptn::Error);
+  EXPECT_THROW(t->decode({-1}, false), ptn::Error);
+  EXPECT_TRUE(t->is_eog(2));
+  EXPECT_FALSE(t->is_eog(1));
+  EXPECT_EQ(t->bos(), 1);
+}
+
+TEST(SentencePiece, BadSpecsAreRefused) {
+  auto s = tiny_spm();
+  s.scores.pop_back();
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s = tiny_spm();
+  s.bos_id = 100;
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s = tiny_spm();
+  s.tokens.clear();
+  s.scores.clear();
+  s.token_types.clear();
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s = tiny_spm();
+  s.normalizer = "nfkd";
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+}
+
+TEST(Stories260K, TokenizerJsonMatchesReference) {
+  auto t = stories();
+  EXPECT_EQ(t->kind(), TokenizerKind::SentencePiece);
+  EXPECT_EQ(t->vocab_size(), 512);
+  EXPECT_EQ(t->encode("Once upon a time", true, false), (ids_t{1, 403, 407, 261, 378}));
+  EXPECT_EQ(t->encode("Once upon a time", false, false), (ids_t{403, 407, 261, 378}));
+  EXPECT_EQ(t->decode({1, 403, 407, 261, 378}, true), "Once upon a time");
+  EXPECT_EQ(t->bos(), 1);
+  EXPECT_EQ(t->eos(), 2);
+  EXPECT_TRUE(t->is_eog(2));
+  // <s> in the text is a control token: an id with parse_special, plain text without.
+  EXPECT_EQ(t->encode("<s>Once", false, true), (ids_t{1, 403}));
+  EXPECT_NE(t->encode("<s>Once", false, false)[0], 1);
+}
+
+TEST(Stories260K, RoundTripsAnyTextAndBytes) {
+  auto t = stories();
+  for (std::string s : {"Hello, World!", "  two leading spaces", "tabs\tand\nnewlines\n", "caf\xC3\xA9 \xF0\x9F\x98\x80",
+                        "\xE4\xB8\x96\xE7\x95\x8C", " "}) {
+    auto ids = t->encode(s, true, false);
+    EXPECT_EQ(t->decode(ids, true), s) << s;
+  }
+  std::mt19937 rng(42);
+  for (int iter = 0; iter < 200; ++iter) {
+    std::string s(rng() % 40, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() & 0xFF);
+    auto ids = t->encode(s, false, true);
+    EXPECT_EQ(t->decode(ids, false), s);  // byte fallback keeps every byte
+    EXPECT_EQ(stream_all(*t, ids, false), ptn::tok::sanitize_utf8(s));
+  }
+}
+
+TEST(StreamDecoder, NeverSplitsACharacter) {
+  auto t = stories();
+  // 😀 is not in the 512-token vocabulary: four byte tokens; the stream holds them until whole.
+  const std::string text = "a \xF0\x9F\x98\x80 b";
+  auto ids = t->encode(text, true, false);
+  std::vector<std::string> parts;
+  EXPECT_EQ(stream_all(*t, ids, true, &parts), text);
+  for (const auto& p : parts) EXPECT_EQ(ptn::tok::sanitize_utf8(p), p) << "a part ends inside a character";
+  int empty = 0;
+  for (const auto& p : parts) empty += p.empty();
+  EXPECT_GE(empty, 3);  // three of the four byte tokens produced nothing yet
+
+  // An incomplete character at the end becomes U+FFFD; a bad byte in the middle too.
+  auto b0 = t->token_id("<0xF0>"), b1 = t->token_id("<0x9F>"), ba = t->token_id("<0xFF>");
+  ASSERT_TRUE(b0 && b1 && ba);
+  StreamDecoder d(*t, false);
+  EXPECT_EQ(d.push(*b0), "");
+  EXPECT_EQ(d.push(*b1), "");
+  EXPECT_EQ(d.finish(), "\xEF\xBF\xBD");
+  EXPECT_EQ(d.push(*ba), "\xEF\xBF\xBD");
+  EXPECT_THROW(d.push(100000), ptn::Error);
+}
+
+TEST(HfTokenizerJson, ErrorsNameTheField) {
+  auto expect_error = [](const std::string& json, ErrorKind kind, const std::string& where_part) {
+    try {
+      parse_hf_tokenizer(json, "", "t.json");
+      ADD_FAILURE() << "no error for " << json;
+    } catch (const ptn::Error& e) {
+      EXPECT_EQ(e.kind(), kind) << e.what();
+      EXPECT_NE(std::string(e.what()).find(where_part), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{", ErrorKind::Corrupt, "t.json");
+  expect_error("[]", ErrorKind::Corrupt, "(root)");
+  expect_error(R"({"model": {"type": "Unigram", "vocab": []}})", ErrorKind::Unsupported, "model.type");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})", ErrorKind::Corrupt, "model.vocab");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})", ErrorKind::Corrupt,
+               "model.vocab");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}})", ErrorKind::Corrupt,
+               "model.merges[0]");
+  expect_error(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Whitespace"}})",
+      ErrorKind::Unsupported, "pre_tokenizer.type");
+  expect_error(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "added_tokens": [{"id": 0, "content": "b"}]})",
+      ErrorKind::Corrupt, "added_tokens");
+  EXPECT_THROW(load_hf_tokenizer("/nonexistent/tokenizer.json"), ptn::Error);
+}
+
+TEST(HfTokenizerJson, SmallByteLevelTokenizer) {
+  // Vocabulary: the 256 byte-level characters, plus "Ġh", "Ġhi", and an added special token.
+  std::string vocab;
+  const auto& m = ptn::tok::byte_level_map();
+  for (int b = 0; b < 256; ++b) {
+    std::string c = m.byte_to_utf8[b];
+    vocab += "\"" + (c == "\"" ? std::string("\\\"") : c == "\\" ? std::string("\\\\") : c) + "\": " + std::to_string(b) + ",";
+  }
+  vocab += "\"\xC4\xA0h\": 256, \"\xC4\xA0hi\": 257";
+  const std::string json = R"({"model": {"type": "BPE", "vocab": {)" + vocab +
+                           R"(}, "merges": ["Ġ h", "Ġh i"]}, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+      "added_tokens": [{"id": 258, "content": "<|end|>", "special": true}]})";
+  auto t = Tokenizer::create(parse_hf_tokenizer(json, R"({"eos_token": "<|end|>"})", "small.json"));
+  EXPECT_EQ(t->kind(), TokenizerKind::ByteLevelBPE);
+  EXPECT_EQ(t->encode("hi hi", false, false), (ids_t{'h', 'i', 257}));
+  EXPECT_EQ(t->encode(" hi<|end|>", false, true), (ids_t{257, 258}));
+  EXPECT_EQ(t->decode({257, 258}, false), " hi<|end|>");
+  EXPECT_EQ(t->decode({257, 258}, true), " hi");
+  EXPECT_TRUE(t->is_eog(258));
+  // Any bytes encode and decode back.
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 100; ++iter) {
+    std::string s(rng() % 30, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() & 0xFF);
+    EXPECT_EQ(t->decode(t->encode(s, false, false), false), s);
+  }
+}
