@@ -126,7 +126,8 @@ RopeScaling parse_rope_scaling(const Cfg& c, int64_t max_pos) {
     rs.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
     rs.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
     rs.original_max_position = r.integer("original_max_position_embeddings");
-    if (!(rs.high_freq_factor > rs.low_freq_factor)) r.bad("high_freq_factor", "must exceed low_freq_factor");
+    // Equal factors (Llama 4) leave no smooth band between the two wavelength limits.
+    if (!(rs.high_freq_factor >= rs.low_freq_factor && rs.low_freq_factor > 0)) r.bad("high_freq_factor", "must be at least low_freq_factor (> 0)");
   } else if (type == "yarn") {
     rs.type = RopeScalingType::Yarn;
     rs.original_max_position = r.integer_or("original_max_position_embeddings", max_pos, 1);

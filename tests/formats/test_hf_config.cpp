@@ -1,0 +1,199 @@
+// config.json -> ModelSpec for every family: dimensions, family features, and the attention
+// type of every layer (transformers' rules, see hf_config.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "formats/hf_config.h"
+#include "formats/weights.h"
+
+namespace ptn {
+namespace {
+
+ModelSpec load(const std::string& name) {
+  return model_spec_from_hf_config_file(std::string(PTN_TEST_DATA) + "/formats/configs/" + name);
+}
+
+// "F" full, "W" window, "C" chunk per layer; lower case when the layer has no RoPE.
+std::string kinds(const ModelSpec& s) {
+  std::string out;
+  for (const auto& l : s.layers) {
+    char c = l.kind == AttnKind::Full ? 'F' : l.kind == AttnKind::Window ? 'W' : 'C';
+    out += l.use_rope ? c : static_cast<char>(std::tolower(c));
+  }
+  return out;
+}
+
+TEST(HfConfig, Llama32WithLlama3RopeScaling) {
+  ModelSpec s = load("llama3.2-1b.json");
+  EXPECT_EQ(s.family, "llama");
+  EXPECT_EQ(s.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(s.vocab_size, 128256);
+  EXPECT_EQ(s.n_layers, 16);
+  EXPECT_EQ(s.n_heads, 32);
+  EXPECT_EQ(s.n_kv_heads, 8);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.rope_dim, 64);
+  EXPECT_FLOAT_EQ(s.rope_theta, 500000.0f);
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Llama3);
+  EXPECT_FLOAT_EQ(s.rope_scaling.factor, 32.0f);
+  EXPECT_FLOAT_EQ(s.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(s.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(s.rope_scaling.original_max_position, 8192);
+  EXPECT_TRUE(s.tie_word_embeddings);
+  EXPECT_EQ(kinds(s), std::string(16, 'F'));
+  EXPECT_EQ(s.tensor_sources.count("output.weight"), 0u);
+  EXPECT_EQ(s.tensor_sources.at("blk.3.attn_q.weight"), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_norm.weight"), "model.layers.3.post_attention_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.15.ffn_down.weight"), "model.layers.15.mlp.down_proj.weight");
+}
+
+TEST(HfConfig, MistralWindowsEveryLayer) {
+  ModelSpec s = load("mistral-7b.json");
+  EXPECT_EQ(s.family, "mistral");
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(kinds(s), std::string(32, 'W'));
+  EXPECT_EQ(s.layers[0].span, 4096);
+  EXPECT_TRUE(s.tensor_sources.count("output.weight"));
+}
+
+TEST(HfConfig, Qwen2WindowsFromMaxWindowLayersOnlyWithUseSlidingWindow) {
+  ModelSpec s = load("qwen2-window.json");
+  EXPECT_EQ(kinds(s), "FFWW");
+  EXPECT_EQ(s.layers[2].span, 256);
+  EXPECT_TRUE(s.attn_bias);
+  EXPECT_EQ(s.tensor_sources.at("blk.1.attn_k.bias"), "model.layers.1.self_attn.k_proj.bias");
+  ModelSpec q = load("qwen2.5-0.5b.json");  // sliding_window set, use_sliding_window false
+  EXPECT_EQ(kinds(q), std::string(24, 'F'));
+  EXPECT_EQ(q.head_dim, 64);
+}
+
+TEST(HfConfig, Qwen3UnusedWindowAndQkNorm) {
+  ModelSpec s = load("qwen3-0.6b.json");
+  EXPECT_EQ(s.family, "qwen3");
+  EXPECT_EQ(kinds(s), std::string(28, 'F'));
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_FALSE(s.attn_bias);
+  EXPECT_EQ(s.head_dim, 128);  // explicit, not hidden / heads (64)
+  EXPECT_EQ(s.tensor_sources.at("blk.0.attn_q_norm.weight"), "model.layers.0.self_attn.q_norm.weight");
+}
+
+TEST(HfConfig, Gemma2AlternatesStartingWithALocalLayer) {
+  ModelSpec s = load("gemma2-2b.json");
+  std::string expect;
+  for (int i = 0; i < 26; ++i) expect += i % 2 == 0 ? 'W' : 'F';
+  EXPECT_EQ(kinds(s), expect);
+  EXPECT_EQ(s.layers[0].span, 4096);
+  EXPECT_TRUE(s.norm_weight_plus_one);
+  EXPECT_TRUE(s.sandwich_norms);
+  EXPECT_TRUE(s.tie_word_embeddings);  // Gemma's default
+  EXPECT_EQ(s.activation, Activation::GeLUTanh);
+  EXPECT_FLOAT_EQ(s.attn_logit_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(s.final_logit_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(s.attn_scale, 1.0f / 16.0f);  // 256^-0.5
+  EXPECT_NEAR(s.embed_scale, 48.0f, 1e-4);      // sqrt(2304)
+  EXPECT_EQ(s.tensor_sources.at("blk.2.post_ffw_norm.weight"), "model.layers.2.post_feedforward_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.2.ffn_norm.weight"), "model.layers.2.pre_feedforward_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.2.post_attention_norm.weight"), "model.layers.2.post_attention_layernorm.weight");
+}
+
+TEST(HfConfig, Gemma3FiveLocalOneGlobalWithLocalRopeBase) {
+  ModelSpec s = load("gemma3-1b.json");
+  EXPECT_EQ(s.family, "gemma3");
+  EXPECT_EQ(kinds(s), "WWWWWFWWWWWFWWWWWFWWWWWFWW");
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_EQ(s.n_kv_heads, 1);
+  EXPECT_FLOAT_EQ(s.attn_logit_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(s.final_logit_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(s.layers[0].rope_theta, 10000.0f);
+  EXPECT_FLOAT_EQ(s.layers[5].rope_theta, 1000000.0f);
+  EXPECT_FALSE(s.layers[0].rope_scaling);
+  EXPECT_TRUE(s.layers[5].rope_scaling);
+  EXPECT_EQ(s.layers[0].span, 512);
+}
+
+TEST(HfConfig, Gemma3LayerTypesAreAuthoritativeAndTextConfigIsUsed) {
+  ModelSpec s = load("gemma3-4b-layer-types.json");
+  EXPECT_EQ(kinds(s), "WFWW");
+  EXPECT_EQ(s.hidden_size, 2560);
+  EXPECT_EQ(s.vocab_size, 262208);  // Gemma3TextConfig default
+  EXPECT_EQ(s.head_dim, 256);
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Linear);
+  EXPECT_FLOAT_EQ(s.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(s.layers[0].span, 1024);
+}
+
+TEST(HfConfig, Phi3SplitsFusedTensorsAndWindowsEveryLayer) {
+  ModelSpec s = load("phi3-mini-4k.json");
+  EXPECT_EQ(kinds(s), std::string(32, 'W'));
+  EXPECT_EQ(s.layers[7].span, 2047);
+  EXPECT_EQ(s.head_dim, 96);
+  EXPECT_EQ(s.tensor_sources.at("blk.0.attn_q.weight"), "model.layers.0.self_attn.qkv_proj.weight[rows 0:3072]");
+  EXPECT_EQ(s.tensor_sources.at("blk.0.attn_v.weight"), "model.layers.0.self_attn.qkv_proj.weight[rows 6144:9216]");
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_up.weight"), "model.layers.0.mlp.gate_up_proj.weight[rows 8192:16384]");
+  TensorSourceRef r = parse_tensor_source(s.tensor_sources.at("blk.0.attn_k.weight"));
+  EXPECT_EQ(r.name, "model.layers.0.self_attn.qkv_proj.weight");
+  EXPECT_EQ(r.row_begin, 3072);
+  EXPECT_EQ(r.row_end, 6144);
+}
+
+TEST(HfConfig, SmolLM3NoRopeEveryFourthLayerAndUnusedWindow) {
+  ModelSpec s = load("smollm3-3b.json");
+  std::string expect;
+  for (int i = 0; i < 36; ++i) expect += (i + 1) % 4 == 0 ? 'f' : 'F';
+  EXPECT_EQ(kinds(s), expect);
+  EXPECT_TRUE(s.tie_word_embeddings);
+}
+
+TEST(HfConfig, Llama4ChunkedRopeLayersAndFullNoPeLayers) {
+  ModelSpec s = load("llama4-tiny-dense.json");
+  EXPECT_EQ(kinds(s), "CCCf");
+  EXPECT_EQ(s.layers[0].span, 32);
+  EXPECT_EQ(s.intermediate_size, 192);  // intermediate_size_mlp for dense layers
+  EXPECT_TRUE(s.qk_l2_norm);
+  EXPECT_FLOAT_EQ(s.attn_temperature_scale, 0.1f);
+  EXPECT_EQ(s.attn_temperature_floor, 8192);
+  EXPECT_EQ(s.tensor_sources.at("blk.1.attn_q.weight"), "model.layers.1.self_attn.q_proj.weight (interleaved, 4 heads)");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.attn_k.weight"), "model.layers.1.self_attn.k_proj.weight (interleaved, 2 heads)");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate.weight"), "model.layers.1.feed_forward.gate_proj.weight");
+}
+
+void expect_error(const nlohmann::json& j, ErrorKind kind, const std::string& needle) {
+  try {
+    model_spec_from_hf_config(j, "cfg.json");
+    FAIL() << "no error for " << j.dump();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cfg.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfConfig, UnsupportedAndBadConfigs) {
+  expect_error(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), ErrorKind::Unsupported, "FalconForCausalLM");
+  expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
+  nlohmann::json mixtral = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
+  expect_error(mixtral, ErrorKind::Unsupported, "mixture-of-experts");
+  nlohmann::json l4 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
+  l4.erase("moe_layers");
+  expect_error(l4, ErrorKind::Unsupported, "moe_layers");
+  nlohmann::json base = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/qwen2-window.json"));
+  auto bad = base; bad["num_hidden_layers"] = "four";
+  expect_error(bad, ErrorKind::Corrupt, "num_hidden_layers");
+  bad = base; bad["num_key_value_heads"] = 3;
+  expect_error(bad, ErrorKind::Corrupt, "num_key_value_heads");
+  bad = base; bad["layer_types"] = {"full_attention"};
+  expect_error(bad, ErrorKind::Corrupt, "layer_types");
+  bad = base; bad["rope_scaling"] = {{"rope_type", "longrope"}};
+  expect_error(bad, ErrorKind::Unsupported, "longrope");
+  bad = base; bad.erase("vocab_size");
+  expect_error(bad, ErrorKind::Corrupt, "vocab_size");
+  bad = base; bad["hidden_act"] = "relu2";
+  expect_error(bad, ErrorKind::Unsupported, "relu2");
+}
+
+}  // namespace
+}  // namespace ptn
