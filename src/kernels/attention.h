@@ -1,0 +1,105 @@
+// Causal attention with grouped-query heads and the HF attention policies (full, sliding
+// window, chunked), over contiguous K/V — the definition the KV caches are tested against —
+// and the online-softmax building block a paged cache uses to attend block by block with K/V
+// read in place (f32, f16, bf16 or q8_0 rows).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/threadpool.h"
+#include "formats/model_spec.h"  // AttnKind
+
+namespace ptn {
+
+struct AttentionParams {
+  float scale = 1.0f;    // multiplies q·k (usually 1/sqrt(D))
+  float softcap = 0.0f;  // scores = softcap * tanh(scores / softcap) after scaling; 0 = off
+  AttnKind kind = AttnKind::Full;
+  int64_t span = 0;      // Window: W >= 1 (a query at p sees p-W+1..p); Chunk: C >= 1
+};
+
+// Whether a query at position qp sees the key at position kp: kp <= qp, and within the window
+// (kp > qp - W) or the same chunk (floor(kp / C) == floor(qp / C)).
+inline bool attn_visible(int64_t qp, int64_t kp, const AttentionParams& p) {
+  if (kp > qp) return false;
+  switch (p.kind) {
+    case AttnKind::Full: return true;
+    case AttnKind::Window: return kp > qp - p.span;
+    case AttnKind::Chunk: {
+      auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      return floor_div(kp, p.span) == floor_div(qp, p.span);
+    }
+  }
+  return false;
+}
+
+// out[t, h, :] = sum_s softmax_s(score(t, h, s)) * v[s, h / (Hq / Hkv), :] over the kv rows s
+// visible from q_pos[t] (attn_visible(q_pos[t], kv_pos[s])), where
+// score = scale * q[t, h, :] · k[s, h / (Hq / Hkv), :], soft-capped when softcap > 0.
+//   q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv], q_pos [T], kv_pos [S], out [T, Hq, Dv].
+// kv_pos need not be sorted. A query that sees no kv row gets zeros. out must not alias q/k/v.
+// Throws InvalidArgument naming the op and shapes (Hq not a multiple of Hkv, sizes <= 0,
+// Window/Chunk without a span >= 1, non-finite scale or a negative softcap).
+void attention(const float* q, const float* k, const float* v, const int32_t* q_pos,
+               const int32_t* kv_pos, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+               int64_t Dv, const AttentionParams& p, float* out,
+               ThreadPool& pool = default_pool());
+
+namespace ref {
+// The same in plain loops: explicit scores, max-subtracted softmax and weighted sum in double.
+void attention(const float* q, const float* k, const float* v, const int32_t* q_pos,
+               const int32_t* kv_pos, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+               int64_t Dv, const AttentionParams& p, float* out);
+}  // namespace ref
+
+// ---- online softmax building block ----------------------------------------------------------
+//
+// Attention of ONE query head over any number of K/V spans, one span at a time, without
+// holding all scores: the state keeps the running maximum m of the scores seen, the running
+// sum l = sum exp(s - m) and acc = sum exp(s - m) * v. A new span with a larger maximum m'
+// rescales l and acc by exp(m - m'). The result acc / l equals softmax attention over the
+// union of the spans, in any order of spans. A paged cache calls, per query head:
+//
+//   float acc[Dv];  AttnAccumulator st;  attn_begin(st, acc, Dv);
+//   for each block (or the visible part of it, all rows of a span must be visible):
+//     attend_block(st, q_head, D, KvRows{k_block_row0, dtype, k_stride}, KvRows{v_...}, n,
+//                  scale, softcap);
+//   attn_finish(st, out_head);
+//
+// Masking is the caller's: pass only rows the query may see (a window or chunk cuts a block
+// into one contiguous run when positions within a block are consecutive).
+
+// n rows of K or V for one kv head: row j starts at data + j * stride (bytes) and holds the
+// head's D (or Dv) values in `type`: F32, F16, BF16 or Q8_0 (then D must be a multiple of 32;
+// row j is D / 32 consecutive BlockQ8_0). E.g. a cache block [tokens, Hkv, D] of f16:
+// data = base + h * D * 2, stride = Hkv * D * 2.
+struct KvRows {
+  const void* data = nullptr;
+  DType type = DType::F32;
+  int64_t stride = 0;  // bytes from row j to row j + 1; at least the row's size
+};
+
+bool attn_kv_type_supported(DType t);  // F32, F16, BF16, Q8_0
+
+struct AttnAccumulator {
+  float max = -INFINITY;  // m: running maximum score (after scale and softcap)
+  float sum = 0.0f;       // l: sum of exp(score - m)
+  float* acc = nullptr;   // [dv] caller-owned: sum of exp(score - m) * v
+  int64_t dv = 0;
+};
+
+// Resets st to "nothing seen" and zeroes acc [dv].
+void attn_begin(AttnAccumulator& st, float* acc, int64_t dv);
+// Folds n rows into st: scores s_j = scale * q·k_j (then softcap * tanh(s_j / softcap) when
+// softcap > 0), weights exp(s_j - m). q: [d] f32. SIMD per simd_level(), single thread.
+// Throws InvalidArgument for an unsupported type, a q8_0 row length not a multiple of 32, a
+// stride smaller than the row, or n < 0.
+void attend_block(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k,
+                  const KvRows& v, int64_t n, float scale, float softcap);
+// Folds `other` (same dv, e.g. another thread's share of the spans) into `into`.
+void attn_merge(AttnAccumulator& into, const AttnAccumulator& other);
+// out [dv] = acc / l, or zeros when no row was seen. out may be st.acc.
+void attn_finish(const AttnAccumulator& st, float* out);
+
+}  // namespace ptn

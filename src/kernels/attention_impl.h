@@ -1,0 +1,183 @@
+// Internal to src/kernels: the online-softmax attend_block kernel written once over a vector
+// type V (ops_vec.h) and the K/V row formats. Included by attention.cpp (ScalarV),
+// attention_avx2.cpp and attention_avx512.cpp. Internal linkage throughout.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/blocks.h"
+#include "kernels/ops_internal.h"
+#include "kernels/ops_vec.h"
+
+namespace ptn::kdetail {
+namespace {
+
+// ---- K/V row formats: dot(q, row) and acc += p * row over d elements ----
+
+struct RowF32 {
+  template <class V>
+  static float dot(const float* q, const void* row, int64_t d) {
+    const float* k = static_cast<const float*>(row);
+    typename V::R a0 = V::zero(), a1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * V::W <= d; i += 2 * V::W) {
+      a0 = V::fma(V::load(q + i), V::load(k + i), a0);
+      a1 = V::fma(V::load(q + i + V::W), V::load(k + i + V::W), a1);
+    }
+    for (; i + V::W <= d; i += V::W) a0 = V::fma(V::load(q + i), V::load(k + i), a0);
+    if (i < d) a1 = V::fma(load_part<V>(q + i, d - i), load_part<V>(k + i, d - i), a1);
+    return V::hsum(V::add(a0, a1));
+  }
+  template <class V>
+  static void axpy(float* acc, float p, const void* row, int64_t d) {
+    const float* v = static_cast<const float*>(row);
+    const typename V::R vp = V::set1(p);
+    int64_t i = 0;
+    for (; i + V::W <= d; i += V::W) V::store(acc + i, V::fma(vp, V::load(v + i), V::load(acc + i)));
+    for (; i < d; ++i) acc[i] += p * v[i];
+  }
+};
+
+// f16 and bf16 rows: 16-bit elements converted on load.
+template <bool kBf16>
+struct Row16 {
+  template <class V>
+  static typename V::R load(const uint16_t* p) {
+    if constexpr (kBf16) return V::load_bf16(p);
+    else return V::load_f16(p);
+  }
+  template <class V>
+  static typename V::R load_part16(const uint16_t* p, int64_t n) {
+    uint16_t buf[V::W] = {};
+    std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    return load<V>(buf);
+  }
+  template <class V>
+  static float dot(const float* q, const void* row, int64_t d) {
+    const uint16_t* k = static_cast<const uint16_t*>(row);
+    typename V::R a0 = V::zero(), a1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * V::W <= d; i += 2 * V::W) {
+      a0 = V::fma(V::load(q + i), load<V>(k + i), a0);
+      a1 = V::fma(V::load(q + i + V::W), load<V>(k + i + V::W), a1);
+    }
+    for (; i + V::W <= d; i += V::W) a0 = V::fma(V::load(q + i), load<V>(k + i), a0);
+    if (i < d) a1 = V::fma(load_part<V>(q + i, d - i), load_part16<V>(k + i, d - i), a1);
+    return V::hsum(V::add(a0, a1));
+  }
+  template <class V>
+  static void axpy(float* acc, float p, const void* row, int64_t d) {
+    const uint16_t* v = static_cast<const uint16_t*>(row);
+    const typename V::R vp = V::set1(p);
+    int64_t i = 0;
+    for (; i + V::W <= d; i += V::W) V::store(acc + i, V::fma(vp, load<V>(v + i), V::load(acc + i)));
+    if (i < d) {
+      float buf[V::W];
+      V::store(buf, load_part16<V>(v + i, d - i));
+      for (int64_t j = 0; i + j < d; ++j) acc[i + j] += p * buf[j];
+    }
+  }
+};
+
+// q8_0 rows: d / 32 blocks of (half scale, 32 int8).
+struct RowQ8 {
+  template <class V>
+  static float dot(const float* q, const void* row, int64_t d) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
+    typename V::R total = V::zero();
+    for (int64_t blk = 0; blk < d / QK8_0; ++blk, q += QK8_0) {
+      typename V::R s = V::zero();
+      for (int i = 0; i < QK8_0; i += V::W) s = V::fma(V::load(q + i), V::load_i8(b[blk].qs + i), s);
+      total = V::fma(V::set1(V::half(b[blk].d)), s, total);
+    }
+    return V::hsum(total);
+  }
+  template <class V>
+  static void axpy(float* acc, float p, const void* row, int64_t d) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
+    for (int64_t blk = 0; blk < d / QK8_0; ++blk, acc += QK8_0) {
+      const typename V::R c = V::set1(p * V::half(b[blk].d));
+      for (int i = 0; i < QK8_0; i += V::W)
+        V::store(acc + i, V::fma(c, V::load_i8(b[blk].qs + i), V::load(acc + i)));
+    }
+  }
+};
+
+template <class V>
+void scale_inplace(float* x, int64_t n, float s) {
+  const typename V::R vs = V::set1(s);
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(x + i, V::mul(V::load(x + i), vs));
+  for (; i < n; ++i) x[i] *= s;
+}
+
+template <class V, class KR, class VR>
+void attend_t(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
+              int64_t n, float scale, float softcap) {
+  using R = typename V::R;
+  constexpr int64_t kChunk = 64;
+  float s[kChunk];
+  const auto* kb = static_cast<const uint8_t*>(k.data);
+  const auto* vb = static_cast<const uint8_t*>(v.data);
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
+    for (int64_t j = 0; j < m; ++j) s[j] = scale * KR::template dot<V>(q, kb + (j0 + j) * k.stride, d);
+    if (softcap > 0) {
+      const R vc = V::set1(softcap), vi = V::set1(1.0f / softcap);
+      int64_t j = 0;
+      for (; j + V::W <= m; j += V::W) V::store(s + j, V::mul(vc, vtanh<V>(V::mul(V::load(s + j), vi))));
+      if (j < m) store_part<V>(s + j, V::mul(vc, vtanh<V>(V::mul(load_part<V>(s + j, m - j), vi))), m - j);
+    }
+    float bmax = -INFINITY;
+    for (int64_t j = 0; j < m; ++j) bmax = s[j] > bmax ? s[j] : bmax;
+    if (bmax == -INFINITY) continue;  // every weight is exp(-inf) = 0
+    if (bmax > st.max) {
+      const float corr = std::exp(st.max - bmax);  // 0 when nothing was seen yet
+      scale_inplace<V>(st.acc, st.dv, corr);
+      st.sum *= corr;
+      st.max = bmax;
+    }
+    const R vm = V::set1(st.max);
+    int64_t j = 0;
+    for (; j + V::W <= m; j += V::W) V::store(s + j, V::exp(V::sub(V::load(s + j), vm)));
+    if (j < m) store_part<V>(s + j, V::exp(V::sub(load_part<V>(s + j, m - j), vm)), m - j);
+    float bsum = 0;
+    for (int64_t jj = 0; jj < m; ++jj) {
+      bsum += s[jj];
+      VR::template axpy<V>(st.acc, s[jj], vb + (j0 + jj) * v.stride, st.dv);
+    }
+    st.sum += bsum;
+  }
+}
+
+template <class V, class KR>
+void attend_v(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
+              int64_t n, float scale, float softcap) {
+  switch (v.type) {
+    case DType::F16: return attend_t<V, KR, Row16<false>>(st, q, d, k, v, n, scale, softcap);
+    case DType::BF16: return attend_t<V, KR, Row16<true>>(st, q, d, k, v, n, scale, softcap);
+    case DType::Q8_0: return attend_t<V, KR, RowQ8>(st, q, d, k, v, n, scale, softcap);
+    default: return attend_t<V, KR, RowF32>(st, q, d, k, v, n, scale, softcap);
+  }
+}
+
+// Types are checked by the caller (attend_block in attention.cpp).
+template <class V>
+void attend_any(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
+                int64_t n, float scale, float softcap) {
+  switch (k.type) {
+    case DType::F16: return attend_v<V, Row16<false>>(st, q, d, k, v, n, scale, softcap);
+    case DType::BF16: return attend_v<V, Row16<true>>(st, q, d, k, v, n, scale, softcap);
+    case DType::Q8_0: return attend_v<V, RowQ8>(st, q, d, k, v, n, scale, softcap);
+    default: return attend_v<V, RowF32>(st, q, d, k, v, n, scale, softcap);
+  }
+}
+
+template <class V>
+constexpr AttnKernels make_attn_kernels() {
+  return AttnKernels{&attend_any<V>};
+}
+
+}  // namespace
+}  // namespace ptn::kdetail
