@@ -1,18 +1,664 @@
-// AVX-512 level (F, BW, VL, DQ, VNNI; BF16 when simd_has_bf16()).
+// AVX-512 level (F, BW, VL, DQ, VNNI; BF16 dot products when simd_has_bf16()).
+//
+// Two kinds of kernels:
+//   * row kernels (few activation rows, the decode case): one weight row at a time, decoded in
+//     registers and dotted with up to 4 activation rows; the weights stream from memory once.
+//   * panel kernels (many activation rows, the prefill case): see the panel section below.
 #include <immintrin.h>
 
+#include <algorithm>
+
+// GCC 12 reports its own AVX-512 intrinsic headers (the undefined-value idiom of the
+// reductions and casts) as reading uninitialized variables.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "core/cpu.h"
-#include "kernels/matmul_generic.h"
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/matmul_internal.h"
 
 namespace ptn::mm {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// ---- activation quantization ---------------------------------------------------------------
+
+void quantize_row(const float* x, int64_t k, int64_t g, int8_t* q, float* d, int32_t* s16) {
+  const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t g0 = 0; g0 < k; g0 += g) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int64_t i = g0; i < g0 + g; i += 16) mx = _mm512_max_ps(mx, _mm512_and_ps(_mm512_loadu_ps(x + i), absmask));
+    const float amax = _mm512_reduce_max_ps(mx);
+    const float dd = amax / 127.f;
+    const float id = dd > 0 ? 1.f / dd : 0.f;
+    d[g0 / g] = dd;
+    const __m512 vid = _mm512_set1_ps(id);
+    for (int64_t i = g0; i < g0 + g; i += 16) {
+      // cvtps rounds to nearest even, as the portable quantizer; |x * id| <= 127 (NaN -> -128).
+      __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vid));
+      v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(v));
+      s16[i / 16] = _mm512_reduce_add_epi32(v);
+    }
+  }
+}
+
+}  // namespace
 
 void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa) {
-  generic_quantize_acts(x, r0, r1, qa);
+  const int64_t k = qa.k;
+  for (int64_t r = r0; r < r1; ++r) {
+    int32_t* s16 = qa.s16 + r * (k / 16);
+    quantize_row(x + r * k, k, qa.group, qa.q + r * k, qa.d + r * qa.groups(), s16);
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const int32_t s = s16[2 * b] + s16[2 * b + 1];
+      qa.s32[r * (k / 32) + b] = s;
+      qa.fs32[r * (k / 32) + b] = static_cast<float>(s);
+    }
+  }
 }
+
+namespace {
+
+// ---- row kernels ------------------------------------------------------------------------------
+// Each computes out[r] = dot(weight row, activation row r) for R rows (R = 1..4); `row` points
+// at the weight row, qa/r0 select the activation rows r0..r0+R-1.
+
+struct RowArgs {
+  const QuantActs* qa;
+  int64_t r0;
+  const int8_t* a(int r) const { return qa->q + (r0 + r) * qa->k; }
+  const float* d(int r) const { return qa->d + (r0 + r) * qa->groups(); }
+  const int32_t* s16(int r) const { return qa->s16 + (r0 + r) * (qa->k / 16); }
+  const int32_t* s32(int r) const { return qa->s32 + (r0 + r) * (qa->k / 32); }
+};
+
+template <int R>
+void row_q8_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 32; ++i) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+    const __m256i aw = _mm256_abs_epi8(w);
+    const float dw = h2f(b[i].d);
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
+      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(a, w));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+}
+
+// Q4_0 / Q5_0: unsigned codes u = q + off; sum (u - off) a = dot(u, a) - off * sum(a), with the
+// correction put into lane 0 of the integer accumulator before the dot product.
+template <int R, bool Q5>
+void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  constexpr int off = Q5 ? 16 : 8;
+  const size_t bs = Q5 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0);
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  const __m128i m4 = _mm_set1_epi8(15);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 32; ++i) {
+    const uint8_t* blk = base + i * bs;
+    uint16_t dh;
+    std::memcpy(&dh, blk, 2);
+    const uint8_t* qs = blk + (Q5 ? 6 : 2);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    if (Q5) {
+      uint32_t qh;
+      std::memcpy(&qh, blk + 2, 4);
+      u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
+    }
+    const float dw = h2f(dh);
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
+      const __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-off * ra.s32(r)[i]));
+      const __m256i p = _mm256_dpbusd_epi32(init, u, a);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+}
+
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block: sc[0..7], mn[0..7].
+inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t sc0 = a0 & 0x3f3f3f3f, mn0 = a1 & 0x3f3f3f3f;
+  const uint32_t sc1 = (a2 & 0x0f0f0f0f) | (((a0 >> 6) & 0x03030303) << 4);
+  const uint32_t mn1 = ((a2 >> 4) & 0x0f0f0f0f) | (((a1 >> 6) & 0x03030303) << 4);
+  std::memcpy(sc, &sc0, 4);
+  std::memcpy(sc + 4, &sc1, 4);
+  std::memcpy(mn, &mn0, 4);
+  std::memcpy(mn + 4, &mn1, 4);
+}
+
+// Q4_K / Q5_K: per super-block, sum_j sc_j * dot(u_j, a_j) in int32 (maddubs to int16 pairs,
+// then dpwssd with the scale), times d * d_a; the mins term dmin * d_a * sum_j m_j * sum(a_j)
+// is accumulated lane-wise in `mins`.
+template <int R, bool Q5>
+void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const size_t bs = Q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[R], mins[R];
+  for (int r = 0; r < R; ++r) acc[r] = mins[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const uint8_t* blk = base + i * bs;
+    uint16_t dh, mh;
+    std::memcpy(&dh, blk, 2);
+    std::memcpy(&mh, blk + 2, 2);
+    alignas(8) uint8_t sc[8], mn[8];
+    k4_scales(blk + 4, sc, mn);
+    const uint8_t* qs = blk + (Q5 ? 48 : 16);
+    __m256i qh = _mm256_setzero_si256();
+    if (Q5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+      __m256i lo = _mm256_and_si256(raw, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      if (Q5) {
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), lo, sixteen);
+        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * j)))), hi, sixteen);
+      }
+      const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = ra.a(r) + i * 256 + 64 * j;
+        const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
+        const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32)));
+        isum[r] = _mm256_dpwssd_epi32(isum[r], plo, slo);
+        isum[r] = _mm256_dpwssd_epi32(isum[r], phi, shi);
+      }
+    }
+    const float d = h2f(dh), dmin = h2f(mh);
+    uint64_t mn8;
+    std::memcpy(&mn8, mn, 8);
+    const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
+    for (int r = 0; r < R; ++r) {
+      const float da = ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.s32(r) + i * 8));
+      mins[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv, s)), _mm256_set1_ps(dmin * da), mins[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], mins[r]));
+}
+
+// Q6_K: 6-bit codes u (0..63), w = d * sc16 * (u - 32); the -32 term is sum_j sc_j * sum16(a_j).
+template <int R>
+void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const BlockQ6K* b = static_cast<const BlockQ6K*>(row);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[R];
+  __m512 off[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    off[r] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const BlockQ6K& blk = b[i];
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+      __m256i u[4];
+      u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+      u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+      u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+      u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      for (int q = 0; q < 4; ++q) {
+        const int s = 4 * h + q;  // 32-element sub-block; its two 16-element scales 2s, 2s+1
+        const __m256i sidx = _mm256_set_epi16(2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1,
+                                              2 * s + 1, 2 * s + 1, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s);
+        const __m256i scs = _mm256_permutexvar_epi16(sidx, sc16);
+        for (int r = 0; r < R; ++r) {
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 256 + 32 * s));
+          isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(u[q], a), scs);
+        }
+      }
+    }
+    const float d = h2f(blk.d);
+    const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+    for (int r = 0; r < R; ++r) {
+      const float dd = d * ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(dd), acc[r]);
+      const __m512i s = _mm512_loadu_si512(ra.s16(r) + i * 16);
+      off[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc32, s)), _mm512_set1_ps(32.f * dd), off[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - _mm512_reduce_add_ps(off[r]);
+}
+
+// Float weights: f32 FMA over the row, F16 through vcvtph2ps, BF16 by a 16-bit shift.
+template <int R>
+void row_float(DType t, const void* row, int64_t k, const float* x, float* out) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  auto load16 = [&](int64_t at) -> __m512 {
+    if (t == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(row) + at);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + at));
+    if (t == DType::F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  };
+  for (; i + 16 <= k; i += 16) {
+    const __m512 w = load16(i);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + r * k + i), acc[r]);
+  }
+  float tail[R] = {};
+  if (i < k) {
+    const float* w32 = static_cast<const float*>(row);
+    const uint16_t* w16 = static_cast<const uint16_t*>(row);
+    for (; i < k; ++i) {
+      const float w = t == DType::F32 ? w32[i] : t == DType::F16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+      for (int r = 0; r < R; ++r) tail[r] += w * x[r * k + i];
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+
+template <int R>
+void row_dispatch(const WeightView& w, const void* row, const float* x, const RowArgs& ra, float* out) {
+  const int64_t k = w.cols;
+  switch (w.type) {
+    case DType::Q8_0: return row_q8_0<R>(row, k, ra, out);
+    case DType::Q4_0: return row_q45_0<R, false>(row, k, ra, out);
+    case DType::Q5_0: return row_q45_0<R, true>(row, k, ra, out);
+    case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
+    case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
+    case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
+    default: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+  }
+}
+
+// y[:, n0:n1) by row kernels: each weight row is read once and dotted with 4 x rows at a time.
+void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  float out[4];
+  for (int64_t n = n0; n < n1; ++n) {
+    const void* row = base + n * w.row_stride;
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      const RowArgs ra{&qa, r0};
+      const int64_t rr = std::min<int64_t>(4, m - r0);
+      switch (rr) {
+        case 4: row_dispatch<4>(w, row, x, ra, out); break;
+        case 3: row_dispatch<3>(w, row, x, ra, out); break;
+        case 2: row_dispatch<2>(w, row, x, ra, out); break;
+        default: row_dispatch<1>(w, row, x, ra, out); break;
+      }
+      for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
+    }
+  }
+}
+
+
+// ---- panel kernels ----------------------------------------------------------------------------
+// For many activation rows. The weight rows are taken 32 at a time (a panel = 32 output
+// columns). A chunk of the panel's K range is decoded once into a transposed layout that fits
+// in L1, then multiplied with every activation row, MR rows at a time:
+//   quantized: 32-element sub-block b holds codes[8 quads][32 cols][4 bytes] (1 KB) so that one
+//              zmm load gives 16 columns x 4 consecutive k, dotted (VNNI dpbusd) with 4 bytes
+//              of one activation row broadcast; per (sub-block, column) f32 scale ws and min wm.
+//   f32 / f16: floats [k][32 cols]; bf16 with BF16 dot products: bf16 pairs [k/2][32 cols][2].
+
+constexpr int kNR = 32;                // columns (weight rows) per panel
+constexpr int64_t kQuantChunk = 1024;  // K elements per decoded quantized chunk (32 KB of codes)
+constexpr int64_t kFloatChunk = 256;   // K elements per decoded f32 chunk (32 KB)
+
+struct QPanel {
+  uint8_t* q;   // [nsb][8][32][4]
+  float* ws;    // [nsb][2][32]   (the two 16-element halves; equal unless Q6_K)
+  float* wm;    // [nsb][32]
+};
+
+// Unsigned codes of sub-block `sb` of a weight row as one ymm, with its scales (see Codes).
+template <DType T>
+inline __m256i codes32(const uint8_t* row, int64_t sb, float ws[2], float& wm);
+
+template <>
+inline __m256i codes32<DType::Q8_0>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + sb;
+  ws[0] = ws[1] = h2f(b->d);
+  wm = 0;
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs)), _mm256_set1_epi8(-128));
+}
+template <DType T>
+inline __m256i codes32_q45_0(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  constexpr bool q5 = T == DType::Q5_0;
+  const uint8_t* blk = row + sb * (q5 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0));
+  uint16_t dh;
+  std::memcpy(&dh, blk, 2);
+  ws[0] = ws[1] = h2f(dh);
+  wm = 0;
+  const __m128i m4 = _mm_set1_epi8(15);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (q5 ? 6 : 2)));
+  __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+  if (q5) {
+    uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
+  }
+  return u;
+}
+template <>
+inline __m256i codes32<DType::Q4_0>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_q45_0<DType::Q4_0>(row, sb, ws, wm);
+}
+template <>
+inline __m256i codes32<DType::Q5_0>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_q45_0<DType::Q5_0>(row, sb, ws, wm);
+}
+template <DType T>
+inline __m256i codes32_q45_k(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  constexpr bool q5 = T == DType::Q5_K;
+  const uint8_t* blk = row + (sb / 8) * (q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K));
+  const int s = static_cast<int>(sb % 8);
+  uint16_t dh, mh;
+  std::memcpy(&dh, blk, 2);
+  std::memcpy(&mh, blk + 2, 2);
+  uint8_t sc, mn;
+  unpack_scale_min_k4(blk + 4, s, sc, mn);
+  ws[0] = ws[1] = h2f(dh) * sc;
+  wm = h2f(mh) * mn;
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (q5 ? 48 : 16) + 32 * (s / 2)));
+  __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(15));
+  if (q5) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+    u = _mm256_mask_add_epi8(u, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s))), u,
+                             _mm256_set1_epi8(16));
+  }
+  return u;
+}
+template <>
+inline __m256i codes32<DType::Q4_K>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_q45_k<DType::Q4_K>(row, sb, ws, wm);
+}
+template <>
+inline __m256i codes32<DType::Q5_K>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_q45_k<DType::Q5_K>(row, sb, ws, wm);
+}
+template <>
+inline __m256i codes32<DType::Q6_K>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  const BlockQ6K* b = reinterpret_cast<const BlockQ6K*>(row) + sb / 8;
+  const int s = static_cast<int>(sb % 8), h = s / 4, q = s % 4;
+  const float d = h2f(b->d);
+  ws[0] = d * b->scales[2 * s];
+  ws[1] = d * b->scales[2 * s + 1];
+  wm = 0;
+  const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32 * (q % 2)));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+  const __m256i lo = _mm256_and_si256(q / 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(15));
+  // bits 2q..2q+1 of qh to bits 4..5: shift left by 4 - 2q (q < 2) or right by 2q - 4.
+  __m256i hb;
+  switch (q) {
+    case 0: hb = _mm256_slli_epi16(qh, 4); break;
+    case 1: hb = _mm256_slli_epi16(qh, 2); break;
+    case 2: hb = qh; break;
+    default: hb = _mm256_srli_epi16(qh, 2); break;
+  }
+  return _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+// Decodes sub-blocks [sb0, sb0 + nsb) of weight rows n0..n0+ncols-1 into p (columns >= ncols
+// are zero).
+template <DType T>
+void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64_t nsb, QPanel& p) {
+  alignas(64) uint32_t tmp[kNR][8];
+  for (int64_t b = 0; b < nsb; ++b) {
+    float* ws = p.ws + b * 2 * kNR;
+    float* wm = p.wm + b * kNR;
+    for (int c = 0; c < kNR; ++c) {
+      if (c < ncols) {
+        const uint8_t* row = static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride;
+        float s2[2], m1;
+        const __m256i u = codes32<T>(row, sb0 + b, s2, m1);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[c]), u);
+        ws[c] = s2[0];
+        ws[kNR + c] = s2[1];
+        wm[c] = m1;
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[c]), _mm256_setzero_si256());
+        ws[c] = ws[kNR + c] = wm[c] = 0;
+      }
+    }
+    // tmp[c][quad] -> q[quad][c]: two 16x8 dword transposes by gathers.
+    uint32_t* q = reinterpret_cast<uint32_t*>(p.q + b * 1024);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32(8));
+    for (int t = 0; t < 8; ++t) {
+      _mm512_store_si512(q + t * kNR, _mm512_i32gather_epi32(idx, &tmp[0][t], 4));
+      _mm512_store_si512(q + t * kNR + 16, _mm512_i32gather_epi32(idx, &tmp[16][t], 4));
+    }
+  }
+}
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// acc[MR rows][32 cols] += x_q rows r0.. · panel chunk (sub-blocks sb0.. of the row, nsb of them,
+// starting on an activation group boundary). OFF: the codes' constant offset; SPLIT: per-16
+// scales (Q6_K); MINS: per-sub-block mins (Q4_K/Q5_K).
+template <int MR, int OFF, bool SPLIT, bool MINS>
+void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
+  const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32;
+  const int8_t* a[MR];
+  for (int r = 0; r < MR; ++r) a[r] = qa.q + (r0 + r) * k + sb0 * 32;
+  __m512 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
+    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
+  }
+  for (int64_t g0 = 0; g0 < nsb; g0 += gsub) {
+    __m512 tmp[MR][2];
+    for (int r = 0; r < MR; ++r) tmp[r][0] = tmp[r][1] = _mm512_setzero_ps();
+    for (int64_t b = g0; b < g0 + gsub; ++b) {
+      const uint8_t* pq = p.q + b * 1024;
+      const float* ws = p.ws + b * 2 * kNR;
+      constexpr int halves = SPLIT ? 2 : 1;
+      for (int h = 0; h < halves; ++h) {
+        __m512i ai[MR][2];
+        for (int r = 0; r < MR; ++r) {
+          int32_t init = 0;
+          if (OFF) {
+            init = SPLIT ? -OFF * qa.s16[(r0 + r) * (k / 16) + 2 * (sb0 + b) + h]
+                         : -OFF * qa.s32[(r0 + r) * nsub + sb0 + b];
+          }
+          ai[r][0] = ai[r][1] = _mm512_set1_epi32(init);
+        }
+        constexpr int t0 = 0, t1 = SPLIT ? 4 : 8;
+        for (int t = t0 + h * 4 * SPLIT; t < t1 + h * 4 * SPLIT; ++t) {
+          const __m512i w0 = _mm512_load_si512(pq + t * 128);
+          const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
+          for (int r = 0; r < MR; ++r) {
+            const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
+            ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
+            ai[r][1] = _mm512_dpbusd_epi32(ai[r][1], w1, av);
+          }
+        }
+        const __m512 s0 = _mm512_load_ps(ws + h * kNR), s1 = _mm512_load_ps(ws + h * kNR + 16);
+        for (int r = 0; r < MR; ++r) {
+          tmp[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][0]), s0, tmp[r][0]);
+          tmp[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), s1, tmp[r][1]);
+        }
+      }
+      if (MINS) {
+        const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
+        for (int r = 0; r < MR; ++r) {
+          const __m512 sv = _mm512_set1_ps(qa.fs32[(r0 + r) * nsub + sb0 + b]);
+          tmp[r][0] = _mm512_fnmadd_ps(sv, m0, tmp[r][0]);
+          tmp[r][1] = _mm512_fnmadd_ps(sv, m1, tmp[r][1]);
+        }
+      }
+    }
+    const int64_t gi = (sb0 + g0) / gsub;
+    for (int r = 0; r < MR; ++r) {
+      const __m512 da = _mm512_set1_ps(qa.d[(r0 + r) * qa.groups() + gi]);
+      acc[r][0] = _mm512_fmadd_ps(tmp[r][0], da, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(tmp[r][1], da, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
+    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
+  }
+}
+
+constexpr int kQMR = 4;  // activation rows per quantized micro-tile
+
+template <DType T>
+void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
+  using Tr = WTraits<T>;
+  constexpr int off = Tr::kOff;
+  constexpr bool split = Tr::kSplit, mins = Tr::kMins;
+  const int64_t k = w.cols, nsub = k / 32, csub = kQuantChunk / 32;
+  thread_local std::vector<uint8_t, std::allocator<uint8_t>> qbuf;
+  thread_local std::vector<float> fbuf, acc;
+  qbuf.resize(static_cast<size_t>(csub) * 1024 + 64);
+  fbuf.resize(static_cast<size_t>(csub) * 3 * kNR + 16);
+  acc.resize(static_cast<size_t>(m) * kNR);
+  uint8_t* qa64 = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~uintptr_t{63});
+  float* fa64 = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(fbuf.data()) + 63) & ~uintptr_t{63});
+  QPanel p{qa64, fa64, fa64 + csub * 2 * kNR};
+  for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
+    const int ncols = static_cast<int>(std::min<int64_t>(kNR, n1 - c0));
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t sb0 = 0; sb0 < nsub; sb0 += csub) {
+      const int64_t nsb = std::min(csub, nsub - sb0);
+      decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      int64_t r0 = 0;
+      for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel<kQMR, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+      for (; r0 < m; ++r0) qpanel_kernel<1, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+    }
+    for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
+  }
+}
+
+// ---- float panels -------------------------------------------------------------------------------
+
+constexpr int kFMR = 8;  // activation rows per float micro-tile
+
+// Rows n0..n0+ncols-1, elements [k0, k0 + kc) as f32 [kc][32].
+void decode_fpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64_t kc, float* out) {
+  thread_local std::vector<float> rows;
+  rows.resize(static_cast<size_t>(kNR * kFloatChunk));
+  for (int c = 0; c < kNR; ++c) {
+    float* dst = rows.data() + c * kFloatChunk;
+    if (c >= ncols) {
+      std::fill(dst, dst + kc, 0.f);
+      continue;
+    }
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride;
+    if (w.type == DType::F32) {
+      std::memcpy(dst, reinterpret_cast<const float*>(row) + k0, kc * sizeof(float));
+    } else {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(row) + k0;
+      int64_t i = 0;
+      for (; i + 16 <= kc; i += 16) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i));
+        _mm512_storeu_ps(dst + i, w.type == DType::F16 ? _mm512_cvtph_ps(v)
+                                                        : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)));
+      }
+      for (; i < kc; ++i) dst[i] = w.type == DType::F16 ? fp16_to_f32(h[i]) : bf16_to_f32(h[i]);
+    }
+  }
+  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(static_cast<int>(kFloatChunk)));
+  for (int64_t i = 0; i < kc; ++i) {
+    _mm512_store_ps(out + i * kNR, _mm512_i32gather_ps(idx, rows.data() + i, 4));
+    _mm512_store_ps(out + i * kNR + 16, _mm512_i32gather_ps(idx, rows.data() + 16 * kFloatChunk + i, 4));
+  }
+}
+
+template <int MR>
+void fpanel_kernel(const float* p, int64_t kc, const float* x, int64_t ldx, float* acc_out) {
+  __m512 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
+    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
+  }
+  for (int64_t i = 0; i < kc; ++i) {
+    const __m512 w0 = _mm512_load_ps(p + i * kNR), w1 = _mm512_load_ps(p + i * kNR + 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_set1_ps(x[r * ldx + i]);
+      acc[r][0] = _mm512_fmadd_ps(w0, xv, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(w1, xv, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
+    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
+  }
+}
+
+template <int MR>
+void fpanel_rows(const float* p, int64_t kc, const float* x, int64_t ldx, int64_t r0, int64_t r1, float* acc) {
+  if constexpr (MR > 0) {
+    for (; r0 + MR <= r1; r0 += MR) fpanel_kernel<MR>(p, kc, x + r0 * ldx, ldx, acc + r0 * kNR);
+    fpanel_rows<MR / 2>(p, kc, x, ldx, r0, r1, acc);
+  }
+}
+
+void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const int64_t k = w.cols;
+  thread_local std::vector<float> pbuf, acc;
+  pbuf.resize(static_cast<size_t>(kFloatChunk * kNR + 16));
+  acc.resize(static_cast<size_t>(m) * kNR);
+  float* p = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pbuf.data()) + 63) & ~uintptr_t{63});
+  for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
+    const int ncols = static_cast<int>(std::min<int64_t>(kNR, n1 - c0));
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t k0 = 0; k0 < k; k0 += kFloatChunk) {
+      const int64_t kc = std::min(kFloatChunk, k - k0);
+      decode_fpanel(w, c0, ncols, k0, kc, p);
+      fpanel_rows<kFMR>(p, kc, x + k0, k, 0, m, acc.data());
+    }
+    for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
+  }
+}
+
+// Activation rows at which the panel kernels take over from the row kernels.
+constexpr int64_t kPanelMinRows = 8;
+
+}  // namespace
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
-  generic_matmul_range(w, x, qa, m, n0, n1, y);
+  if (m < kPanelMinRows) return rows_range(w, x, qa, m, n0, n1, y);
+  switch (w.type) {
+    case DType::Q8_0: return qpanel_range<DType::Q8_0>(w, qa, m, n0, n1, y);
+    case DType::Q4_0: return qpanel_range<DType::Q4_0>(w, qa, m, n0, n1, y);
+    case DType::Q5_0: return qpanel_range<DType::Q5_0>(w, qa, m, n0, n1, y);
+    case DType::Q4_K: return qpanel_range<DType::Q4_K>(w, qa, m, n0, n1, y);
+    case DType::Q5_K: return qpanel_range<DType::Q5_K>(w, qa, m, n0, n1, y);
+    case DType::Q6_K: return qpanel_range<DType::Q6_K>(w, qa, m, n0, n1, y);
+    default: return fpanel_range(w, x, m, n0, n1, y);
+  }
 }
 
 }  // namespace ptn::mm
