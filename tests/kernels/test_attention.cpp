@@ -1,0 +1,307 @@
+// Attention (reference and optimized) against an explicit dense masked softmax built here, for
+// every policy (full, window, chunk), GQA ratios, T > 1 with positions not starting at 0, every
+// SIMD level and 1/2 threads; the online-softmax block API with f32/f16/bf16/q8_0 K/V.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/blocks.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernel_test_util.h"
+#include "kernels/attention.h"
+
+namespace ptn {
+namespace {
+
+using test::for_each_config;
+using test::nmse;
+using test::random_vec;
+
+struct Problem {
+  int64_t T, S, Hq, Hkv, D, Dv;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> q_pos, kv_pos;
+};
+
+// kv positions start..start+S-1; the T queries are the last T of them.
+Problem make_problem(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv,
+                     int32_t start, uint64_t seed) {
+  Problem p{T, S, Hq, Hkv, D, Dv, {}, {}, {}, {}, {}};
+  p.q = random_vec(T * Hq * D, seed, -1, 1);
+  p.k = random_vec(S * Hkv * D, seed + 1, -1, 1);
+  p.v = random_vec(S * Hkv * Dv, seed + 2, -1, 1);
+  for (int64_t s = 0; s < S; ++s) p.kv_pos.push_back(start + static_cast<int32_t>(s));
+  for (int64_t t = 0; t < T; ++t) p.q_pos.push_back(start + static_cast<int32_t>(S - T + t));
+  return p;
+}
+
+// The mask written out from the policy's definition (non-negative positions).
+bool allowed(int64_t qp, int64_t kp, AttnKind kind, int64_t span) {
+  if (kp > qp) return false;
+  if (kind == AttnKind::Window) return kp >= qp - span + 1;
+  if (kind == AttnKind::Chunk) return kp / span == qp / span;
+  return true;
+}
+
+// Dense: scores [T, Hq, S] with -inf where masked, softmax over S, times V.
+std::vector<float> dense(const Problem& p, const AttentionParams& a, const std::vector<float>& k,
+                         const std::vector<float>& v) {
+  std::vector<float> out(p.T * p.Hq * p.Dv, 0.0f);
+  const int64_t group = p.Hq / p.Hkv;
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (int64_t h = 0; h < p.Hq; ++h) {
+      std::vector<double> sc(p.S, -INFINITY);
+      for (int64_t s = 0; s < p.S; ++s) {
+        if (!allowed(p.q_pos[t], p.kv_pos[s], a.kind, a.span)) continue;
+        double d = 0;
+        for (int64_t i = 0; i < p.D; ++i) d += double{p.q[(t * p.Hq + h) * p.D + i]} * k[(s * p.Hkv + h / group) * p.D + i];
+        d *= a.scale;
+        if (a.softcap > 0) d = a.softcap * std::tanh(d / a.softcap);
+        sc[s] = d;
+      }
+      const double m = *std::max_element(sc.begin(), sc.end());
+      if (m == -INFINITY) continue;
+      double z = 0;
+      for (double& x : sc) z += (x = std::exp(x - m));
+      for (int64_t s = 0; s < p.S; ++s)
+        for (int64_t i = 0; i < p.Dv; ++i)
+          out[(t * p.Hq + h) * p.Dv + i] += static_cast<float>(sc[s] / z * v[(s * p.Hkv + h / group) * p.Dv + i]);
+    }
+  }
+  return out;
+}
+
+std::vector<AttentionParams> policies(int64_t D) {
+  std::vector<AttentionParams> out;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  out.push_back({scale, 0.0f, AttnKind::Full, 0});
+  out.push_back({scale * 4, 5.0f, AttnKind::Full, 0});  // soft-capped, sharp scores
+  for (int64_t w : {1, 2, 7, 64}) out.push_back({scale, 0.0f, AttnKind::Window, w});
+  for (int64_t c : {4, 16}) out.push_back({scale, 0.0f, AttnKind::Chunk, c});
+  return out;
+}
+
+TEST(Attention, MatchesDenseMaskedSoftmax) {
+  struct Shape { int64_t T, S, Hq, Hkv, D, Dv; int32_t start; };
+  const Shape shapes[] = {
+      {1, 1, 1, 1, 16, 16, 0},      {1, 20, 4, 4, 16, 16, 3},   {5, 20, 4, 2, 37, 37, 9},
+      {17, 70, 8, 2, 64, 64, 100},  {3, 150, 4, 1, 64, 24, 7},  {7, 33, 2, 2, 8, 8, 0},
+      {17, 17, 4, 4, 20, 20, 1000}, {2, 90, 8, 4, 128, 128, 5},
+  };
+  for (const Shape& s : shapes) {
+    const Problem p = make_problem(s.T, s.S, s.Hq, s.Hkv, s.D, s.Dv, s.start, s.T * 100 + s.S);
+    for (const AttentionParams& a : policies(s.D)) {
+      const std::string what = "T=" + std::to_string(s.T) + " S=" + std::to_string(s.S) + " Hq=" +
+                               std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " D=" +
+                               std::to_string(s.D) + " kind=" + std::to_string(int(a.kind)) +
+                               " span=" + std::to_string(a.span) + " cap=" + std::to_string(a.softcap);
+      const std::vector<float> want = dense(p, a, p.k, p.v);
+      std::vector<float> got(want.size(), 123.0f);
+      ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S,
+                     p.Hq, p.Hkv, p.D, p.Dv, a, got.data());
+      EXPECT_LT(nmse(want, got), 1e-12) << "ref " << what;
+      for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+        std::vector<float> opt(want.size(), 123.0f);
+        attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S,
+                  p.Hq, p.Hkv, p.D, p.Dv, a, opt.data(), pool);
+        EXPECT_LT(nmse(want, opt), 1e-10) << cfg << " " << what;
+      });
+    }
+  }
+}
+
+TEST(Attention, WindowOfOneReturnsOwnValue) {
+  // W = 1: each query sees only its own position, so out = v at that position.
+  const Problem p = make_problem(4, 10, 4, 2, 16, 16, 50, 9);
+  AttentionParams a{0.25f, 0.0f, AttnKind::Window, 1};
+  std::vector<float> out(p.T * p.Hq * p.Dv);
+  attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S, p.Hq,
+            p.Hkv, p.D, p.Dv, a, out.data());
+  for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t i = 0; i < p.Dv; ++i)
+        EXPECT_NEAR(out[(t * p.Hq + h) * p.Dv + i], p.v[((p.S - p.T + t) * p.Hkv + h / 2) * p.Dv + i], 1e-6);
+}
+
+TEST(Attention, UnsortedKvAndInvisibleQueries) {
+  Problem p = make_problem(3, 40, 4, 2, 32, 32, 0, 21);
+  // Shuffle the kv rows (positions move with their rows): the result must not change.
+  std::vector<int64_t> perm(p.S);
+  for (int64_t i = 0; i < p.S; ++i) perm[i] = (i * 17) % p.S;  // 17 is coprime to 40
+  Problem sh = p;
+  for (int64_t i = 0; i < p.S; ++i) {
+    sh.kv_pos[i] = p.kv_pos[perm[i]];
+    std::copy_n(&p.k[perm[i] * p.Hkv * p.D], p.Hkv * p.D, &sh.k[i * p.Hkv * p.D]);
+    std::copy_n(&p.v[perm[i] * p.Hkv * p.Dv], p.Hkv * p.Dv, &sh.v[i * p.Hkv * p.Dv]);
+  }
+  sh.q_pos = {39, 5, -1};  // the last query sees nothing: zeros
+  for (const AttentionParams& a : policies(p.D)) {
+    const std::vector<float> want = dense(sh, a, sh.k, sh.v);
+    for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+      std::vector<float> got(want.size(), 5.0f);
+      attention(sh.q.data(), sh.k.data(), sh.v.data(), sh.q_pos.data(), sh.kv_pos.data(), sh.T, sh.S,
+                sh.Hq, sh.Hkv, sh.D, sh.Dv, a, got.data(), pool);
+      EXPECT_LT(nmse(want, got), 1e-10) << cfg;
+      for (int64_t i = 2 * sh.Hq * sh.Dv; i < 3 * sh.Hq * sh.Dv; ++i) ASSERT_EQ(got[i], 0.0f) << cfg;
+    });
+  }
+}
+
+// ---- online softmax over K/V blocks in place ----
+
+// Rows [S, Hkv, D] stored as `type`; returns the bytes and writes the decoded floats to `back`.
+std::vector<uint8_t> encode(const std::vector<float>& x, DType type, int64_t D, std::vector<float>& back) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / D;
+  back.resize(x.size());
+  std::vector<uint8_t> out;
+  if (type == DType::F32) {
+    out.resize(x.size() * 4);
+    std::memcpy(out.data(), x.data(), out.size());
+    back = x;
+  } else if (type == DType::F16 || type == DType::BF16) {
+    out.resize(x.size() * 2);
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      h[i] = type == DType::F16 ? f32_to_fp16(x[i]) : f32_to_bf16(x[i]);
+      back[i] = type == DType::F16 ? fp16_to_f32(h[i]) : bf16_to_f32(h[i]);
+    }
+  } else {  // Q8_0: d = max|x| / 127 per 32, q = round(x / d)
+    out.resize(static_cast<size_t>(rows * D / 32) * sizeof(BlockQ8_0));
+    auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
+    for (int64_t blk = 0; blk < rows * D / 32; ++blk) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[blk * 32 + i]));
+      b[blk].d = f32_to_fp16(amax / 127);
+      const float d = fp16_to_f32(b[blk].d);
+      for (int i = 0; i < 32; ++i) {
+        b[blk].qs[i] = static_cast<int8_t>(d == 0 ? 0 : std::lround(x[blk * 32 + i] / d));
+        back[blk * 32 + i] = d * b[blk].qs[i];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Attention, BlocksWithReducedPrecisionKv) {
+  const int64_t block = 16;
+  for (DType kt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    for (DType vt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      Problem p = make_problem(3, 75, 8, 2, 64, 64, 11, 77);
+      std::vector<float> kback, vback;
+      const std::vector<uint8_t> kb = encode(p.k, kt, p.D, kback), vb = encode(p.v, vt, p.Dv, vback);
+      const int64_t krow = static_cast<int64_t>(kb.size()) / (p.S * p.Hkv);
+      const int64_t vrow = static_cast<int64_t>(vb.size()) / (p.S * p.Hkv);
+      for (const AttentionParams& a : policies(p.D)) {
+        for_each_config([&](ThreadPool&, const std::string& cfg) {
+          std::vector<float> got(p.T * p.Hq * p.Dv);
+          std::vector<float> acc(p.Dv);
+          for (int64_t t = 0; t < p.T; ++t) {
+            for (int64_t h = 0; h < p.Hq; ++h) {
+              const int64_t kvh = h / (p.Hq / p.Hkv);
+              AttnAccumulator st;
+              attn_begin(st, acc.data(), p.Dv);
+              for (int64_t b0 = 0; b0 < p.S; b0 += block) {  // cache-like blocks, visible run only
+                int64_t lo = b0, hi = std::min(p.S, b0 + block);
+                while (lo < hi && !attn_visible(p.q_pos[t], p.kv_pos[lo], a)) ++lo;
+                int64_t e = lo;
+                while (e < hi && attn_visible(p.q_pos[t], p.kv_pos[e], a)) ++e;
+                KvRows k{kb.data() + (lo * p.Hkv + kvh) * krow, kt, p.Hkv * krow};
+                KvRows v{vb.data() + (lo * p.Hkv + kvh) * vrow, vt, p.Hkv * vrow};
+                attend_block(st, &p.q[(t * p.Hq + h) * p.D], p.D, k, v, e - lo, a.scale, a.softcap);
+              }
+              attn_finish(st, &got[(t * p.Hq + h) * p.Dv]);
+            }
+          }
+          const std::string what = std::string(dtype_name(kt)) + "/" + dtype_name(vt) + " " + cfg +
+                                   " kind=" + std::to_string(int(a.kind)) + " span=" + std::to_string(a.span);
+          EXPECT_LT(nmse(dense(p, a, kback, vback), got), 1e-10) << "vs decoded K/V " << what;
+          EXPECT_LT(nmse(dense(p, a, p.k, p.v), got), kt == DType::F32 && vt == DType::F32 ? 1e-10 : 1e-3)
+              << "vs f32 K/V " << what;
+        });
+      }
+    }
+  }
+}
+
+TEST(Attention, MergeEqualsOneAccumulator) {
+  const Problem p = make_problem(1, 100, 1, 1, 40, 24, 0, 5);
+  std::vector<float> a1(p.Dv), a2(p.Dv), a3(p.Dv), one(p.Dv), merged(p.Dv);
+  AttnAccumulator all, even, odd;
+  attn_begin(all, a1.data(), p.Dv);
+  attn_begin(even, a2.data(), p.Dv);
+  attn_begin(odd, a3.data(), p.Dv);
+  const float scale = 0.5f;
+  for (int64_t b0 = 0; b0 < p.S; b0 += 10) {
+    KvRows k{&p.k[b0 * p.D], DType::F32, p.D * 4}, v{&p.v[b0 * p.Dv], DType::F32, p.Dv * 4};
+    attend_block(all, p.q.data(), p.D, k, v, 10, scale, 0.0f);
+    attend_block((b0 / 10) % 2 ? odd : even, p.q.data(), p.D, k, v, 10, scale, 0.0f);
+  }
+  attn_finish(all, one.data());
+  attn_merge(even, odd);
+  attn_finish(even, merged.data());
+  EXPECT_LT(nmse(one, merged), 1e-12);
+  AttentionParams ap{scale, 0.0f, AttnKind::Full, 0};
+  EXPECT_LT(nmse(dense(p, ap, p.k, p.v), one), 1e-10);
+  // Nothing seen: zeros.
+  AttnAccumulator empty;
+  std::vector<float> e(p.Dv, 7.0f);
+  attn_begin(empty, e.data(), p.Dv);
+  attn_finish(empty, e.data());
+  for (float x : e) EXPECT_EQ(x, 0.0f);
+}
+
+template <class F>
+void expect_error(F fn, std::initializer_list<const char*> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no ptn::Error thrown";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const char* s : parts) EXPECT_NE(msg.find(s), std::string::npos) << msg << " lacks " << s;
+  }
+}
+
+TEST(Attention, BadArgumentsThrow) {
+  const Problem p = make_problem(2, 8, 4, 2, 16, 16, 0, 1);
+  std::vector<float> out(2 * 4 * 16);
+  AttentionParams a;
+  auto call = [&](int64_t Hq, int64_t Hkv, const AttentionParams& ap) {
+    attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), 2, 8, Hq, Hkv,
+              16, 16, ap, out.data());
+  };
+  expect_error([&] { call(3, 2, a); }, {"attention", "Hq=3", "Hkv=2", "multiple"});
+  expect_error([&] { ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), 2, 8, 4, 0, 16, 16, a, out.data()); },
+               {"attention", "Hkv=0"});
+  expect_error([&] { call(4, 2, AttentionParams{1.0f, 0.0f, AttnKind::Window, 0}); }, {"attention", "window", "span"});
+  expect_error([&] { call(4, 2, AttentionParams{1.0f, 0.0f, AttnKind::Chunk, -3}); }, {"attention", "chunk", "span"});
+  expect_error([&] { call(4, 2, AttentionParams{NAN, 0.0f, AttnKind::Full, 0}); }, {"attention", "scale"});
+  expect_error([&] { call(4, 2, AttentionParams{1.0f, -1.0f, AttnKind::Full, 0}); }, {"attention", "softcap"});
+
+  std::vector<float> acc(16);
+  AttnAccumulator st;
+  attn_begin(st, acc.data(), 16);
+  std::vector<uint8_t> raw(4096);
+  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::Q8_0, 34}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
+               {"attend_block", "q8_0", "32"});
+  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::Q4_0, 64}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
+               {"attend_block", "q4_0"});
+  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::F16, 16}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
+               {"attend_block", "stride 16"});
+  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::F32, 64}, KvRows{raw.data(), DType::F32, 64}, -1, 1.0f, 0.0f); },
+               {"attend_block", "n=-1"});
+  AttnAccumulator fresh;  // never begun
+  expect_error([&] { attend_block(fresh, p.q.data(), 16, KvRows{raw.data(), DType::F32, 64}, KvRows{raw.data(), DType::F32, 64}, 1, 1.0f, 0.0f); },
+               {"attend_block", "attn_begin"});
+  std::vector<float> acc8(8);
+  AttnAccumulator other;
+  attn_begin(other, acc8.data(), 8);
+  expect_error([&] { attn_merge(st, other); }, {"attn_merge", "dv"});
+}
+
+}  // namespace
+}  // namespace ptn
