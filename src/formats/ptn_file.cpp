@@ -350,11 +350,10 @@ void PtnFile::parse_header() {
   auto field = [&](const char* f) { return hdr + " field '" + f + "'"; };
 
   // The magic first, so that any other file type is named as such, truncated or not.
+  if (size_ == 0) fail(ErrorKind::Corrupt, name_, "not a .ptn file: the file is empty");
   const size_t have = static_cast<size_t>(std::min<uint64_t>(size_, sizeof kMagic));
-  if (std::memcmp(data_, kMagic, have) != 0 || size_ == 0)
-    fail(ErrorKind::Corrupt, name_,
-         size_ == 0 ? "not a .ptn file: the file is empty"
-                    : "not a .ptn file: wrong magic bytes (expected \"PTN\\0PROG\")");
+  if (std::memcmp(data_, kMagic, have) != 0)
+    fail(ErrorKind::Corrupt, name_, "not a .ptn file: wrong magic bytes (expected \"PTN\\0PROG\")");
   if (size_ < PtnLimits::kHeaderSize)
     fail(ErrorKind::Corrupt, hdr,
          "truncated: the file is " + std::to_string(size_) + " bytes, the header alone needs " +

@@ -389,6 +389,34 @@ TEST(PtnWriter, UnwritableDirectoryIsAnIoError) {
   }
 }
 
+TEST(PtnWriter, FailedRenameIsAnIoErrorAndLeavesNoTempFile) {
+  TempDir dir;
+  const std::string path = dir.file("occupied.ptn");
+  fs::create_directories(path + "/inside");  // rename(file, non-empty dir) fails
+  PtnWriter w(path);
+  float x[4] = {};
+  w.add_tensor("x", DType::F32, {4}, x, sizeof x);
+  try {
+    w.finish(json::object());
+    ADD_FAILURE() << "finish succeeded onto a directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rename"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_THROW(w.finish(json::object()), Error);  // the writer stays failed
+}
+
+TEST(PtnFile, MissingFileIsAnIoError) {
+  try {
+    PtnFile::open("/nonexistent-dir-for-ptn-test/m.ptn");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(e.what()).find("m.ptn"), std::string::npos);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checksums
 
@@ -555,6 +583,21 @@ TEST(PtnFileCorrupt, TensorTableErrorsNameTheTensorAndField) {
   // Overlap: "b" moved onto "a".
   expect_error(edit([&](json& x) { x[T][1]["offset"] = 0; }), ErrorKind::Corrupt,
                {"tensors[1] ('b')", "'offset'", "overlap", "('a')"});
+  // An empty tensor strictly inside another one counts as overlapping; at its edge it does not.
+  expect_error(edit([&](json& x) {
+                 x[T][2]["shape"] = {0};
+                 x[T][2]["nbytes"] = 0;
+                 x[T][2]["offset"] = 32;  // inside "a" (f32[2, 8] = 64 bytes at 0)
+                 x["alignment"] = 32;
+               }),
+               ErrorKind::Corrupt, {"overlap"});
+  EXPECT_NO_THROW(PtnFile::from_memory(edit([&](json& x) {
+                                         x[T][2]["shape"] = {0};
+                                         x[T][2]["nbytes"] = 0;
+                                         x[T][2]["crc32c"] = 0;
+                                         x[T][2]["offset"] = 64;
+                                       }),
+                                       "edge.ptn", VerifyLevel::Cheap));
   // Out of the data segment, misaligned, overflowing.
   expect_error(edit([&](json& x) { x[T][2]["offset"] = (data_size + 63) / 64 * 64; }), ErrorKind::Corrupt,
                {"tensors[2] ('c')", "'offset'", "outside the data segment"});
