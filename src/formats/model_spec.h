@@ -95,6 +95,13 @@ struct ModelSpec {
 //   ffn_down [hidden, ffn], post_ffw_norm (sandwich)   (all ".weight" unless noted).
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
 
+// Every canonical tensor the spec implies, in file order (embedding, layers, final norm, output).
+std::vector<std::string> canonical_tensor_names(const ModelSpec& s);
+// The shape a canonical tensor must have under the spec; empty for a name the spec does not know.
+std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::string& name);
+// True for 1-D tensors kept in f32 (norm weights, biases).
+bool is_vector_tensor(const std::string& name);
+
 const char* attn_kind_name(AttnKind k);
 const char* activation_name(Activation a);
 const char* rope_scaling_name(RopeScalingType t);

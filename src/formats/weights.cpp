@@ -88,35 +88,6 @@ Tensor interleave_heads(const Tensor& t, int64_t heads, const std::string& where
 
 namespace {
 
-// Expected shape of a canonical tensor (empty if not a known name).
-std::vector<int64_t> expected_shape(const ModelSpec& s, const std::string& name) {
-  const int64_t H = s.hidden_size, q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.intermediate_size;
-  if (name == "token_embd.weight" || name == "output.weight") return {s.vocab_size, H};
-  if (name == "output_norm.weight") return {H};
-  if (name.rfind("blk.", 0) != 0) return {};
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string::npos) return {};
-  const std::string w = name.substr(dot + 1);
-  static const std::map<std::string, int> kinds = {
-      {"attn_norm.weight", 0}, {"ffn_norm.weight", 0}, {"post_attention_norm.weight", 0}, {"post_ffw_norm.weight", 0},
-      {"attn_q.weight", 1}, {"attn_k.weight", 2}, {"attn_v.weight", 2}, {"attn_output.weight", 3},
-      {"ffn_gate.weight", 4}, {"ffn_up.weight", 4}, {"ffn_down.weight", 5},
-      {"attn_q.bias", 6}, {"attn_k.bias", 7}, {"attn_v.bias", 7}, {"attn_q_norm.weight", 8}, {"attn_k_norm.weight", 8}};
-  auto it = kinds.find(w);
-  if (it == kinds.end()) return {};
-  switch (it->second) {
-    case 0: return {H};
-    case 1: return {q, H};
-    case 2: return {kv, H};
-    case 3: return {H, q};
-    case 4: return {F, H};
-    case 5: return {H, F};
-    case 6: return {q};
-    case 7: return {kv};
-    default: return {s.head_dim};
-  }
-}
-
 class MappedSource final : public WeightSource {
  public:
   ModelSpec spec_;
@@ -188,7 +159,7 @@ class MappedSource final : public WeightSource {
           fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
         shape[0] = r.row_end - r.row_begin;
       }
-      std::vector<int64_t> want = expected_shape(spec_, canon);
+      std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
       if (!want.empty() && shape != want)
         fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " does not match the model (" + canon + " should be " + shape_str(want) + ")");
       recipes_[canon] = r;

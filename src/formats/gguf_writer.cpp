@@ -1,0 +1,482 @@
+#include "formats/gguf_writer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "core/quant.h"
+
+namespace ptn {
+
+namespace {
+
+template <class T>
+void append(std::string& s, T v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void append_str(std::string& s, std::string_view v) {
+  append<uint64_t>(s, v.size());
+  s.append(v.data(), v.size());
+}
+
+}  // namespace
+
+// ---- container -------------------------------------------------------------------------------
+
+GgufWriter::GgufWriter(uint64_t alignment) : alignment_(alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    fail(ErrorKind::InvalidArgument, "gguf writer", "alignment " + std::to_string(alignment) + " is not a power of two");
+  if (alignment != 32) set_u32("general.alignment", static_cast<uint32_t>(alignment));
+}
+
+void GgufWriter::put(const std::string& key, GgufType type, std::string bytes) {
+  if (key.empty()) fail(ErrorKind::InvalidArgument, "gguf writer", "empty key");
+  for (auto& kv : kv_)
+    if (kv.key == key) { kv.type = static_cast<uint32_t>(type); kv.bytes = std::move(bytes); return; }
+  kv_.push_back({key, static_cast<uint32_t>(type), std::move(bytes)});
+}
+bool GgufWriter::has_key(const std::string& key) const {
+  for (const auto& kv : kv_) if (kv.key == key) return true;
+  return false;
+}
+
+void GgufWriter::set_u32(const std::string& k, uint32_t v) { std::string b; append(b, v); put(k, GgufType::U32, b); }
+void GgufWriter::set_i32(const std::string& k, int32_t v) { std::string b; append(b, v); put(k, GgufType::I32, b); }
+void GgufWriter::set_u64(const std::string& k, uint64_t v) { std::string b; append(b, v); put(k, GgufType::U64, b); }
+void GgufWriter::set_f32(const std::string& k, float v) { std::string b; append(b, v); put(k, GgufType::F32, b); }
+void GgufWriter::set_bool(const std::string& k, bool v) { std::string b; append<uint8_t>(b, v ? 1 : 0); put(k, GgufType::Bool, b); }
+void GgufWriter::set_string(const std::string& k, const std::string& v) { std::string b; append_str(b, v); put(k, GgufType::String, b); }
+void GgufWriter::set_string_array(const std::string& k, const std::vector<std::string>& v) {
+  std::string b;
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::String));
+  append<uint64_t>(b, v.size());
+  for (const auto& s : v) append_str(b, s);
+  put(k, GgufType::Array, b);
+}
+void GgufWriter::set_f32_array(const std::string& k, const std::vector<float>& v) {
+  std::string b;
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::F32));
+  append<uint64_t>(b, v.size());
+  for (float x : v) append(b, x);
+  put(k, GgufType::Array, b);
+}
+void GgufWriter::set_i32_array(const std::string& k, const std::vector<int32_t>& v) {
+  std::string b;
+  append<uint32_t>(b, static_cast<uint32_t>(GgufType::I32));
+  append<uint64_t>(b, v.size());
+  for (int32_t x : v) append(b, x);
+  put(k, GgufType::Array, b);
+}
+void GgufWriter::set_raw(const std::string& k, GgufType type, std::string_view encoded) { put(k, type, std::string(encoded)); }
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::function<Tensor()> produce) {
+  for (const auto& t : tensors_)
+    if (t.name == name) fail(ErrorKind::InvalidArgument, "gguf writer: tensor '" + name + "'", "added twice");
+  if (shape.size() > static_cast<size_t>(kMaxDims)) fail(ErrorKind::InvalidArgument, "gguf writer: tensor '" + name + "'", "more than 4 dimensions");
+  uint64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) rows = checked_mul(rows, static_cast<uint64_t>(shape[i]), name);
+  uint64_t nbytes = shape.empty() ? traits(dtype).block_bytes : checked_mul(rows, row_bytes(dtype, shape.back(), "gguf writer: tensor '" + name + "'"), name);
+  tensors_.push_back({name, dtype, std::move(shape), nbytes, std::move(produce)});
+}
+
+void GgufWriter::add_tensor(const std::string& name, const Tensor& t) {
+  Tensor keep = t;
+  add_tensor(name, t.dtype(), t.shape(), [keep] { return keep; });
+}
+
+void GgufWriter::write(const std::string& path, const std::function<void(size_t, size_t)>& progress) const {
+  std::string head;
+  append<uint32_t>(head, 0x46554747);  // "GGUF"
+  append<uint32_t>(head, 3);
+  append<uint64_t>(head, tensors_.size());
+  append<uint64_t>(head, kv_.size());
+  for (const auto& kv : kv_) {
+    append_str(head, kv.key);
+    append<uint32_t>(head, kv.type);
+    head += kv.bytes;
+  }
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const auto& t : tensors_) {
+    append_str(head, t.name);
+    append<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) append<uint64_t>(head, static_cast<uint64_t>(*it));
+    append<uint32_t>(head, static_cast<uint32_t>(t.dtype));
+    append<uint64_t>(head, offset);
+    offsets.push_back(offset);
+    offset = (offset + t.nbytes + alignment_ - 1) / alignment_ * alignment_;
+  }
+  FileWriter f(path);
+  f.write(head.data(), head.size());
+  f.pad_to(alignment_);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const TensorEntry& e = tensors_[i];
+    Tensor t = e.produce();
+    const std::string w = path + ": tensor '" + e.name + "'";
+    if (t.dtype() != e.dtype || t.shape() != e.shape)
+      fail(ErrorKind::Internal, w, "produced " + t.describe() + ", expected " + std::string(dtype_name(e.dtype)) + shape_str(e.shape));
+    if (!t.contiguous()) t = t.copy();
+    f.write(t.data(), e.nbytes);
+    f.pad_to(alignment_);
+    if (progress) progress(i + 1, tensors_.size());
+  }
+  f.commit();
+}
+
+// ---- file types and the Q4_K_M mix ------------------------------------------------------------
+
+GgufFileType gguf_file_type_from_name(const std::string& n) {
+  if (n == "f32") return GgufFileType::F32;
+  if (n == "f16") return GgufFileType::F16;
+  if (n == "bf16") return GgufFileType::BF16;
+  if (n == "q8_0") return GgufFileType::Q8_0;
+  if (n == "q4_0") return GgufFileType::Q4_0;
+  if (n == "q4_k_m") return GgufFileType::Q4_K_M;
+  fail(ErrorKind::InvalidArgument, "--type", "unknown type '" + n + "' (f32, f16, bf16, q8_0, q4_0, q4_k_m)");
+}
+
+const char* gguf_file_type_name(GgufFileType t) {
+  switch (t) {
+    case GgufFileType::F32: return "f32";
+    case GgufFileType::F16: return "f16";
+    case GgufFileType::BF16: return "bf16";
+    case GgufFileType::Q8_0: return "q8_0";
+    case GgufFileType::Q4_0: return "q4_0";
+    case GgufFileType::Q4_K_M: return "q4_k_m";
+  }
+  return "unknown";
+}
+
+static uint32_t llama_ftype(GgufFileType t) {  // llama.cpp's LLAMA_FTYPE_* values
+  switch (t) {
+    case GgufFileType::F32: return 0;
+    case GgufFileType::F16: return 1;
+    case GgufFileType::Q4_0: return 2;
+    case GgufFileType::Q8_0: return 7;
+    case GgufFileType::Q4_K_M: return 15;
+    case GgufFileType::BF16: return 32;
+  }
+  return 0;
+}
+
+static bool ends_with(const std::string& s, const char* suf) {
+  size_t n = std::strlen(suf);
+  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
+}
+
+static int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int64_t v = 0;
+  for (size_t i = 4; i < name.size() && name[i] != '.'; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+// Which layers get more bits in llama.cpp's Q4_K_M mix: the first eighth of the layers, the last
+// eighth, and in between every third layer counted from the end of the first eighth (the ones
+// whose distance from it leaves remainder 2). Integer division throughout, as llama.cpp does.
+static bool more_bits_layer(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string& name, const std::vector<int64_t>& shape) {
+  if (shape.size() < 2 || name == "rope_freqs.weight") return DType::F32;
+  switch (ft) {
+    case GgufFileType::F32: return DType::F32;
+    case GgufFileType::F16: return DType::F16;
+    case GgufFileType::BF16: return DType::BF16;
+    default: break;
+  }
+  const DType base = ft == GgufFileType::Q8_0 ? DType::Q8_0 : ft == GgufFileType::Q4_0 ? DType::Q4_0 : DType::Q4_K;
+  const int64_t nx = shape.back();  // row length (GGUF ne[0])
+  DType t = base;
+  const bool is_output = name == "output.weight" || (spec.tie_word_embeddings && name == "token_embd.weight");
+  if (is_output) {
+    // The classifier gets Q6_K (Q8_0 stays Q8_0); rows that do not fit the base block get Q8_0.
+    if (nx % traits(base).block_size != 0) t = DType::Q8_0;
+    else if (base != DType::Q8_0) t = DType::Q6_K;
+  } else if (ft == GgufFileType::Q4_K_M) {
+    const int64_t layer = layer_of(name), n = spec.n_layers;
+    if (ends_with(name, ".attn_v.weight") && more_bits_layer(layer, n)) t = DType::Q6_K;
+    else if (ends_with(name, ".ffn_down.weight") && more_bits_layer(layer, n)) t = DType::Q6_K;
+    else if (ends_with(name, ".attn_qkv.weight")) t = DType::Q5_K;
+  }
+  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0;
+  // Q5_K -> Q5_1 there, which ptn does not have: Q8_0 here), then F16 if that still does not fit.
+  if (nx % traits(t).block_size != 0) {
+    if (t == DType::Q4_K) t = DType::Q5_0;
+    else if (t == DType::Q6_K || t == DType::Q5_K) t = DType::Q8_0;
+    if (nx % traits(t).block_size != 0) t = DType::F16;
+  }
+  return t;
+}
+
+// ---- model -> GGUF ----------------------------------------------------------------------------
+
+std::string gguf_arch_for(const ModelSpec& s) {
+  std::string arch;
+  if (s.family == "llama" || s.family == "mistral") arch = "llama";
+  else if (s.family == "qwen2" || s.family == "qwen3" || s.family == "gemma2" || s.family == "gemma3" || s.family == "phi3") arch = s.family;
+  else fail(ErrorKind::Unsupported, "GGUF output", "family '" + s.family + "' has no GGUF writer in ptn (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)");
+  const bool windows_ok = arch == "gemma2" || arch == "gemma3" || arch == "phi3";
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerAttention& l = s.layers[i];
+    if (!l.use_rope || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
+      fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
+           std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
+  }
+  if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
+  return arch;
+}
+
+static Tensor to_f32(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor out = Tensor::zeros(DType::F32, t.shape());
+  const int64_t rows = t.shape().empty() ? 1 : t.rows(), n = t.row_size();
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(t.dtype(), t.row_ptr(r), out.data_as<float>() + r * n, n);
+  return out;
+}
+
+// Row-wise concatenation of 2-D tensors (same column count); byte copies when dtypes agree.
+static Tensor concat_rows(const std::vector<Tensor>& parts) {
+  bool same = true;
+  for (const auto& p : parts) same = same && p.dtype() == parts[0].dtype();
+  std::vector<Tensor> ps;
+  for (const auto& p : parts) ps.push_back(same ? p : to_f32(p));
+  int64_t rows = 0;
+  for (const auto& p : ps) rows += p.dim(0);
+  std::vector<int64_t> shape = ps[0].shape();
+  shape[0] = rows;
+  Tensor out = Tensor::zeros(ps[0].dtype(), shape);
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (const auto& p : ps) {
+    Tensor c = p.contiguous() ? p : p.copy();
+    std::memcpy(dst, c.data(), c.nbytes());
+    dst += c.nbytes();
+  }
+  return out;
+}
+
+static std::vector<float> llama3_rope_factors(const ModelSpec& s) {
+  const RopeScaling& rs = s.rope_scaling;
+  const double pi = 3.14159265358979323846;
+  const double low_wavelen = rs.original_max_position / rs.low_freq_factor;
+  const double high_wavelen = rs.original_max_position / rs.high_freq_factor;
+  std::vector<float> f;
+  for (int64_t k = 0; k < s.rope_dim / 2; ++k) {
+    const double freq = 1.0 / std::pow(static_cast<double>(s.rope_theta), 2.0 * k / s.rope_dim);
+    const double wavelen = 2 * pi / freq;
+    double v;
+    if (wavelen < high_wavelen) v = 1;
+    else if (wavelen > low_wavelen) v = rs.factor;
+    else {
+      const double smooth = (rs.original_max_position / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      v = 1 / ((1 - smooth) / rs.factor + smooth);
+    }
+    f.push_back(static_cast<float>(v));
+  }
+  return f;
+}
+
+TokenizerSpec placeholder_tokenizer(int64_t vocab) {
+  if (vocab < 259) fail(ErrorKind::InvalidArgument, "placeholder tokenizer", "a vocabulary of " + std::to_string(vocab) + " is smaller than the 259 special and byte pieces");
+  TokenizerSpec t;
+  t.kind = TokenizerKind::SentencePiece;
+  t.tokens = {"<unk>", "<s>", "</s>"};
+  t.token_types = {TokenType::Unknown, TokenType::Control, TokenType::Control};
+  char b[8];
+  for (int i = 0; i < 256; ++i) {
+    std::snprintf(b, sizeof b, "<0x%02X>", i);
+    t.tokens.push_back(b);
+    t.token_types.push_back(TokenType::Byte);
+  }
+  for (int64_t i = 259; i < vocab; ++i) {
+    t.tokens.push_back("tok" + std::to_string(i));
+    t.token_types.push_back(TokenType::Normal);
+  }
+  t.scores.assign(t.tokens.size(), 0.0f);
+  for (int64_t i = 259; i < vocab; ++i) t.scores[i] = -static_cast<float>(i - 259);
+  t.unk_id = 0;
+  t.bos_id = 1;
+  t.eos_id = 2;
+  t.add_bos = true;
+  t.bos_token = "<s>";
+  t.eos_token = "</s>";
+  return t;
+}
+
+void set_tokenizer_keys(GgufWriter& w, const TokenizerSpec& t) {
+  w.set_string("tokenizer.ggml.model", t.kind == TokenizerKind::SentencePiece ? "llama" : "gpt2");
+  if (!t.pre_tokenizer.empty()) w.set_string("tokenizer.ggml.pre", t.pre_tokenizer);
+  else if (t.kind == TokenizerKind::ByteLevelBPE) w.set_string("tokenizer.ggml.pre", "default");
+  w.set_string_array("tokenizer.ggml.tokens", t.tokens);
+  if (!t.scores.empty()) w.set_f32_array("tokenizer.ggml.scores", t.scores);
+  if (!t.token_types.empty()) {
+    std::vector<int32_t> types;
+    for (TokenType tt : t.token_types) types.push_back(static_cast<int32_t>(tt));
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+  }
+  if (!t.merges.empty()) w.set_string_array("tokenizer.ggml.merges", t.merges);
+  auto id = [&](const char* k, const std::optional<int32_t>& v) { if (v) w.set_u32(k, static_cast<uint32_t>(*v)); };
+  id("tokenizer.ggml.bos_token_id", t.bos_id);
+  id("tokenizer.ggml.eos_token_id", t.eos_id);
+  id("tokenizer.ggml.unknown_token_id", t.unk_id);
+  id("tokenizer.ggml.padding_token_id", t.pad_id);
+  id("tokenizer.ggml.eot_token_id", t.eot_id);
+  w.set_bool("tokenizer.ggml.add_bos_token", t.add_bos);
+  w.set_bool("tokenizer.ggml.add_eos_token", t.add_eos);
+  if (t.kind == TokenizerKind::SentencePiece) w.set_bool("tokenizer.ggml.add_space_prefix", t.add_space_prefix);
+  if (!t.chat_template.empty()) w.set_string("tokenizer.chat_template", t.chat_template);
+}
+
+void write_model_gguf(const WeightSource& src, const std::string& path, const GgufModelOptions& opt,
+                      const std::function<void(size_t, size_t)>& progress) {
+  const ModelSpec& s = src.spec();
+  const std::string arch = gguf_arch_for(s);
+  GgufWriter w;
+  auto k = [&](const char* key) { return arch + "." + key; };
+  auto u32 = [&](const char* key, int64_t v) {
+    if (v < 0 || v > 0xffffffffLL) fail(ErrorKind::InvalidArgument, path + ": key " + k(key), "value " + std::to_string(v) + " does not fit u32");
+    w.set_u32(k(key), static_cast<uint32_t>(v));
+  };
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", opt.name);
+  w.set_u32("general.file_type", llama_ftype(opt.type));
+  if (opt.type == GgufFileType::Q8_0 || opt.type == GgufFileType::Q4_0 || opt.type == GgufFileType::Q4_K_M)
+    w.set_u32("general.quantization_version", 2);
+  u32("context_length", s.max_position_embeddings > 0 ? s.max_position_embeddings : 2048);
+  u32("embedding_length", s.hidden_size);
+  u32("block_count", s.n_layers);
+  u32("feed_forward_length", s.intermediate_size);
+  u32("attention.head_count", s.n_heads);
+  u32("attention.head_count_kv", s.n_kv_heads);
+  u32("attention.key_length", s.head_dim);
+  u32("attention.value_length", s.head_dim);
+  u32("vocab_size", s.vocab_size);
+  w.set_f32(k("attention.layer_norm_rms_epsilon"), s.norm_eps);
+  w.set_f32(k("rope.freq_base"), s.rope_theta);
+  u32("rope.dimension_count", s.rope_dim);
+  switch (s.rope_scaling.type) {
+    case RopeScalingType::None: break;
+    case RopeScalingType::Linear:
+      w.set_string(k("rope.scaling.type"), "linear");
+      w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
+      break;
+    case RopeScalingType::Yarn:
+      w.set_string(k("rope.scaling.type"), "yarn");
+      w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
+      u32("rope.scaling.original_context_length", s.rope_scaling.original_max_position);
+      break;
+    case RopeScalingType::Llama3:
+      if (arch != "llama") fail(ErrorKind::Unsupported, path, "llama3 rope scaling is written for the llama architecture only");
+      break;
+  }
+  int64_t window = 0;
+  for (const auto& l : s.layers) if (l.kind == AttnKind::Window) window = l.span;
+  if (window > 0) u32("attention.sliding_window", window);
+  if (arch == "gemma2" || arch == "gemma3") {
+    if (s.attn_logit_softcap != 0) w.set_f32(k("attn_logit_softcapping"), s.attn_logit_softcap);
+    if (s.final_logit_softcap != 0) w.set_f32(k("final_logit_softcapping"), s.final_logit_softcap);
+    const bool is27b = (arch == "gemma2" && s.n_layers == 46) || (arch == "gemma3" && s.n_layers == 62);
+    const float dflt = 1.0f / std::sqrt(static_cast<float>(is27b ? s.hidden_size / s.n_heads : s.head_dim));
+    if (s.attn_scale != 0 && std::fabs(s.attn_scale - dflt) > 1e-7f * dflt) w.set_f32(k("attention.scale"), s.attn_scale);
+    const int64_t pattern = arch == "gemma2" ? 2 : 6;
+    bool default_pattern = true;
+    for (int64_t i = 0; i < s.n_layers; ++i)
+      default_pattern = default_pattern && ((s.layers[i].kind == AttnKind::Window) == ((i + 1) % pattern != 0));
+    if (!default_pattern) {
+      std::vector<int32_t> per_layer;
+      for (const auto& l : s.layers) per_layer.push_back(l.kind == AttnKind::Window);
+      w.set_i32_array(k("attention.sliding_window_pattern"), per_layer);
+    }
+    if (arch == "gemma3")
+      for (const auto& l : s.layers)
+        if (l.kind == AttnKind::Window && l.rope_theta != 10000.0f) { w.set_f32(k("rope.freq_base_swa"), l.rope_theta); break; }
+  }
+
+  // Tokenizer.
+  if (opt.tokenizer_from) {
+    for (const auto& [key, v] : opt.tokenizer_from->metadata())
+      if (key.rfind("tokenizer.", 0) == 0) w.set_raw(key, v.type, v.encoded);
+  } else {
+    TokenizerSpec t = opt.tokenizer ? *opt.tokenizer : placeholder_tokenizer(s.vocab_size);
+    if (static_cast<int64_t>(t.tokens.size()) > s.vocab_size)
+      fail(ErrorKind::InvalidArgument, path, "the tokenizer has " + std::to_string(t.tokens.size()) + " tokens, more than the model's vocabulary of " + std::to_string(s.vocab_size));
+    // llama.cpp needs one token per embedding row: pad as its converter does.
+    for (int64_t i = static_cast<int64_t>(t.tokens.size()); i < s.vocab_size; ++i) {
+      t.tokens.push_back("[PAD" + std::to_string(i) + "]");
+      if (!t.scores.empty()) t.scores.push_back(0.0f);
+      if (!t.token_types.empty()) t.token_types.push_back(TokenType::Unused);
+    }
+    set_tokenizer_keys(w, t);
+  }
+
+  // Tensors, in canonical order, with the layout changes llama.cpp expects.
+  const WeightSource* ws = &src;
+  const ModelSpec* sp = &s;
+  const GgufFileType ft = opt.type;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, std::function<Tensor()> make_native) {
+    const DType dt = gguf_tensor_type(ft, s, name, shape);
+    w.add_tensor(name, dt, shape, [make_native, dt, name] {
+      Tensor t = make_native();
+      if (t.dtype() == dt) return t;
+      Tensor f = to_f32(t);
+      if (dt == DType::F32) return f;
+      Tensor out = Tensor::zeros(dt, f.shape());
+      const int64_t rows = f.shape().size() < 2 ? 1 : f.rows();
+      quantize_matrix(dt, f.data_as<float>(), out.data(), rows, f.row_size());
+      return out;
+    });
+  };
+  if (s.rope_scaling.type == RopeScalingType::Llama3) {
+    std::vector<float> fac = llama3_rope_factors(s);
+    add("rope_freqs.weight", {static_cast<int64_t>(fac.size())}, [fac] {
+      Tensor t = Tensor::zeros(DType::F32, {static_cast<int64_t>(fac.size())});
+      std::memcpy(t.data(), fac.data(), fac.size() * 4);
+      return t;
+    });
+  }
+  const bool interleave = arch == "llama";
+  const bool plus_one = (arch == "gemma2" || arch == "gemma3") && s.norm_weight_plus_one;
+  for (const std::string& name : canonical_tensor_names(s)) {
+    std::vector<int64_t> shape = canonical_tensor_shape(s, name);
+    if (arch == "phi3" && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;
+    if (arch == "phi3" && ends_with(name, ".attn_q.weight")) {
+      const std::string blk = name.substr(0, name.size() - std::strlen(".attn_q.weight"));
+      shape[0] = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim;
+      add(blk + ".attn_qkv.weight", shape, [ws, blk] {
+        return concat_rows({ws->get(blk + ".attn_q.weight"), ws->get(blk + ".attn_k.weight"), ws->get(blk + ".attn_v.weight")});
+      });
+      continue;
+    }
+    if (arch == "phi3" && ends_with(name, ".ffn_up.weight")) {
+      const std::string blk = name.substr(0, name.size() - std::strlen(".ffn_up.weight"));
+      shape[0] = 2 * s.intermediate_size;
+      add(name, shape, [ws, blk] { return concat_rows({ws->get(blk + ".ffn_gate.weight"), ws->get(blk + ".ffn_up.weight")}); });
+      continue;
+    }
+    const bool is_q = ends_with(name, ".attn_q.weight") || ends_with(name, ".attn_q.bias");
+    const bool is_k = ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_k.bias");
+    const int64_t heads = interleave && is_q ? s.n_heads : interleave && is_k ? s.n_kv_heads : 0;
+    const bool norm = plus_one && ends_with(name, "norm.weight");
+    add(name, shape, [ws, sp, name, heads, norm] {
+      Tensor t = ws->get(name);
+      if (heads) t = interleave_heads(t, heads, name);
+      if (norm) {
+        Tensor f = to_f32(t).copy();
+        float* p = f.data_as<float>();
+        for (int64_t i = 0; i < f.numel(); ++i) p[i] += 1.0f;
+        return f;
+      }
+      (void)sp;
+      return t;
+    });
+  }
+  w.write(path, progress);
+}
+
+}  // namespace ptn
