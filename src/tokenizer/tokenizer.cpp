@@ -292,6 +292,12 @@ void Tokenizer::Impl::build() {
                                                                         p == "llama-bpe" || p == "falcon3"));
   }
 
+  // End of generation: what the spec names, and the end-of-turn markers of the common chat
+  // formats, which GGUF files often do not name.
+  for (const char* marker : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}) {
+    const int32_t id = lookup(marker);
+    if (id >= 0 && types[id] != TokenType::Normal) eog.insert(id);
+  }
   if (spec.eos_id) eog.insert(*spec.eos_id);
   if (spec.eot_id) eog.insert(*spec.eot_id);
   for (int32_t e : spec.extra_eos_ids) eog.insert(e);

@@ -45,7 +45,9 @@ class Tokenizer {
   TokenizerKind kind() const;
   TokenType token_type(int32_t id) const;
   bool is_control(int32_t id) const;  // control or unknown: what skip_special leaves out
-  bool is_eog(int32_t id) const;      // end of generation: eos, eot, extra_eos_ids
+  // End of generation: eos, eot, extra_eos_ids, and non-normal tokens named like the usual
+  // end-of-turn markers (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, ...).
+  bool is_eog(int32_t id) const;
   std::optional<int32_t> bos() const;
   std::optional<int32_t> eos() const;
   const TokenizerSpec& spec() const;

@@ -113,3 +113,14 @@ TEST(Stories260KGguf, MatchesTokenizerJson) {
   EXPECT_EQ(g->vocab_size(), j->vocab_size());
   for (int32_t id = 0; id < g->vocab_size(); ++id) EXPECT_EQ(g->token_piece(id), j->token_piece(id)) << id;
 }
+
+TEST(GgufTokenizer, EndOfGenerationAndSpecialTokens) {
+  auto t = from_gguf(kData + "ggml-vocab-gpt-2.gguf");
+  const auto eot = t->token_id("<|endoftext|>");
+  ASSERT_TRUE(eot.has_value());
+  EXPECT_TRUE(t->is_eog(*eot));
+  EXPECT_EQ(t->encode("a<|endoftext|>", false, true), (ids_t{64, *eot}));
+  EXPECT_NE(t->encode("a<|endoftext|>", false, false).back(), *eot);
+  EXPECT_EQ(t->decode({64, *eot}, true), "a");
+  EXPECT_EQ(t->decode({64, *eot}, false), "a<|endoftext|>");
+}

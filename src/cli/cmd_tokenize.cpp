@@ -1,0 +1,95 @@
+// `ptn tokenize` and `ptn detokenize`: the model's tokenizer from the command line.
+//   ptn tokenize --model FILE --text STRING [--no-add-special]   -> [1, 15043, 3186]
+//   ptn detokenize --model FILE --ids "[1, 15043, 3186]" [--skip-special] -> text
+// FILE: a GGUF, a tokenizer.json (tokenizer_config.json beside it is read too) or a directory
+// holding tokenizer.json. Special tokens written in the text are always recognised;
+// --no-add-special leaves out the BOS/EOS the model adds (HF add_special_tokens=False).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
+
+namespace {
+
+constexpr size_t kMaxIdsText = 64u << 20;
+
+struct TokenizeOptions {
+  std::string model, text;
+  bool no_add_special = false;
+};
+
+std::function<int()> setup_tokenize(CLI::App& app) {
+  auto opts = std::make_shared<TokenizeOptions>();
+  auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
+  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, or model directory")
+      ->required();
+  cmd->add_option(ptn::cli::opt("text", "t"), opts->text, "The text to tokenize")->required();
+  cmd->add_flag(ptn::cli::opt("no-add-special"), opts->no_add_special,
+                "Do not add the BOS/EOS tokens the model adds (special tokens in the text still count)");
+  return [opts] {
+    try {
+      auto tok = ptn::Tokenizer::create(ptn::load_tokenizer_spec(opts->model));
+      const auto ids = tok->encode(opts->text, !opts->no_add_special, true);
+      std::string out = "[";
+      for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+      std::printf("%s]\n", out.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      return ptn::cli::report_error("tokenize", e);
+    }
+  };
+}
+
+struct DetokenizeOptions {
+  std::string model, ids;
+  bool skip_special = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  if (text.size() > kMaxIdsText) ptn::fail(ptn::ErrorKind::InvalidArgument, "--ids", "the list is too long");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    ptn::fail(ptn::ErrorKind::InvalidArgument, "--ids", std::string("not a JSON array of integers: ") + e.what());
+  }
+  if (!j.is_array()) ptn::fail(ptn::ErrorKind::InvalidArgument, "--ids", "expected a JSON array such as [1, 2, 3]");
+  std::vector<int32_t> ids;
+  ids.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 || j[i].get<int64_t>() > INT32_MAX)
+      ptn::fail(ptn::ErrorKind::InvalidArgument, "--ids[" + std::to_string(i) + "]", "expected a token id (an integer >= 0)");
+    ids.push_back(static_cast<int32_t>(j[i].get<int64_t>()));
+  }
+  return ids;
+}
+
+std::function<int()> setup_detokenize(CLI::App& app) {
+  auto opts = std::make_shared<DetokenizeOptions>();
+  auto* cmd = app.add_subcommand("detokenize", "Print the text of a JSON array of token ids");
+  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, or model directory")
+      ->required();
+  cmd->add_option(ptn::cli::opt("ids"), opts->ids, "Token ids as a JSON array, e.g. \"[1, 15043]\"")->required();
+  cmd->add_flag(ptn::cli::opt("skip-special"), opts->skip_special, "Leave out control tokens such as BOS/EOS");
+  return [opts] {
+    try {
+      auto tok = ptn::Tokenizer::create(ptn::load_tokenizer_spec(opts->model));
+      const std::string text = tok->decode(parse_ids(opts->ids), opts->skip_special);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fputc('\n', stdout);
+      return 0;
+    } catch (const std::exception& e) {
+      return ptn::cli::report_error("detokenize", e);
+    }
+  };
+}
+
+PTN_COMMAND("tokenize", setup_tokenize);
+PTN_COMMAND("detokenize", setup_detokenize);
+
+}  // namespace

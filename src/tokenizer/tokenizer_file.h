@@ -1,0 +1,20 @@
+// Finding the tokenizer of a model file: a GGUF (tokenizer.ggml.* keys), an HF tokenizer.json
+// (with tokenizer_config.json beside it), or a model directory holding tokenizer.json.
+// .ptn programs are recognised (magic "PTN\0PROG" or the extension) but not read yet.
+#pragma once
+#include <string>
+
+#include "formats/tokenizer_spec.h"
+
+namespace ptn {
+
+enum class TokenizerSource { Gguf, HfJson, Ptn };
+
+// Which kind of file `path` is, by its first bytes (then its extension); throws
+// InvalidArgument for anything else and Io if it cannot be read.
+TokenizerSource detect_tokenizer_source(const std::string& path);
+
+// The tokenizer spec stored in `path`. Throws Unsupported for .ptn files (not yet wired).
+TokenizerSpec load_tokenizer_spec(const std::string& path);
+
+}  // namespace ptn
