@@ -488,9 +488,22 @@ class Parser {
     while (!is_statement(ends)) {
       if (is(Tok::End))
         error(opened, std::string("'{% ") + what + " %}' is never closed (expected '{% " + *ends.begin() + " %}')");
+      if (is(Tok::OpenStmt) && peek(1).type == Tok::Ident && is_block_keyword(peek(1).value))
+        error(peek(1), "found '{% " + peek(1).value + " %}' inside '{% " + what + " %}' (line " +
+                           std::to_string(opened.line) + " col " + std::to_string(opened.col) + "), expected '{% " +
+                           closing_name(ends) + " %}'");
       body.push_back(parse_any());
     }
     return body;
+  }
+  static std::string closing_name(std::initializer_list<const char*> ends) {
+    for (const char* e : ends)
+      if (std::strncmp(e, "end", 3) == 0) return e;
+    return *ends.begin();
+  }
+  static bool is_block_keyword(const std::string& n) {
+    return n == "elif" || n == "else" || n == "endif" || n == "endfor" || n == "endset" || n == "endmacro" ||
+           n == "endcall" || n == "endfilter";
   }
   void close_block(const char* end_name) {
     expect(Tok::OpenStmt, "");
@@ -909,7 +922,7 @@ class Parser {
     return e;
   }
   NodePtr parse_call(NodePtr callee) {
-    auto n = node(NodeKind::Call, peek());
+    auto n = std::make_unique<Node>(NodeKind::Call, callee->line, callee->col);
     n->a.push_back(std::move(callee));
     n->args = parse_call_args();
     return fin(std::move(n));
