@@ -60,18 +60,28 @@ void check_kv_rows(const char* what, const KvRows& r, int64_t d, int64_t n) {
 }
 }  // namespace
 
-void attend_block(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k,
-                  const KvRows& v, int64_t n, float scale, float softcap) {
-  const std::string shape = "d=" + std::to_string(d) + " dv=" + std::to_string(st.dv) + " n=" + std::to_string(n);
-  if (n < 0 || d < 1 || st.dv < 1 || st.acc == nullptr || (n > 0 && q == nullptr))
-    fail(ErrorKind::InvalidArgument, "attend_block",
-         shape + ": need n >= 0, d >= 1, a begun accumulator (attn_begin) and q");
+void attend_block_group(AttnAccumulator* states, const float* q, int64_t G, int64_t d,
+                        const KvRows& k, const KvRows& v, int64_t n, float scale, float softcap) {
+  const int64_t dv = G >= 1 && states != nullptr ? states[0].dv : 0;
+  const std::string shape = "G=" + std::to_string(G) + " d=" + std::to_string(d) + " dv=" +
+                            std::to_string(dv) + " n=" + std::to_string(n);
+  if (G < 1 || states == nullptr || n < 0 || d < 1 || (n > 0 && q == nullptr))
+    fail(ErrorKind::InvalidArgument, "attend_block", shape + ": need G >= 1 states, n >= 0, d >= 1 and q");
+  for (int64_t g = 0; g < G; ++g)
+    if (states[g].acc == nullptr || states[g].dv < 1 || states[g].dv != dv)
+      fail(ErrorKind::InvalidArgument, "attend_block",
+           shape + ": state " + std::to_string(g) + " is not begun (attn_begin) with dv=" + std::to_string(dv));
   if (!std::isfinite(scale) || !std::isfinite(softcap) || softcap < 0)
     fail(ErrorKind::InvalidArgument, "attend_block", shape + ": scale must be finite, softcap finite and >= 0");
   check_kv_rows("k", k, d, n);
-  check_kv_rows("v", v, st.dv, n);
+  check_kv_rows("v", v, dv, n);
   if (n == 0) return;
-  kdetail::attn_kernels(simd_level()).attend(st, q, d, k, v, n, scale, softcap);
+  kdetail::attn_kernels(simd_level()).attend(states, q, G, d, k, v, n, scale, softcap);
+}
+
+void attend_block(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k,
+                  const KvRows& v, int64_t n, float scale, float softcap) {
+  attend_block_group(&st, q, 1, d, k, v, n, scale, softcap);
 }
 
 void attn_merge(AttnAccumulator& into, const AttnAccumulator& other) {
@@ -99,16 +109,16 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
   kdetail::check_attention("attention", q, k, v, q_pos, kv_pos, T, S, Hq, Hkv, D, Dv, p, out);
   if (T == 0) return;
   const kdetail::AttnKernels& kern = kdetail::attn_kernels(simd_level());
-  const int64_t group = Hq / Hkv;
+  const int64_t group = Hq / Hkv;  // query heads per kv head, contiguous in q
   const int64_t k_stride = Hkv * D * static_cast<int64_t>(sizeof(float));
   const int64_t v_stride = Hkv * Dv * static_cast<int64_t>(sizeof(float));
   auto run = [&](int64_t u0, int64_t u1) {
-    std::vector<float> acc(static_cast<size_t>(Dv));
-    for (int64_t u = u0; u < u1; ++u) {  // unit u = (t, h)
-      const int64_t t = u / Hq, h = u % Hq, kvh = h / group;
-      AttnAccumulator st;
-      attn_begin(st, acc.data(), Dv);
-      const float* qh = q + (t * Hq + h) * D;
+    std::vector<float> acc(static_cast<size_t>(group * Dv));
+    std::vector<AttnAccumulator> st(static_cast<size_t>(group));
+    for (int64_t u = u0; u < u1; ++u) {  // unit u = (t, kv head)
+      const int64_t t = u / Hkv, kvh = u % Hkv;
+      for (int64_t g = 0; g < group; ++g) attn_begin(st[g], acc.data() + g * Dv, Dv);
+      const float* qg = q + (t * Hq + kvh * group) * D;
       // Runs of consecutive visible kv rows form one span each.
       int64_t j = 0;
       while (j < S) {
@@ -118,15 +128,15 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
         if (e > j) {
           KvRows kr{k + (j * Hkv + kvh) * D, DType::F32, k_stride};
           KvRows vr{v + (j * Hkv + kvh) * Dv, DType::F32, v_stride};
-          kern.attend(st, qh, D, kr, vr, e - j, p.scale, p.softcap);
+          kern.attend(st.data(), qg, group, D, kr, vr, e - j, p.scale, p.softcap);
         }
         j = e;
       }
-      attn_finish(st, out + (t * Hq + h) * Dv);
+      for (int64_t g = 0; g < group; ++g) attn_finish(st[g], out + (t * Hq + kvh * group + g) * Dv);
     }
   };
-  const int64_t units = T * Hq;
-  if (pool.size() == 1 || units == 1 || units * S * (D + Dv) < 64 * 1024) {
+  const int64_t units = T * Hkv;
+  if (pool.size() == 1 || units == 1 || units * group * S * (D + Dv) < 64 * 1024) {
     run(0, units);
   } else {
     pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) { run(b, e); });

@@ -97,6 +97,11 @@ void attn_begin(AttnAccumulator& st, float* acc, int64_t dv);
 // stride smaller than the row, or n < 0.
 void attend_block(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k,
                   const KvRows& v, int64_t n, float scale, float softcap);
+// The same for the G query heads that share one kv head (GQA): q [G, d] contiguous, states[G]
+// each begun with its own accumulator. Every K/V row is read once for all G heads, which is
+// what makes grouped-query decoding cheap; prefer it to G calls of attend_block.
+void attend_block_group(AttnAccumulator* states, const float* q, int64_t G, int64_t d,
+                        const KvRows& k, const KvRows& v, int64_t n, float scale, float softcap);
 // Folds `other` (same dv, e.g. another thread's share of the spans) into `into`.
 void attn_merge(AttnAccumulator& into, const AttnAccumulator& other);
 // out [dv] = acc / l, or zeros when no row was seen. out may be st.acc.

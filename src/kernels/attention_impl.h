@@ -112,65 +112,86 @@ void scale_inplace(float* x, int64_t n, float s) {
   for (; i < n; ++i) x[i] *= s;
 }
 
+// G query heads (q: [G, d], states[G]) sharing one kv head: each K and V row is read from
+// memory once and used by all G heads while it sits in L1.
 template <class V, class KR, class VR>
-void attend_t(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
-              int64_t n, float scale, float softcap) {
+void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const KvRows& k,
+              const KvRows& v, int64_t n, float scale, float softcap) {
   using R = typename V::R;
-  constexpr int64_t kChunk = 64;
-  float s[kChunk];
+  constexpr int64_t kChunk = 32;
+  constexpr int64_t kMaxG = 16;  // heads per pass; larger groups take several passes
+  float s[kMaxG][kChunk];
   const auto* kb = static_cast<const uint8_t*>(k.data);
   const auto* vb = static_cast<const uint8_t*>(v.data);
-  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
-    for (int64_t j = 0; j < m; ++j) s[j] = scale * KR::template dot<V>(q, kb + (j0 + j) * k.stride, d);
-    if (softcap > 0) {
-      const R vc = V::set1(softcap), vi = V::set1(1.0f / softcap);
-      int64_t j = 0;
-      for (; j + V::W <= m; j += V::W) V::store(s + j, V::mul(vc, vtanh<V>(V::mul(V::load(s + j), vi))));
-      if (j < m) store_part<V>(s + j, V::mul(vc, vtanh<V>(V::mul(load_part<V>(s + j, m - j), vi))), m - j);
+  for (int64_t g0 = 0; g0 < G; g0 += kMaxG) {
+    const int64_t ng = G - g0 < kMaxG ? G - g0 : kMaxG;
+    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+      const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
+      for (int64_t j = 0; j < m; ++j) {
+        const uint8_t* krow = kb + (j0 + j) * k.stride;
+        for (int64_t g = 0; g < ng; ++g) s[g][j] = scale * KR::template dot<V>(q + (g0 + g) * d, krow, d);
+      }
+      bool any = false;
+      for (int64_t g = 0; g < ng; ++g) {
+        float* sg = s[g];
+        AttnAccumulator& a = st[g0 + g];
+        if (softcap > 0) {
+          const R vc = V::set1(softcap), vi = V::set1(1.0f / softcap);
+          int64_t j = 0;
+          for (; j + V::W <= m; j += V::W) V::store(sg + j, V::mul(vc, vtanh<V>(V::mul(V::load(sg + j), vi))));
+          if (j < m) store_part<V>(sg + j, V::mul(vc, vtanh<V>(V::mul(load_part<V>(sg + j, m - j), vi))), m - j);
+        }
+        float bmax = -INFINITY;
+        for (int64_t j = 0; j < m; ++j) bmax = sg[j] > bmax ? sg[j] : bmax;
+        if (bmax == -INFINITY) {  // every weight is exp(-inf) = 0
+          for (int64_t j = 0; j < m; ++j) sg[j] = 0.0f;
+          continue;
+        }
+        any = true;
+        if (bmax > a.max) {
+          const float corr = std::exp(a.max - bmax);  // 0 when nothing was seen yet
+          scale_inplace<V>(a.acc, a.dv, corr);
+          a.sum *= corr;
+          a.max = bmax;
+        }
+        const R vm = V::set1(a.max);
+        int64_t j = 0;
+        for (; j + V::W <= m; j += V::W) V::store(sg + j, V::exp(V::sub(V::load(sg + j), vm)));
+        if (j < m) store_part<V>(sg + j, V::exp(V::sub(load_part<V>(sg + j, m - j), vm)), m - j);
+        float bsum = 0;
+        for (int64_t jj = 0; jj < m; ++jj) bsum += sg[jj];
+        a.sum += bsum;
+      }
+      if (!any) continue;
+      for (int64_t j = 0; j < m; ++j) {
+        const uint8_t* vrow = vb + (j0 + j) * v.stride;
+        for (int64_t g = 0; g < ng; ++g)
+          if (s[g][j] != 0.0f) VR::template axpy<V>(st[g0 + g].acc, s[g][j], vrow, st[g0 + g].dv);
+      }
     }
-    float bmax = -INFINITY;
-    for (int64_t j = 0; j < m; ++j) bmax = s[j] > bmax ? s[j] : bmax;
-    if (bmax == -INFINITY) continue;  // every weight is exp(-inf) = 0
-    if (bmax > st.max) {
-      const float corr = std::exp(st.max - bmax);  // 0 when nothing was seen yet
-      scale_inplace<V>(st.acc, st.dv, corr);
-      st.sum *= corr;
-      st.max = bmax;
-    }
-    const R vm = V::set1(st.max);
-    int64_t j = 0;
-    for (; j + V::W <= m; j += V::W) V::store(s + j, V::exp(V::sub(V::load(s + j), vm)));
-    if (j < m) store_part<V>(s + j, V::exp(V::sub(load_part<V>(s + j, m - j), vm)), m - j);
-    float bsum = 0;
-    for (int64_t jj = 0; jj < m; ++jj) {
-      bsum += s[jj];
-      VR::template axpy<V>(st.acc, s[jj], vb + (j0 + jj) * v.stride, st.dv);
-    }
-    st.sum += bsum;
   }
 }
 
 template <class V, class KR>
-void attend_v(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
-              int64_t n, float scale, float softcap) {
+void attend_v(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const KvRows& k,
+              const KvRows& v, int64_t n, float scale, float softcap) {
   switch (v.type) {
-    case DType::F16: return attend_t<V, KR, Row16<false>>(st, q, d, k, v, n, scale, softcap);
-    case DType::BF16: return attend_t<V, KR, Row16<true>>(st, q, d, k, v, n, scale, softcap);
-    case DType::Q8_0: return attend_t<V, KR, RowQ8>(st, q, d, k, v, n, scale, softcap);
-    default: return attend_t<V, KR, RowF32>(st, q, d, k, v, n, scale, softcap);
+    case DType::F16: return attend_t<V, KR, Row16<false>>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::BF16: return attend_t<V, KR, Row16<true>>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::Q8_0: return attend_t<V, KR, RowQ8>(st, q, G, d, k, v, n, scale, softcap);
+    default: return attend_t<V, KR, RowF32>(st, q, G, d, k, v, n, scale, softcap);
   }
 }
 
-// Types are checked by the caller (attend_block in attention.cpp).
+// Types are checked by the caller (attend_block_group in attention.cpp).
 template <class V>
-void attend_any(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
-                int64_t n, float scale, float softcap) {
+void attend_any(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const KvRows& k,
+                const KvRows& v, int64_t n, float scale, float softcap) {
   switch (k.type) {
-    case DType::F16: return attend_v<V, Row16<false>>(st, q, d, k, v, n, scale, softcap);
-    case DType::BF16: return attend_v<V, Row16<true>>(st, q, d, k, v, n, scale, softcap);
-    case DType::Q8_0: return attend_v<V, RowQ8>(st, q, d, k, v, n, scale, softcap);
-    default: return attend_v<V, RowF32>(st, q, d, k, v, n, scale, softcap);
+    case DType::F16: return attend_v<V, Row16<false>>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::BF16: return attend_v<V, Row16<true>>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::Q8_0: return attend_v<V, RowQ8>(st, q, G, d, k, v, n, scale, softcap);
+    default: return attend_v<V, RowF32>(st, q, G, d, k, v, n, scale, softcap);
   }
 }
 

@@ -52,9 +52,9 @@ const OpsKernels& ops_kernels_avx512();
 const OpsKernels& ops_kernels(SimdLevel level);
 
 struct AttnKernels {
-  // attend_block after argument checks.
-  void (*attend)(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k, const KvRows& v,
-                 int64_t n, float scale, float softcap);
+  // attend_block_group after argument checks: G states, q [G, d].
+  void (*attend)(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const KvRows& k,
+                 const KvRows& v, int64_t n, float scale, float softcap);
 };
 
 const AttnKernels& attn_kernels_scalar();
