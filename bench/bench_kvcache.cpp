@@ -25,6 +25,7 @@ namespace {
 
 constexpr int64_t kLayers = 16, kHkv = 8, kHq = 32, kD = 64, kContext = 2048;
 
+// Layers from 1 on get `kind` / `span` (layer 0 always attends fully).
 CacheSpec llama_1b_spec(int64_t layers, AttnKind kind = AttnKind::Full, int64_t span = 0) {
   CacheSpec s;
   for (int64_t l = 0; l < layers; ++l) {
@@ -32,8 +33,8 @@ CacheSpec llama_1b_spec(int64_t layers, AttnKind kind = AttnKind::Full, int64_t 
     L.n_kv_heads = kHkv;
     L.head_dim_k = kD;
     L.head_dim_v = kD;
-    L.kind = kind;
-    L.span = span;
+    L.kind = l == 0 ? AttnKind::Full : kind;
+    L.span = l == 0 ? 0 : span;
     s.layers.push_back(L);
   }
   s.max_positions = kContext;
@@ -70,7 +71,8 @@ void print_memory_figures() {
   std::printf("  %-6s %14s %14s %14s %10s %10s\n", "dtype", "paged(bs 16)", "static 8x2048", "tokens held",
               "paged/held", "static/held");
   for (DType dt : {DType::F32, DType::F16, DType::Q8_0}) {
-    // Window-1 layers make the fill cheap; storage is the same as for full attention.
+    // Window-1 layers 1..15 make the fill cheap; with the full layer 0 nothing is released,
+    // so storage is the same as for 16 full-attention layers.
     CacheOptions o;
     o.block_size = 16;
     o.dtype = dt;

@@ -105,15 +105,35 @@ void PagedCache::fork(SeqId src, SeqId dst) {
   if (seqs_.count(dst))
     fail(ErrorKind::InvalidArgument, name(), "fork: destination sequence " + std::to_string(dst) + " exists");
   Sequence copy = s;
-  for (int32_t b : copy.table) pool_.ref(b);  // shares every block, the partial last one too
+  for (int32_t b : copy.table)
+    if (b >= 0) pool_.ref(b);  // shares every block, the partial last one too
   seqs_.emplace(dst, std::move(copy));
 }
 
 void PagedCache::release_tail(Sequence& s, size_t keep_blocks) {
   // Last block first, so that when they become cached the tail is evicted before the head.
   while (s.table.size() > keep_blocks) {
-    pool_.unref(s.table.back());
+    if (s.table.back() >= 0) pool_.unref(s.table.back());
     s.table.pop_back();
+  }
+  s.released = std::min(s.released, static_cast<int64_t>(s.table.size()));
+}
+
+int64_t PagedCache::visible_floor(int64_t length) const {
+  int64_t floor = length;
+  for (const LayerCacheSpec& L : spec_.layers) {
+    if (L.kind == AttnKind::Full) return 0;
+    floor = std::min(floor, kv::first_visible(L, length));
+  }
+  return floor;
+}
+
+void PagedCache::release_invisible(Sequence& s) {
+  const int64_t upto = visible_floor(s.length) / block_size_;  // blocks [0, upto) are invisible
+  for (; s.released < upto; ++s.released) {
+    int32_t& b = s.table[static_cast<size_t>(s.released)];
+    if (b >= 0) pool_.unref(b);
+    b = -1;
   }
 }
 
@@ -131,6 +151,11 @@ void PagedCache::rewind(SeqId seq, int64_t length) {
     fail(ErrorKind::InvalidArgument, name(),
          "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
              " for sequence " + std::to_string(seq));
+  if (visible_floor(length) < s.released * block_size_)
+    fail(ErrorKind::InvalidArgument, name(),
+         "rewind: sequence " + std::to_string(seq) + " cannot go back to length " + std::to_string(length) +
+             ": positions below " + std::to_string(s.released * block_size_) +
+             " were released because every layer's window had passed them");
   release_tail(s, static_cast<size_t>((length + block_size_ - 1) / block_size_));
   s.tokens.resize(static_cast<size_t>(length));
   s.hashes.resize(std::min(s.hashes.size(), static_cast<size_t>(length / block_size_)));
@@ -286,7 +311,12 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   for (int64_t t = 0; t < T; ++t) {
     const Pending::Seq& ps = p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
     const int64_t pos = rows[static_cast<size_t>(t)].pos;
-    uint8_t* blk = pool_.data(ps.table[static_cast<size_t>(pos / block_size_)]);
+    const int32_t bid = ps.table[static_cast<size_t>(pos / block_size_)];
+    const int64_t lo = kv::first_visible(L, pos);
+    if (bid < 0 || ps.table[static_cast<size_t>(lo / block_size_)] < 0)
+      fail(ErrorKind::Internal, name(), "row " + std::to_string(t) + " at position " + std::to_string(pos) +
+                                            " would read a released block");
+    uint8_t* blk = pool_.data(bid);
     const size_t slot = static_cast<size_t>(pos % block_size_);
     for (int64_t h = 0; h < hkv; ++h) {
       kv::store_row(dt, k + (t * hkv + h) * dk, blk + lay.k_off + (static_cast<size_t>(h) * bs + slot) * lay.k_row, dk);
@@ -346,8 +376,9 @@ void PagedCache::do_commit(const StepBatch& batch, void* state) {
       const int32_t* tk = s.tokens.data() + bi * static_cast<size_t>(block_size_);
       const uint64_t h = kv::hash_block(parent, tk, block_size_);
       s.hashes.push_back(h);
-      if (options_.prefix_caching) pool_.register_block(s.table[bi], h, parent, tk, block_size_);
+      if (options_.prefix_caching && s.table[bi] >= 0) pool_.register_block(s.table[bi], h, parent, tk, block_size_);
     }
+    release_invisible(s);
   }
   active_ = nullptr;
 }

@@ -19,8 +19,11 @@
 // capacity_bytes / block_bytes() blocks; one of them must be set.
 // Sequence controls (fork, clear, rewind, reuse_prefix) on a sequence that is part of a
 // prepared step throw InvalidArgument; only one step may be prepared at a time.
-// Windowed layers are masked by position; blocks are not yet released when every layer's
-// window has moved past them.
+// Window / chunk layers are masked by position. When *every* layer is windowed or chunked,
+// commit releases the blocks wholly below the first position any layer can still see (their
+// table entries become -1; indexed ones stay cached for prefix reuse), and rewind refuses to
+// go below that floor. With a full-attention layer in the spec nothing is released (blocks
+// hold all layers; per-layer pools would be needed to free a windowed layer's share alone).
 #pragma once
 #include <map>
 #include <vector>
@@ -56,7 +59,7 @@ class PagedCache final : public KVCache {
   BlockStats stats() const { return pool_.stats(); }
   int64_t block_size() const { return block_size_; }
   size_t block_bytes() const { return pool_.block_bytes(); }
-  std::vector<int32_t> block_table(SeqId seq) const;
+  std::vector<int32_t> block_table(SeqId seq) const;  // -1: released (out of every window)
   // Extra keys (tenant salt, adapter id, ...) that enter this sequence's prefix hash chain, so
   // it only shares prefix blocks with sequences that have the same keys. The sequence must be
   // empty. Forks inherit them.
@@ -70,7 +73,8 @@ class PagedCache final : public KVCache {
  private:
   struct Sequence {
     int64_t length = 0;
-    std::vector<int32_t> table;    // ceil(length / block_size) block ids
+    std::vector<int32_t> table;    // ceil(length / block_size) block ids; -1 for released ones
+    int64_t released = 0;          // table[0, released) were released (no layer sees them)
     std::vector<int32_t> tokens;   // [length] token ids (for block hashes)
     std::vector<uint64_t> hashes;  // chained hash of each full block so far
     uint64_t root = 0;             // hash chain root (from the extra keys)
@@ -87,6 +91,10 @@ class PagedCache final : public KVCache {
   // Blocks a sequence of `length` tokens needs to append n tokens (new ones + a copy-on-write).
   int64_t blocks_needed(const Sequence& s, int64_t n) const;
   void release_tail(Sequence& s, size_t keep_blocks);  // unref table[keep..] last first
+  // The first position any layer can still see once the sequence holds `length` tokens: 0 if
+  // some layer attends fully, else the minimum over layers of the window / chunk start.
+  int64_t visible_floor(int64_t length) const;
+  void release_invisible(Sequence& s);  // unref the blocks wholly below visible_floor(length)
 
   static size_t compute_layout(const CacheSpec& spec, const CacheOptions& options, std::vector<LayerLayout>* out);
   static int64_t compute_blocks(const CacheOptions& options, size_t block_bytes, const std::string& who);

@@ -3,6 +3,8 @@
 // levels and threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/threadpool.h"
@@ -354,6 +356,42 @@ TEST(PagedCache, RollbackReturnsBlocks) {
   append_rows(c.paged, 1, tokens_range(80, 3), &s);
   append_rows(c.paged, 0, tokens_range(90, 2), &s);
   EXPECT_LT(c.step(s), 1e-10);
+}
+
+TEST(PagedCache, ReleasesBlocksOutOfEveryWindow) {
+  // Every layer windowed or chunked: blocks below the first visible position are released,
+  // so 100+ tokens run in a pool of 16 blocks of 4 tokens.
+  const CacheSpec spec = small_spec(2, 2, 16, 16, {{AttnKind::Window, 6}, {AttnKind::Chunk, 8}});
+  Pair c(spec, opts(64, 4));
+  c.add(0);
+  StepBatch pre;
+  append_rows(c.paged, 0, tokens_range(1, 10), &pre);
+  EXPECT_LT(c.step(pre), 1e-10);
+  for (int32_t i = 0; i < 90; ++i) {
+    StepBatch d;
+    append_rows(c.paged, 0, {100 + i}, &d);
+    ASSERT_LT(c.step(d), 1e-10) << "length " << c.paged.length(0);
+    EXPECT_LE(c.paged.stats().used, 4) << "length " << c.paged.length(0);
+  }
+  EXPECT_EQ(c.paged.length(0), 100);
+  // Length 100: window 6 starts at 95, chunk 8 at 96 -> blocks of positions < 92 released.
+  const auto table = c.paged.block_table(0);
+  EXPECT_EQ(std::count(table.begin(), table.end(), -1), 23);
+  EXPECT_THROW(c.paged.rewind(0, 90), Error);  // would need position 85
+  c.paged.rewind(0, 99);
+  c.ref.rewind(0, 99);
+  c.paged.fork(0, 1);
+  c.ref.fork(0, 1);
+  for (int32_t i = 0; i < 12; ++i) {
+    StepBatch d;
+    append_rows(c.paged, 0, {500 + i}, &d);
+    append_rows(c.paged, 1, {700 + i}, &d);
+    ASSERT_LT(c.step(d), 1e-10) << "step " << i;
+  }
+  c.paged.clear(0);
+  c.paged.clear(1);
+  EXPECT_EQ(c.paged.stats().used, 0);
+  EXPECT_EQ(c.paged.stats().free + c.paged.stats().cached, 16);
 }
 
 class PagedDtype : public ::testing::TestWithParam<DType> {};
