@@ -92,6 +92,13 @@ TEST(Ops, LayerNormMatchesReference) {
         }
       }
     }
+    // Large enough to be split over threads.
+    auto x = random_vec(13 * 5001, 9, -2, 5);
+    auto w = random_vec(5001, 10);
+    std::vector<float> want(x.size()), got(x.size());
+    ref::layer_norm(x.data(), w.data(), nullptr, want.data(), 13, 5001, 1e-5f);
+    layer_norm(x.data(), w.data(), nullptr, got.data(), 13, 5001, 1e-5f, pool);
+    EXPECT_LT(nmse(want, got), 1e-10) << cfg;
   });
   // Definition: [1, 2, 3] -> mean 2, variance 2/3.
   const float x[3] = {1, 2, 3};
@@ -121,6 +128,13 @@ TEST(Ops, SoftmaxMatchesReference) {
           EXPECT_EQ(got[2], 0.0f);
         }
       }
+    }
+    {  // large enough to be split over threads
+      auto x = random_vec(9 * 7777, 4, -30, 30);
+      auto want = x, got = x;
+      ref::softmax(want.data(), 9, 7777);
+      softmax(got.data(), 9, 7777, pool);
+      EXPECT_LT(nmse(want, got), 1e-10) << cfg;  // f32 sums of 7777 terms
     }
     // Large offsets do not overflow; an all -inf row becomes zeros.
     std::vector<float> x = {1e4f, 1e4f + 1, 1e4f - 1, -INFINITY, -INFINITY, -INFINITY};
