@@ -37,6 +37,8 @@ struct TokenizerSpec {
 
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id, eot_id;
   std::vector<int32_t> extra_eos_ids;       // other end-of-generation ids (e.g. <|eot_id|>, <|im_end|>)
+  std::vector<int32_t> lstrip_ids, rstrip_ids;  // added tokens that swallow the whitespace before / after
+                                                // them in the text (HF AddedToken lstrip / rstrip)
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = true;             // SPM: prepend ▁ to the text (the leading-space rule)

@@ -1,6 +1,9 @@
 #include "tokenizer/hf_tokenizer_json.h"
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -79,6 +82,7 @@ struct PreTokenizerInfo {
   bool byte_level_prefix_space = false;
   bool metaspace = false;
   bool metaspace_prefix = false;
+  std::vector<std::string> space_splits;  // behaviors of Split(String " ")
 };
 
 void walk_pre_tokenizer(const Parser& p, const json& j, const std::string& field, PreTokenizerInfo& info, int depth) {
@@ -93,6 +97,14 @@ void walk_pre_tokenizer(const Parser& p, const json& j, const std::string& field
       walk_pre_tokenizer(p, list[i], field + ".pretokenizers[" + std::to_string(i) + "]", info, depth + 1);
   } else if (type == "Split") {
     const std::string behavior = j.contains("behavior") ? p.str(j["behavior"], field + ".behavior") : "Isolated";
+    const json& sp = j.value("pattern", json());
+    if (sp.is_object() && sp.contains("String") && sp["String"] == " ") {
+      // Gemma: a split on " " after the normalizer turned every space into ▁ never cuts anything
+      // (the caller checks that; for byte-level tokenizers only Isolated is accepted).
+      info.space_splits.push_back(behavior);
+      info.patterns.push_back(escape_regex(" "));
+      return;
+    }
     if (behavior != "Isolated") p.unsupported(field + ".behavior", "'" + behavior + "' (only Isolated)");
     if (p.boolean(j, "invert", false, field)) p.unsupported(field + ".invert", "inverted splits");
     const json& pat = j.value("pattern", json());
@@ -210,7 +222,21 @@ std::optional<std::string> config_token(const Parser& p, const json& cfg, const 
 
 }  // namespace
 
+namespace {
+TokenizerSpec parse_checked(const std::string& text, const std::string& config_text, const std::string& source);
+}  // namespace
+
 TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& config_text, const std::string& source) {
+  try {
+    return parse_checked(text, config_text, source);
+  } catch (const json::exception& e) {  // a value of an unexpected JSON type somewhere the checks did not reach
+    fail(ErrorKind::Corrupt, source, std::string("unexpected JSON structure: ") + e.what());
+  }
+}
+
+namespace {
+
+TokenizerSpec parse_checked(const std::string& text, const std::string& config_text, const std::string& source) {
   Parser p(source);
   const json root = p.parse(text, source);
   if (!root.is_object()) p.corrupt("(root)", "expected a JSON object");
@@ -235,7 +261,7 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
   struct Added {
     std::string content;
     int32_t id;
-    bool special;
+    bool special, lstrip, rstrip;
   };
   std::vector<Added> added;
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
@@ -245,7 +271,8 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
       const std::string f = "added_tokens[" + std::to_string(i) + "]";
       if (!list[i].is_object()) p.corrupt(f, "expected an object");
       Added a{p.str(list[i].value("content", json()), f + ".content"), p.id(list[i].value("id", json()), f + ".id"),
-              p.boolean(list[i], "special", false, f)};
+              p.boolean(list[i], "special", false, f), p.boolean(list[i], "lstrip", false, f),
+              p.boolean(list[i], "rstrip", false, f)};
       if (a.content.empty()) p.corrupt(f + ".content", "empty token");
       max_id = std::max(max_id, a.id);
       added.push_back(std::move(a));
@@ -270,6 +297,8 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
     spec.tokens[a.id] = a.content;
     spec.token_types[a.id] = a.special ? TokenType::Control : TokenType::UserDefined;
     ids.emplace(a.content, a.id);
+    if (a.lstrip) spec.lstrip_ids.push_back(a.id);
+    if (a.rstrip) spec.rstrip_ids.push_back(a.id);
   }
 
   // Merges: "a b" strings or ["a", "b"] pairs.
@@ -306,14 +335,19 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
     if (spec.byte_fallback) p.unsupported("model.byte_fallback", "byte fallback with a byte-level tokenizer");
     if (norm.prepend_space || norm.replace_space || pre.metaspace)
       p.unsupported("normalizer", "▁ replacement with a byte-level tokenizer");
+    for (const auto& b : pre.space_splits)
+      if (b != "Isolated") p.unsupported("pre_tokenizer", "Split on \" \" with behavior '" + b + "'");
     spec.pre_split_regexes = pre.patterns;
     spec.pre_split_explicit = true;
     spec.bpe_add_prefix_space = pre.byte_level_prefix_space;
     spec.add_space_prefix = false;
   } else {
     spec.kind = TokenizerKind::SentencePiece;
-    if (!pre.patterns.empty()) p.unsupported("pre_tokenizer", "split patterns with a SentencePiece-style tokenizer");
+    if (pre.patterns.size() != pre.space_splits.size())
+      p.unsupported("pre_tokenizer", "split patterns with a SentencePiece-style tokenizer");
     if (!pre.metaspace && !norm.replace_space) p.unsupported("normalizer", "a BPE tokenizer that is neither byte-level nor ▁-based");
+    if (!pre.space_splits.empty() && !norm.replace_space)
+      p.unsupported("pre_tokenizer", "Split on \" \" without the normalizer replacing spaces by ▁");
     spec.add_space_prefix = pre.metaspace ? pre.metaspace_prefix : norm.prepend_space;
     for (size_t i = 0; i < n; ++i) {
       const std::string& t = spec.tokens[i];
@@ -389,6 +423,8 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
   }
   return spec;
 }
+
+}  // namespace
 
 TokenizerSpec load_hf_tokenizer(const std::string& path) {
   const std::string text = read_text_file(path, kMaxJsonBytes);

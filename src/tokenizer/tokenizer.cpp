@@ -143,6 +143,7 @@ struct Tokenizer::Impl {
   std::unique_ptr<tok::RegexSplitter> splitter;
   AddedTokenTrie added;
   std::unordered_set<int32_t> eog;
+  std::unordered_set<int32_t> lstrip, rstrip;  // added tokens that swallow neighbouring whitespace
 
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
@@ -291,6 +292,9 @@ void Tokenizer::Impl::build() {
     ignore_merges = spec.ignore_merges || (!spec.pre_split_explicit && (p == "llama3" || p == "llama-v3" ||
                                                                         p == "llama-bpe" || p == "falcon3"));
   }
+
+  for (int32_t id : spec.lstrip_ids) check_id(id, "lstrip_ids"), lstrip.insert(id);
+  for (int32_t id : spec.rstrip_ids) check_id(id, "rstrip_ids"), rstrip.insert(id);
 
   // End of generation: what the spec names, and the end-of-turn markers of the common chat
   // formats, which GGUF files often do not name.
@@ -453,6 +457,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     else m.encode_bpe(frag, out);
   };
   // Cut the added tokens out of the text, leftmost-longest; encode the text between them.
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   size_t start = 0, pos = 0;
   while (pos < text.size()) {
     int32_t id = -1;
@@ -461,9 +466,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       ++pos;
       continue;
     }
-    encode_text(text.substr(start, pos - start));
+    size_t before_end = pos;
+    if (m.lstrip.count(id))
+      while (before_end > start && is_space(text[before_end - 1])) --before_end;
+    encode_text(text.substr(start, before_end - start));
     out.push_back(id);
     pos += len;
+    if (m.rstrip.count(id))
+      while (pos < text.size() && is_space(text[pos])) ++pos;
     start = pos;
   }
   encode_text(text.substr(start));

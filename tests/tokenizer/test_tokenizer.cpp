@@ -258,3 +258,54 @@ TEST(HfTokenizerJson, SmallByteLevelTokenizer) {
     EXPECT_EQ(t->decode(t->encode(s, false, false), false), s);
   }
 }
+
+TEST(HfTokenizerJson, GemmaStyleSpmWithStrippingAddedToken) {
+  // No Prepend (Gemma): no leading ▁; Split(" ") after the ▁ replacement cuts nothing.
+  const std::string json = R"({
+    "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+    "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false},
+    "added_tokens": [{"id": 8, "content": "<|user|>", "special": true, "rstrip": true},
+                     {"id": 9, "content": "<|x|>", "special": true, "lstrip": true}],
+    "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>",
+      "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "a": 4, "b": 5, "▁a": 6, "<0x0A>": 7, "<|user|>": 8, "<|x|>": 9},
+      "merges": ["▁ a"]},
+    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+      {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+  })";
+  auto spec = parse_hf_tokenizer(json, "", "gemma-like.json");
+  EXPECT_FALSE(spec.add_space_prefix);
+  EXPECT_TRUE(spec.add_bos);
+  auto t = Tokenizer::create(spec);
+  EXPECT_EQ(t->encode("a b", false, false), (ids_t{4, 3, 5}));
+  EXPECT_EQ(t->encode(" a", true, false), (ids_t{1, 6}));
+  EXPECT_EQ(t->encode("<|user|>\n a", false, true), (ids_t{8, 4}));      // rstrip eats "\n "
+  EXPECT_EQ(t->encode("a \n<|x|>b", false, true), (ids_t{4, 9, 5}));     // lstrip eats " \n"
+  EXPECT_EQ(t->encode("\n", false, false), (ids_t{7}));                  // byte fallback
+  EXPECT_EQ(t->encode("c", false, false), (ids_t{0}));                   // no <0x63>: unknown
+  EXPECT_EQ(t->decode({6, 3, 5}, false), " a b");                        // no space to strip
+}
+
+TEST(HfTokenizerJson, MangledFilesFailCleanly) {
+  // Every truncation and many byte flips of a real tokenizer.json either load or throw ptn::Error.
+  const std::string good = read_text_file(kStoriesJson);
+  std::mt19937 rng(5);
+  int loaded = 0, refused = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string s = good;
+    if (iter % 3 == 0) {
+      s.resize(rng() % s.size());
+    } else {
+      for (int k = 0; k < 4; ++k) s[rng() % s.size()] = static_cast<char>("{}[]\":,0-9a \\"[rng() % 16]);
+    }
+    try {
+      auto spec = parse_hf_tokenizer(s, "", "mangled.json");
+      auto t = Tokenizer::create(spec);
+      (void)t->encode("Once upon a time", true, true);
+      ++loaded;
+    } catch (const ptn::Error&) {
+      ++refused;
+    }
+  }
+  EXPECT_EQ(loaded + refused, 300);
+  EXPECT_GT(refused, 100);
+}
