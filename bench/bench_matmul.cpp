@@ -8,12 +8,19 @@
 //                            and peak_frac, the fraction of the relevant peak measured in this
 //                            run by the Peak* probes (int8 VNNI dot for the quantized types, f32
 //                            FMA for F32/F16, BF16 dot for BF16 on machines that have it).
+//
+// The machine may be shared (other builds running), so every rate is per CPU time, not wall
+// time: work / (CPU seconds of all our threads) * kThreads, i.e. the rate of kThreads cores
+// that had nothing else to do. The probes are measured the same way, right before each
+// benchmark, so the ratios compare like with like. Thread-pool spinning counts as CPU time,
+// which makes the matmul figures conservative. The Time column is still wall time.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <string>
 #include <tuple>
@@ -31,7 +38,35 @@ namespace {
 
 using namespace ptn;
 
-constexpr int kThreads = 2;
+// Threads of the benchmark pool: 2, or PTN_BENCH_THREADS.
+const int kThreads = [] {
+  const char* e = std::getenv("PTN_BENCH_THREADS");
+  const int n = e ? std::atoi(e) : 2;
+  return n >= 1 && n <= 256 ? n : 2;
+}();
+
+ThreadPool& pool();
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Runs fn(ti, nt) on every pool thread; returns the CPU seconds all threads spent in it.
+template <class F>
+double run_cpu_timed(F&& fn) {
+  std::atomic<double> cpu{0};
+  pool().run([&](int ti, int nt) {
+    const double t0 = thread_cpu_seconds();
+    fn(ti, nt);
+    const double dt = thread_cpu_seconds() - t0;
+    double cur = cpu.load();
+    while (!cpu.compare_exchange_weak(cur, cur + dt)) {
+    }
+  });
+  return cpu.load();
+}
 
 ThreadPool& pool() {
   static ThreadPool p(kThreads);
@@ -57,86 +92,92 @@ uint8_t* big_buffer(size_t bytes) {
   return p;
 }
 
-// Read bandwidth of `kThreads` threads, GB/s; measured once per process (about 0.3 s).
+// Read bandwidth of `kThreads` threads, GB/s, best of 5 passes over 256 MB. Measured afresh
+// right before each benchmark that reports a ratio to it, so both see the same machine load.
 double measure_read_bw() {
-  static double bw = [] {
+  {
     const size_t bytes = size_t{256} << 20;
-    uint8_t* buf = big_buffer(bytes);
+    static uint8_t* buf = big_buffer(bytes);
     std::atomic<uint64_t> sink{0};
     double best = 0;
     for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      pool().run([&](int ti, int nt) {
+      const double cpu = run_cpu_timed([&](int ti, int nt) {
         const size_t per = bytes / nt;
         sink += read_sum(buf + per * ti, per);
       });
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+      best = std::max(best, static_cast<double>(bytes) * kThreads / cpu / 1e9);
     }
-    std::free(buf);
     benchmark::DoNotOptimize(sink.load());
     return best;
-  }();
-  return bw;
+  }
 }
 
 // Peak probes: independent chains of one instruction on every thread; returns G ops/s.
 __attribute__((target("avx512f,avx512vnni"))) double vnni_loop(int64_t iters) {
   __m512i acc[12];
+#pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
   const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(2);
-  for (int64_t it = 0; it < iters; ++it)
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
   __m512i s = acc[0];
+#pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
   return static_cast<double>(_mm512_reduce_add_epi32(s));
 }
 __attribute__((target("avx512f"))) double fma_loop(int64_t iters) {
   __m512 acc[12];
+#pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512 a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
   __m512 s = acc[0];
+#pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
 }
 __attribute__((target("avx512f,avx512bf16"))) double bf16_loop(int64_t iters) {
   __m512 acc[12];
+#pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3400);
-  for (int64_t it = 0; it < iters; ++it)
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
   __m512 s = acc[0];
+#pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
 }
 
 enum class Peak { Int8, F32, BF16 };
 
-// G ops/s of kThreads threads (a multiply-add counts 2 ops); 0 if the CPU lacks the instruction.
+// G ops/s of kThreads threads (a multiply-add counts 2 ops), best of 3 runs of ~20 ms; 0 if
+// the CPU lacks the instruction. Measured afresh before each benchmark that reports a fraction.
 double measure_peak(Peak which) {
-  static double cache[3] = {-1, -1, -1};
-  double& c = cache[static_cast<int>(which)];
-  if (c >= 0) return c;
   const CpuFeatures& f = cpu_features();
   const bool ok = which == Peak::Int8 ? f.avx512vnni : which == Peak::F32 ? f.avx512f : f.avx512bf16;
-  if (!ok) return c = 0;
+  if (!ok) return 0;
   const double ops_per_instr = which == Peak::Int8 ? 128 : which == Peak::F32 ? 32 : 64;
-  const int64_t iters = 20'000'000;
+  const int64_t iters = 5'000'000;
   std::atomic<uint64_t> sink{0};
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool().run([&](int, int) {
+    const double cpu = run_cpu_timed([&](int, int) {
       const double v = which == Peak::Int8 ? vnni_loop(iters) : which == Peak::F32 ? fma_loop(iters) : bf16_loop(iters);
       sink += static_cast<uint64_t>(v) & 1;
     });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 12.0 * iters * ops_per_instr * kThreads / s / 1e9);
+    // kThreads threads each did 12 * iters instructions in `cpu` seconds in total.
+    best = std::max(best, 12.0 * iters * ops_per_instr * kThreads * kThreads / cpu / 1e9);
   }
   benchmark::DoNotOptimize(sink.load());
-  return c = best;
+  return best;
 }
 
 // ---- matrices -------------------------------------------------------------------------------
@@ -186,14 +227,13 @@ void BM_ReadBandwidth(benchmark::State& state) {
       sink += read_sum(buf + per * ti, per);
     });
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(bytes) * kThreads * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
 }
 
 void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k) {
-  const double bw = measure_read_bw();
   const Weights& w = weights(t, n, k, size_t{96} << 20);
+  const double bw = measure_read_bw();
   const std::vector<float> x = activations(1, k);
   std::vector<float> y(static_cast<size_t>(n));
   size_t i = 0;
@@ -203,7 +243,7 @@ void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k) {
     benchmark::DoNotOptimize(y.data());
     if (++i == w.copies.size()) i = 0;
   }
-  const double bytes = static_cast<double>(w.stride) * n * state.iterations();
+  const double bytes = static_cast<double>(w.stride) * n * state.iterations() * kThreads;
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["read_bw_GBps"] = bw;
   // bw_frac is filled in after the run from GBps (a rate) and the probe.
@@ -215,8 +255,8 @@ void BM_Prefill(benchmark::State& state, DType t, int64_t m) {
   const Peak which = (t == DType::F32 || t == DType::F16) ? Peak::F32
                      : t == DType::BF16                   ? (simd_has_bf16() ? Peak::BF16 : Peak::F32)
                                                           : Peak::Int8;
-  const double peak = measure_peak(which);
   const Weights& w = weights(t, n, k, 0);
+  const double peak = measure_peak(which);
   const std::vector<float> x = activations(m, k);
   std::vector<float> y(static_cast<size_t>(m * n));
   const WeightView v{t, n, k, w.copies[0].data(), w.stride};
@@ -224,7 +264,7 @@ void BM_Prefill(benchmark::State& state, DType t, int64_t m) {
     matmul(v, x.data(), m, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
   }
-  const double gops = 2.0 * m * n * k * state.iterations() / 1e9;
+  const double gops = 2.0 * m * n * k * state.iterations() * kThreads / 1e9;
   state.counters["GOPps"] = benchmark::Counter(gops, benchmark::Counter::kIsRate);
   state.counters["peak_GOPps"] = peak;
   state.counters["peak_frac"] = benchmark::Counter(peak > 0 ? gops / peak : 0, benchmark::Counter::kIsRate);
@@ -237,7 +277,7 @@ void BM_Peak(benchmark::State& state, Peak which) {
 }
 
 int register_all() {
-  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("PeakInt8Vnni", BM_Peak, Peak::Int8)->Iterations(1);
   benchmark::RegisterBenchmark("PeakF32Fma", BM_Peak, Peak::F32)->Iterations(1);
   benchmark::RegisterBenchmark("PeakBF16Dot", BM_Peak, Peak::BF16)->Iterations(1);
@@ -246,13 +286,13 @@ int register_all() {
       benchmark::RegisterBenchmark(
           (std::string("Decode/") + dtype_name(t) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
           BM_Decode, t, n, k)
-          ->UseRealTime()
+          ->MeasureProcessCPUTime()
           ->Unit(benchmark::kMicrosecond);
   for (DType t : kTypes)
     for (int64_t m : {64, 512})
       benchmark::RegisterBenchmark((std::string("Prefill/") + dtype_name(t) + "/" + std::to_string(m)).c_str(),
                                    BM_Prefill, t, m)
-          ->UseRealTime()
+          ->MeasureProcessCPUTime()
           ->Unit(benchmark::kMillisecond);
   return 0;
 }

@@ -87,17 +87,20 @@ template <int R>
 void row_q8_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
   __m256 acc[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 32; ++i) {
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
     const __m256i aw = _mm256_abs_epi8(w);
     const float dw = h2f(b[i].d);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
       const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(a, w));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
@@ -110,6 +113,7 @@ void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const uint8_t* base = static_cast<const uint8_t*>(row);
   const __m128i m4 = _mm_set1_epi8(15);
   __m256 acc[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 32; ++i) {
     const uint8_t* blk = base + i * bs;
@@ -124,6 +128,7 @@ void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
       u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
     }
     const float dw = h2f(dh);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
       const __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-off * ra.s32(r)[i]));
@@ -131,6 +136,7 @@ void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
@@ -158,6 +164,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const uint8_t* base = static_cast<const uint8_t*>(row);
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc[R], mins[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = mins[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 256; ++i) {
     const uint8_t* blk = base + i * bs;
@@ -170,7 +177,9 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     __m256i qh = _mm256_setzero_si256();
     if (Q5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
     __m256i isum[R];
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
       __m256i lo = _mm256_and_si256(raw, m4);
@@ -181,6 +190,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
         hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * j)))), hi, sixteen);
       }
       const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
+      #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const int8_t* a = ra.a(r) + i * 256 + 64 * j;
         const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
@@ -193,6 +203,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     uint64_t mn8;
     std::memcpy(&mn8, mn, 8);
     const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float da = ra.d(r)[i];
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
@@ -200,6 +211,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       mins[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv, s)), _mm256_set1_ps(dmin * da), mins[r]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], mins[r]));
 }
 
@@ -210,6 +222,7 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[R];
   __m512 off[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm256_setzero_ps();
     off[r] = _mm512_setzero_ps();
@@ -219,7 +232,9 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     __m256i isum[R];
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
@@ -229,11 +244,13 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
       u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
       u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      #pragma GCC unroll 16
       for (int q = 0; q < 4; ++q) {
         const int s = 4 * h + q;  // 32-element sub-block; its two 16-element scales 2s, 2s+1
         const __m256i sidx = _mm256_set_epi16(2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1,
                                               2 * s + 1, 2 * s + 1, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s);
         const __m256i scs = _mm256_permutexvar_epi16(sidx, sc16);
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 256 + 32 * s));
           isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(u[q], a), scs);
@@ -242,6 +259,7 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     }
     const float d = h2f(blk.d);
     const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float dd = d * ra.d(r)[i];
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(dd), acc[r]);
@@ -249,6 +267,7 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       off[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc32, s)), _mm512_set1_ps(32.f * dd), off[r]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - _mm512_reduce_add_ps(off[r]);
 }
 
@@ -256,6 +275,7 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 template <int R>
 void row_float(DType t, const void* row, int64_t k, const float* x, float* out) {
   __m512 acc[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   int64_t i = 0;
   auto load16 = [&](int64_t at) -> __m512 {
@@ -266,6 +286,7 @@ void row_float(DType t, const void* row, int64_t k, const float* x, float* out) 
   };
   for (; i + 16 <= k; i += 16) {
     const __m512 w = load16(i);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + r * k + i), acc[r]);
   }
   float tail[R] = {};
@@ -274,9 +295,11 @@ void row_float(DType t, const void* row, int64_t k, const float* x, float* out) 
     const uint16_t* w16 = static_cast<const uint16_t*>(row);
     for (; i < k; ++i) {
       const float w = t == DType::F32 ? w32[i] : t == DType::F16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+      #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) tail[r] += w * x[r * k + i];
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
 }
 
@@ -448,6 +471,7 @@ void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int6
     uint32_t* q = reinterpret_cast<uint32_t*>(p.q + b * 1024);
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32(8));
+    #pragma GCC unroll 16
     for (int t = 0; t < 8; ++t) {
       _mm512_store_si512(q + t * kNR, _mm512_i32gather_epi32(idx, &tmp[0][t], 4));
       _mm512_store_si512(q + t * kNR + 16, _mm512_i32gather_epi32(idx, &tmp[16][t], 4));
@@ -468,21 +492,26 @@ template <int MR, int OFF, bool SPLIT, bool MINS>
 void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
   const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32;
   const int8_t* a[MR];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) a[r] = qa.q + (r0 + r) * k + sb0 * 32;
   __m512 acc[MR][2];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
     acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
   }
   for (int64_t g0 = 0; g0 < nsb; g0 += gsub) {
     __m512 tmp[MR][2];
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) tmp[r][0] = tmp[r][1] = _mm512_setzero_ps();
     for (int64_t b = g0; b < g0 + gsub; ++b) {
       const uint8_t* pq = p.q + b * 1024;
       const float* ws = p.ws + b * 2 * kNR;
       constexpr int halves = SPLIT ? 2 : 1;
+      #pragma GCC unroll 16
       for (int h = 0; h < halves; ++h) {
         __m512i ai[MR][2];
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           int32_t init = 0;
           if (OFF) {
@@ -492,9 +521,11 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           ai[r][0] = ai[r][1] = _mm512_set1_epi32(init);
         }
         constexpr int t0 = 0, t1 = SPLIT ? 4 : 8;
+        #pragma GCC unroll 16
         for (int t = t0 + h * 4 * SPLIT; t < t1 + h * 4 * SPLIT; ++t) {
           const __m512i w0 = _mm512_load_si512(pq + t * 128);
           const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
+          #pragma GCC unroll 16
           for (int r = 0; r < MR; ++r) {
             const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
             ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
@@ -502,6 +533,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           }
         }
         const __m512 s0 = _mm512_load_ps(ws + h * kNR), s1 = _mm512_load_ps(ws + h * kNR + 16);
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           tmp[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][0]), s0, tmp[r][0]);
           tmp[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), s1, tmp[r][1]);
@@ -509,6 +541,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
       }
       if (MINS) {
         const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           const __m512 sv = _mm512_set1_ps(qa.fs32[(r0 + r) * nsub + sb0 + b]);
           tmp[r][0] = _mm512_fnmadd_ps(sv, m0, tmp[r][0]);
@@ -517,12 +550,14 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
       }
     }
     const int64_t gi = (sb0 + g0) / gsub;
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 da = _mm512_set1_ps(qa.d[(r0 + r) * qa.groups() + gi]);
       acc[r][0] = _mm512_fmadd_ps(tmp[r][0], da, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(tmp[r][1], da, acc[r][1]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
     _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
@@ -598,18 +633,21 @@ void decode_fpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64
 template <int MR>
 void fpanel_kernel(const float* p, int64_t kc, const float* x, int64_t ldx, float* acc_out) {
   __m512 acc[MR][2];
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
     acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
   }
   for (int64_t i = 0; i < kc; ++i) {
     const __m512 w0 = _mm512_load_ps(p + i * kNR), w1 = _mm512_load_ps(p + i * kNR + 16);
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_set1_ps(x[r * ldx + i]);
       acc[r][0] = _mm512_fmadd_ps(w0, xv, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(w1, xv, acc[r][1]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
     _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
