@@ -51,8 +51,13 @@ class ByteReader {
     if (off > size_) fail(ErrorKind::Corrupt, where(field), "offset " + std::to_string(off) + " is past the end");
     pos_ = static_cast<size_t>(off);
   }
-  // Align the position up to a multiple of `alignment` (a power of two).
+  // Align the position up to a multiple of `alignment`, which must be a power of two (it often
+  // comes from the file itself, so anything else is a Corrupt error, not a division by zero).
   void align(uint64_t alignment, const char* field) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      fail(ErrorKind::Corrupt, where(field), "alignment " + std::to_string(alignment) + " is not a power of two");
+    if (alignment - 1 > UINT64_MAX - pos_)
+      fail(ErrorKind::Corrupt, where(field), "alignment " + std::to_string(alignment) + " is past the end");
     uint64_t p = (pos_ + alignment - 1) / alignment * alignment;
     seek(p, field);
   }

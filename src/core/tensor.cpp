@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,10 +23,18 @@ static void validate_shape(DType dtype, const std::vector<int64_t>& shape) {
     if (d < 0) fail(ErrorKind::InvalidArgument, "tensor", "negative dimension in " + shape_str(shape));
     n = checked_mul(n, static_cast<uint64_t>(d), "tensor shape " + shape_str(shape));
   }
-  if (!shape.empty()) row_bytes(dtype, shape.back(), "tensor " + shape_str(shape));
+  // numel() is an int64_t and nbytes() a size_t: both must be representable.
+  if (n > static_cast<uint64_t>(INT64_MAX))
+    fail(ErrorKind::InvalidArgument, "tensor", "too many elements in " + shape_str(shape));
+  if (!shape.empty()) {
+    uint64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows = checked_mul(rows, static_cast<uint64_t>(shape[i]), "tensor shape " + shape_str(shape));
+    checked_mul(rows, row_bytes(dtype, shape.back(), "tensor " + shape_str(shape)), "tensor bytes " + shape_str(shape));
+  }
 }
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
+  if (bytes > SIZE_MAX - 63) throw std::bad_alloc();  // rounding up would wrap to a tiny buffer
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);

@@ -21,11 +21,25 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+// The pool whose job the current thread is executing (null outside jobs): a nested run() on the
+// same pool would wait for itself.
+static thread_local const ThreadPool* t_in_job = nullptr;
+
+namespace {
+struct InJob {
+  const ThreadPool* saved;
+  explicit InJob(const ThreadPool* p) : saved(t_in_job) { t_in_job = p; }
+  ~InJob() { t_in_job = saved; }
+};
+}  // namespace
+
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (n_threads_ == 1) {
+  if (n_threads_ == 1 || t_in_job == this) {
     fn(0, 1);
     return;
   }
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  InJob in_job(this);
   error_ = nullptr;
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
@@ -47,6 +61,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 }
 
 void ThreadPool::worker(int index) {
+  t_in_job = this;  // a worker only ever runs this pool's jobs
   uint64_t seen = 0;
   for (;;) {
     // Spin for a short while (a step issues many jobs back to back), then sleep.

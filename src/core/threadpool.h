@@ -22,8 +22,9 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(thread_index, n_threads) once on every thread and returns when all have finished.
-  // The first exception thrown by any thread is rethrown here. Not reentrant: a job must not
-  // call run() on the same pool.
+  // The first exception thrown by any thread is rethrown here. Calls from several threads are
+  // serialised (one job at a time); a job that calls run() on its own pool gets fn(0, 1) run
+  // inline on the calling thread.
   void run(const std::function<void(int, int)>& fn);
 
   // Splits [0, n) into contiguous ranges, one per thread (ranges aligned to `grain`), and
@@ -53,6 +54,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint64_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::mutex run_mu_;  // held by the thread whose job is running
   std::mutex error_mu_;
   std::exception_ptr error_;
 };
