@@ -90,7 +90,12 @@ TemperatureSampler::TemperatureSampler(float t) : t_(t) {
 }
 
 void TemperatureSampler::apply(Candidates& c) {
-  for (auto& t : c.items) t.logit /= t_;
+  // (l - max) / t: the same distribution as l / t, but a tiny t cannot push every logit to
+  // -inf (all negative logits) or several to +inf; the best token stays at 0.
+  float m = -INFINITY;
+  for (const auto& t : c.items) m = std::max(m, t.logit);
+  const float shift = std::isfinite(m) ? m : 0.0f;
+  for (auto& t : c.items) t.logit = (t.logit - shift) / t_;
 }
 
 TopKSampler::TopKSampler(int64_t k) : k_(k) {

@@ -54,7 +54,8 @@ class GreedySampler : public Sampler {
   void apply(Candidates& c) override;
 };
 
-// Divides logits by t (t > 0).
+// Divides logits by t (t > 0), after subtracting the maximum logit (same distribution; keeps a
+// tiny t from overflowing every logit).
 class TemperatureSampler : public Sampler {
  public:
   explicit TemperatureSampler(float t);

@@ -248,6 +248,14 @@ TEST(Sampling, PathologicalLogits) {
   auto chain = make_sampler_chain(p, 2);
   EXPECT_THROW(chain->sample(all_nan.data(), 2), Error);
   EXPECT_THROW(chain->sample(l.data(), 0), Error);
+  // A tiny temperature with negative logits is (almost) greedy, not an overflow to all -inf.
+  std::vector<float> neg = {-5.0f, -3.0f, -4.0f};
+  SamplingParams cold;
+  cold.temperature = 1e-30f;
+  EXPECT_EQ(make_sampler_chain(cold, 3)->sample(neg.data(), 3), 1);
+  cold.temperature = 1e30f;  // huge: uniform, still valid
+  const auto hot = frequencies(cold, neg, 3000);
+  for (double x : hot) EXPECT_NEAR(x, 1.0 / 3, 0.05);
   // A vocabulary of one token.
   std::vector<float> one = {-3.0f};
   p.top_k = 5;
