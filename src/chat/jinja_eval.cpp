@@ -241,8 +241,12 @@ std::string join_text(const Value& v) {
   }
 }
 
+// How `~` and string `+` turn an operand into text: as @huggingface/jinja does (a float prints
+// as JavaScript prints it, 2.0 as "2"), except none, which Python prints as "None" where the
+// JavaScript renderer fails.
 std::string concat_text(const Value& v) {
   if (v.is_none()) return "None";
+  if (v.is_float()) return js_number(v.as_float());
   return to_output(v);
 }
 
@@ -634,7 +638,7 @@ Value Interp::eval_binary(const Node& n, const Value& l, const Value& r) {
       return Value::list(std::move(out));
     }
     if ((l.is_string() || r.is_string()) && !l.is_undefined() && !r.is_undefined()) {
-      std::string s = to_output(l) + to_output(r);
+      std::string s = concat_text(l) + concat_text(r);
       check_string(s.size(), n);
       return Value(std::move(s));
     }

@@ -20,6 +20,22 @@ namespace {
 const char* kWhere = "chat template";
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+// Length of the JavaScript `\s` character at s[i] (what `-` markers strip): ASCII whitespace,
+// U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF; 0 if none.
+size_t js_space_at(const std::string& s, size_t i) {
+  if (i >= s.size()) return 0;
+  auto b = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  unsigned c = b(0);
+  if (c == ' ' || (c >= '\t' && c <= '\r')) return 1;
+  if (c == 0xc2 && b(1) == 0xa0) return 2;
+  if (c == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return 3;
+  if (c == 0xe2 && b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) return 3;
+  if (c == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return 3;
+  if (c == 0xe3 && b(1) == 0x80 && b(2) == 0x80) return 3;
+  if (c == 0xef && b(1) == 0xbb && b(2) == 0xbf) return 3;
+  return 0;
+}
+
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
@@ -284,13 +300,19 @@ class Lexer {
     if (toks_.empty() || toks_.back().type != Tok::Text) return;
     std::string& v = toks_.back().value;
     size_t e = v.size();
-    while (e > 0 && is_ws(v[e - 1])) --e;
+    while (e > 0) {
+      size_t k = 0;
+      for (size_t n = 1; n <= 3 && n <= e; ++n)
+        if (js_space_at(v, e - n) == n) k = n;
+      if (!k) break;
+      e -= k;
+    }
     v.resize(e);
     if (v.empty()) toks_.pop_back();
   }
 
   void skip_ws() {
-    while (pos_ < src_.text.size() && is_ws(src_.text[pos_])) ++pos_;
+    while (size_t k = js_space_at(src_.text, pos_)) pos_ += k;
   }
 
   bool match_symbol(int& curly) {
