@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -164,14 +163,14 @@ void convert_row(DType from, const void* src, DType to, void* dst, int64_t n) {
   }
   // Chunks of 4096 elements: a multiple of every block size (32 and 256).
   constexpr int64_t kChunk = 4096;
-  std::vector<float> buf(static_cast<size_t>(std::min(n, kChunk)));
+  float buf[kChunk];  // 16 KiB
   const size_t in_step = row_bytes(from, kChunk, op), out_step = row_bytes(to, kChunk, op);
   const uint8_t* s = static_cast<const uint8_t*>(src);
   uint8_t* d = static_cast<uint8_t*>(dst);
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);
-    dequantize_row(from, s, buf.data(), m);
-    quantize_row(to, buf.data(), d, m);
+    dequantize_row(from, s, buf, m);
+    quantize_row(to, buf, d, m);
     s += in_step;
     d += out_step;
   }

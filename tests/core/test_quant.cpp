@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -668,6 +669,70 @@ TEST_P(GgmlFixture, Stories260KEmbeddingBytesEqualGgmlReference) {
   // where they differ, both must be close to the input.
   const auto a = dequantize(t, ours, 32768), b = dequantize(t, ref, 32768);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 0.1f) << "element " << i;
+}
+
+// Blocks of xorshift32 bytes (the top byte of each draw) with the f16 scales at half_offsets made
+// finite (exponent 31 -> 15), and Q8_K's f32 d likewise (exponent 255 -> 127); the same generator
+// as random_blocks() in tests/data/quant/make_fixtures.c.
+std::vector<uint8_t> random_blocks(DType t, int nblocks, uint32_t seed) {
+  const size_t bb = traits(t).block_bytes;
+  std::vector<uint8_t> q(bb * static_cast<size_t>(nblocks));
+  uint32_t st = seed;
+  for (auto& b : q) {
+    st ^= st << 13;
+    st ^= st >> 17;
+    st ^= st << 5;
+    b = static_cast<uint8_t>(st >> 24);
+  }
+  std::vector<size_t> halves;
+  if (t == DType::Q4_K || t == DType::Q5_K) halves = {0, 2};
+  else if (t == DType::Q6_K) halves = {offsetof(BlockQ6K, d)};
+  else if (t != DType::Q8_K) halves = {0};
+  for (int i = 0; i < nblocks; ++i) {
+    uint8_t* blk = q.data() + bb * static_cast<size_t>(i);
+    for (size_t off : halves) {
+      uint16_t h;
+      std::memcpy(&h, blk + off, 2);
+      if (((h >> 10) & 31) == 31) h = static_cast<uint16_t>(h & ~0x4000u);
+      std::memcpy(blk + off, &h, 2);
+    }
+    if (t == DType::Q8_K) {
+      uint32_t u;
+      std::memcpy(&u, blk, 4);
+      if (((u >> 23) & 255) == 255) u &= ~0x40000000u;
+      std::memcpy(blk, &u, 4);
+    }
+  }
+  return q;
+}
+
+uint64_t fnv1a(const void* p, size_t n) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
+  // tests/data/quant/dequant_fnv1a.txt: FNV-1a of ggml's dequantize_row_<type> output (floats)
+  // for 64 random blocks per type, seeds 101..107 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k.
+  const DType t = GetParam();
+  const std::map<DType, uint32_t> seed = {{DType::Q4_0, 101}, {DType::Q5_0, 102}, {DType::Q8_0, 103},
+                                          {DType::Q4_K, 104}, {DType::Q5_K, 105}, {DType::Q6_K, 106},
+                                          {DType::Q8_K, 107}};
+  std::ifstream f(std::string(PTN_TEST_DATA) + "/quant/dequant_fnv1a.txt");
+  ASSERT_TRUE(f) << "missing dequant_fnv1a.txt";
+  std::map<std::string, uint64_t> want;
+  std::string name, hex;
+  while (f >> name >> hex) want[name] = std::stoull(hex, nullptr, 16);
+  ASSERT_EQ(want.count(dtype_name(t)), 1u);
+  const auto q = random_blocks(t, 64, seed.at(t));
+  const int64_t n = 64 * traits(t).block_size;
+  const auto y = dequantize(t, q, n);
+  EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want[dtype_name(t)]) << dtype_name(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes),

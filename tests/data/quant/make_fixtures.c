@@ -1,16 +1,18 @@
-// Fixture generator (not built by ptn): runs ggml's reference quantizers (ggml-quants.c, MIT,
-// ggml-org/ggml commit d99724f2b141fed9e1a9f402213506c081433465) on deterministic data.
-// Build: gcc -O2 -std=gnu11 -I<ggml>/include -I<ggml>/src make_fixtures.c <ggml>/src/ggml-quants.c -lm
+// Fixture generator (not built by ptn): runs ggml's reference quantizers and dequantizers
+// (ggml-quants.c, MIT, ggml-org/ggml commit d99724f2b141fed9e1a9f402213506c081433465) on
+// deterministic data. Build and run from a folder holding token_embd.f32 and out/:
+//   gcc -O2 -std=gnu11 -I<ggml>/include -I<ggml>/src make_fixtures.c <ggml>/src/ggml-quants.c -lm
 // (x86-64 baseline flags, no -march: as llama.cpp builds ggml-base). token_embd.f32 is the raw
 // f32 data of token_embd.weight in models/stories260K/stories260K.gguf (offset 14176, 32768 floats).
-// The synthetic generator must stay identical to synthetic_input() in tests/core/test_quant.cpp.
+// The generators must stay identical to synthetic_input() / random_blocks() in
+// tests/core/test_quant.cpp.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <stdint.h>
 #include "ggml-quants.h"
-// Stubs for the symbols ggml-quants.c links against but the _ref quantizers never call.
+// Stubs for the symbols ggml-quants.c links against but the functions used here never call.
 void ggml_abort(const char*f,int l,const char*fmt,...){fprintf(stderr,"abort %s:%d\n",f,l);exit(1);}
 size_t ggml_row_size(enum ggml_type t,int64_t n){return 0;}
 const char* ggml_type_name(enum ggml_type t){return "?";}
@@ -50,7 +52,32 @@ static void run(const char*prefix,const float*x,int64_t n){
   DO("q8_k",quantize_row_q8_K_ref,256,292)
   free(buf);
 }
+// FNV-1a 64 of a byte range.
+static uint64_t fnv1a(const void*p,size_t n){const uint8_t*b=p;uint64_t h=0xcbf29ce484222325ull;for(size_t i=0;i<n;++i){h^=b[i];h*=0x100000001b3ull;}return h;}
+// Random blocks (xorshift32 bytes) with their f16 scales forced finite (exponent 31 -> 15) and
+// Q8_K's f32 d forced finite (exponent 255 -> 127): dequantized by ggml, hashed.
+static void random_blocks(uint8_t*dst,int nblocks,int bb,uint32_t seed,const int*half_offs,int nhalf,int f32_off){
+  st=seed; for(int i=0;i<nblocks*bb;++i) dst[i]=(uint8_t)(xs32()>>24);
+  for(int b=0;b<nblocks;++b){uint8_t*blk=dst+b*bb;
+    for(int k=0;k<nhalf;++k){uint16_t h;memcpy(&h,blk+half_offs[k],2); if(((h>>10)&31)==31) h&=(uint16_t)~0x4000u; memcpy(blk+half_offs[k],&h,2);}
+    if(f32_off>=0){uint32_t u;memcpy(&u,blk+f32_off,4); if(((u>>23)&255)==255) u&=~0x40000000u; memcpy(blk+f32_off,&u,4);} }
+}
+static void dequant_hashes(void){
+  FILE*f=fopen("out/dequant_fnv1a.txt","w");
+  static uint8_t q[64*292]; static float y[64*256];
+  const int o0[1]={0}, ok[2]={0,2}, o6[1]={208};
+#define H(T,fn,bs,bb,offs,nh,f32o,seed) random_blocks(q,64,bb,seed,offs,nh,f32o); fn((const void*)q,y,64*bs); fprintf(f,"%s %016llx\n",T,(unsigned long long)fnv1a(y,sizeof(float)*64*bs));
+  H("q4_0",dequantize_row_q4_0,32,18,o0,1,-1,101u)
+  H("q5_0",dequantize_row_q5_0,32,22,o0,1,-1,102u)
+  H("q8_0",dequantize_row_q8_0,32,34,o0,1,-1,103u)
+  H("q4_k",dequantize_row_q4_K,256,144,ok,2,-1,104u)
+  H("q5_k",dequantize_row_q5_K,256,176,ok,2,-1,105u)
+  H("q6_k",dequantize_row_q6_K,256,210,o6,1,-1,106u)
+  H("q8_k",dequantize_row_q8_K,256,292,o0,0,0,107u)
+  fclose(f);
+}
 int main(void){
+  dequant_hashes();
   static float x[64*256]; make_synthetic(x);
   dump("out/synthetic_input.f32",x,sizeof x);
   run("synthetic",x,64*256);
