@@ -1,5 +1,6 @@
 #include "formats/model_spec.h"
 
+#include <cstdio>
 #include <string>
 
 namespace ptn {
@@ -89,6 +90,59 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (w == "attn_k.bias" || w == "attn_v.bias") return {kv};
   if (w == "attn_q_norm.weight" || w == "attn_k_norm.weight") return {s.head_dim};
   return {};
+}
+
+}  // namespace ptn
+
+namespace ptn {
+
+std::string describe_model_spec(const ModelSpec& s) {
+  char b[512];
+  std::string o;
+  std::snprintf(b, sizeof b, "family %s (%s)\n", s.family.c_str(), s.architecture.c_str());
+  o += b;
+  std::snprintf(b, sizeof b,
+                "vocab %lld, hidden %lld, ffn %lld, layers %lld, heads %lld, kv heads %lld, head dim %lld, max positions %lld\n",
+                (long long)s.vocab_size, (long long)s.hidden_size, (long long)s.intermediate_size, (long long)s.n_layers,
+                (long long)s.n_heads, (long long)s.n_kv_heads, (long long)s.head_dim, (long long)s.max_position_embeddings);
+  o += b;
+  std::snprintf(b, sizeof b, "norm eps %g%s, activation %s, rope theta %g, rope dim %lld, rope scaling %s",
+                s.norm_eps, s.norm_weight_plus_one ? " (scale 1 + w)" : "", activation_name(s.activation), s.rope_theta,
+                (long long)s.rope_dim, rope_scaling_name(s.rope_scaling.type));
+  o += b;
+  if (s.rope_scaling.type != RopeScalingType::None) {
+    std::snprintf(b, sizeof b, " (factor %g, low %g, high %g, original %lld)", s.rope_scaling.factor, s.rope_scaling.low_freq_factor,
+                  s.rope_scaling.high_freq_factor, (long long)s.rope_scaling.original_max_position);
+    o += b;
+  }
+  o += "\n";
+  std::string feats;
+  auto feat = [&](bool on, const std::string& what) { if (on) feats += (feats.empty() ? "" : ", ") + what; };
+  feat(s.tie_word_embeddings, "tied embeddings");
+  feat(s.attn_bias, "q/k/v bias");
+  feat(s.qk_norm, "q/k norm");
+  feat(s.qk_l2_norm, "q/k L2 norm");
+  feat(s.sandwich_norms, "sandwich norms");
+  feat(s.attn_scale != 0, "attn scale " + std::to_string(s.attn_scale));
+  feat(s.attn_logit_softcap != 0, "attn softcap " + std::to_string(s.attn_logit_softcap));
+  feat(s.final_logit_softcap != 0, "final softcap " + std::to_string(s.final_logit_softcap));
+  feat(s.embed_scale != 1.0f, "embed scale " + std::to_string(s.embed_scale));
+  feat(s.attn_temperature_scale != 0, "attn temperature tuning");
+  o += "features: " + (feats.empty() ? std::string("none") : feats) + "\n";
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerAttention& l = s.layers[i];
+    std::snprintf(b, sizeof b, "  layer %zu: %s", i, attn_kind_name(l.kind));
+    o += b;
+    if (l.kind != AttnKind::Full) o += " " + std::to_string(l.span);
+    if (!l.use_rope) o += ", no rope";
+    else {
+      std::snprintf(b, sizeof b, ", rope theta %g%s", l.rope_theta, l.rope_scaling || s.rope_scaling.type == RopeScalingType::None ? "" : " (unscaled)");
+      o += b;
+    }
+    o += "\n";
+  }
+  for (const auto& n : s.source_notes) o += "note: " + n + "\n";
+  return o;
 }
 
 }  // namespace ptn

@@ -102,6 +102,9 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
 // True for 1-D tensors kept in f32 (norm weights, biases).
 bool is_vector_tensor(const std::string& name);
 
+// A human-readable multi-line summary (dimensions, features, every layer's attention).
+std::string describe_model_spec(const ModelSpec& s);
+
 const char* attn_kind_name(AttnKind k);
 const char* activation_name(Activation a);
 const char* rope_scaling_name(RopeScalingType t);

@@ -110,12 +110,14 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     s->tensors_.push_back(std::move(t));
   }
 
-  // The entries must tile the data buffer exactly.
-  std::vector<const SafetensorsInfo*> order;
-  for (const auto& t : s->tensors_) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->offset != b->offset ? a->offset < b->offset : a->nbytes < b->nbytes; });
+  // Listed in file order; the entries must tile the data buffer exactly.
+  std::sort(s->tensors_.begin(), s->tensors_.end(), [](const SafetensorsInfo& a, const SafetensorsInfo& b) {
+    return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
+  });
+  s->index_.clear();
+  for (size_t i = 0; i < s->tensors_.size(); ++i) s->index_[s->tensors_[i].name] = i;
   uint64_t expect = data_start;
-  for (const SafetensorsInfo* t : order) {
+  for (const SafetensorsInfo* t = s->tensors_.data(); t != s->tensors_.data() + s->tensors_.size(); ++t) {
     if (t->offset != expect)
       fail(ErrorKind::Corrupt, path + ": tensor '" + t->name + "' field 'data_offsets'",
            t->offset < expect ? "overlaps the previous tensor" : "leaves a gap of " + std::to_string(t->offset - expect) + " bytes before it");
@@ -206,6 +208,41 @@ Tensor SafetensorsSet::tensor(const std::string& name) const {
 std::string SafetensorsSet::file_of(const std::string& name) const {
   auto it = where_.find(name);
   return it == where_.end() ? "" : files_[it->second]->path();
+}
+
+}  // namespace ptn
+
+namespace ptn {
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::vector<uint64_t> sizes;
+  for (const auto& e : entries) {
+    const char* dt = e.dtype == DType::F32 ? "F32" : e.dtype == DType::BF16 ? "BF16" : e.dtype == DType::F16 ? "F16" : nullptr;
+    if (!dt) fail(ErrorKind::InvalidArgument, path + ": tensor '" + e.name + "'", std::string("cannot write dtype ") + dtype_name(e.dtype) + " to safetensors");
+    uint64_t n = traits(e.dtype).block_bytes;
+    for (int64_t d : e.shape) n = checked_mul(n, static_cast<uint64_t>(d), path + ": tensor '" + e.name + "'");
+    h[e.name] = {{"dtype", dt}, {"shape", e.shape}, {"data_offsets", {offset, offset + n}}};
+    sizes.push_back(n);
+    offset += n;
+  }
+  std::string header = h.dump();
+  while (header.size() % 8) header += ' ';
+  FileWriter f(path);
+  const uint64_t hn = header.size();
+  f.write(&hn, 8);
+  f.write(header.data(), header.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Tensor t = entries[i].produce();
+    if (t.dtype() != entries[i].dtype || t.shape() != entries[i].shape)
+      fail(ErrorKind::Internal, path + ": tensor '" + entries[i].name + "'", "produced " + t.describe());
+    if (!t.contiguous()) t = t.copy();
+    f.write(t.data(), sizes[i]);
+  }
+  f.commit();
 }
 
 }  // namespace ptn

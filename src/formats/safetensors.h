@@ -10,6 +10,7 @@
 // listed but `tensor()` throws Unsupported naming the dtype and the tensor.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,5 +70,22 @@ class SafetensorsSet {
 
 // Whether the file starts like a safetensors file (a plausible header size then '{').
 bool looks_like_safetensors(const std::string& path);
+
+}  // namespace ptn
+
+namespace ptn {
+
+// One tensor for write_safetensors: bytes come from `produce` at write time (F32 or BF16 only).
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::function<Tensor()> produce;
+};
+
+// Writes a single-file safetensors (header padded with spaces to a multiple of 8, tensors in
+// the given order, back to back), through path.tmp renamed at the end.
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace ptn
