@@ -1,5 +1,6 @@
 #include "formats/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -147,8 +148,14 @@ class MappedSource final : public WeightSource {
 
   // Resolves every tensor source, checks presence and shapes; called once at open.
   void resolve(const std::function<std::string(const std::string&)>& locate) {
-    for (const auto& [canon, text] : spec_.tensor_sources) {
-      TensorSourceRef r = parse_tensor_source(text);
+    // Canonical order first, so the first problem reported is the first tensor of the model.
+    std::vector<std::string> order;
+    for (const auto& n : canonical_tensor_names(spec_))
+      if (spec_.tensor_sources.count(n)) order.push_back(n);
+    for (const auto& [n, text] : spec_.tensor_sources)
+      if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+    for (const std::string& canon : order) {
+      TensorSourceRef r = parse_tensor_source(spec_.tensor_sources.at(canon));
       const std::string found = locate(r.name);
       if (found.empty()) fail(ErrorKind::Corrupt, description_ + ": tensor '" + r.name + "'", "missing (needed for " + canon + ")");
       r.name = found;
