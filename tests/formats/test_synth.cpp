@@ -1,0 +1,220 @@
+// Synthetic models: random weights are deterministic; what synth writes (HF directory, GGUF)
+// reads back as the same tensors and the same layer structure, for every family it can write.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_config.h"
+#include "formats/random_weights.h"
+#include "formats/synth.h"
+#include "formats/weights.h"
+
+namespace ptn {
+namespace {
+
+using json = nlohmann::json;
+
+std::string tmp(const std::string& name) {
+  std::string base = ::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir();
+  return base + "ptn_synth_" + std::to_string(getpid()) + "_" + name;
+}
+
+// Small configs of each family (same structure as the real ones, tiny dimensions).
+json small(const std::string& family) {
+  json base = {{"vocab_size", 300}, {"hidden_size", 64}, {"intermediate_size", 96}, {"num_hidden_layers", 6},
+               {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+               {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}};
+  if (family == "qwen2") { base["architectures"] = {"Qwen2ForCausalLM"}; base["tie_word_embeddings"] = false; }
+  if (family == "qwen3") { base["architectures"] = {"Qwen3ForCausalLM"}; base["tie_word_embeddings"] = true; }
+  if (family == "gemma2") {
+    base["architectures"] = {"Gemma2ForCausalLM"};
+    base["sliding_window"] = 32;
+    base["query_pre_attn_scalar"] = 16;
+    base["attn_logit_softcapping"] = 50.0;
+    base["final_logit_softcapping"] = 30.0;
+    base["hidden_activation"] = "gelu_pytorch_tanh";
+  }
+  if (family == "gemma3") {
+    base["architectures"] = {"Gemma3ForCausalLM"};
+    base["sliding_window"] = 32;
+    base["query_pre_attn_scalar"] = 16;
+    base["rope_local_base_freq"] = 10000.0;
+    base["rope_theta"] = 1000000.0;
+    base["hidden_activation"] = "gelu_pytorch_tanh";
+  }
+  if (family == "phi3") { base["architectures"] = {"Phi3ForCausalLM"}; base["sliding_window"] = 47; base.erase("head_dim"); base["num_key_value_heads"] = 4; }
+  if (family == "llama4") {
+    base["architectures"] = {"Llama4ForCausalLM"};
+    base["intermediate_size_mlp"] = 80;
+    base["attention_chunk_size"] = 16;
+    base["moe_layers"] = json::array();
+  }
+  if (family == "smollm3") { base["architectures"] = {"SmolLM3ForCausalLM"}; base["no_rope_layer_interval"] = 3; }
+  return base;
+}
+
+void expect_same_layers(const ModelSpec& a, const ModelSpec& b) {
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].kind, b.layers[i].kind) << "layer " << i;
+    EXPECT_EQ(a.layers[i].span, b.layers[i].span) << "layer " << i;
+    EXPECT_EQ(a.layers[i].use_rope, b.layers[i].use_rope) << "layer " << i;
+    EXPECT_FLOAT_EQ(a.layers[i].rope_theta, b.layers[i].rope_theta) << "layer " << i;
+  }
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+TEST(RandomWeights, DeterministicWithTheRightStatistics) {
+  ModelSpec s = model_spec_from_hf_config(small("qwen2"), "qwen2");
+  auto a = random_weights(s, 7), b = random_weights(s, 7), c = random_weights(s, 8);
+  EXPECT_TRUE(same_bytes(a->get("blk.2.ffn_up.weight"), b->get("blk.2.ffn_up.weight")));
+  EXPECT_FALSE(same_bytes(a->get("blk.2.ffn_up.weight"), c->get("blk.2.ffn_up.weight")));
+  EXPECT_FALSE(same_bytes(a->get("blk.2.ffn_up.weight"), a->get("blk.3.ffn_up.weight")));
+  Tensor e = a->get("token_embd.weight");
+  double sum = 0, sq = 0;
+  const float* p = e.data_as<float>();
+  for (int64_t i = 0; i < e.numel(); ++i) { sum += p[i]; sq += p[i] * p[i]; }
+  const double mean = sum / e.numel(), sd = std::sqrt(sq / e.numel() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.002);
+  EXPECT_NEAR(sd, 0.02, 0.001);
+  Tensor n = a->get("blk.0.attn_norm.weight");
+  for (int64_t i = 0; i < n.numel(); ++i) ASSERT_EQ(n.data_as<float>()[i], 1.0f);
+  Tensor bias = a->get("blk.0.attn_q.bias");
+  for (int64_t i = 0; i < bias.numel(); ++i) ASSERT_EQ(bias.data_as<float>()[i], 0.0f);
+  ModelSpec g = model_spec_from_hf_config(small("gemma2"), "gemma2");
+  EXPECT_EQ(random_weights(g, 1)->get("blk.0.post_ffw_norm.weight").data_as<float>()[0], 0.0f);  // (1 + w) = 1
+}
+
+class SynthFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SynthFamily, HfDirectoryRoundTripsBitIdentically) {
+  const std::string fam = GetParam();
+  json cfg = small(fam);
+  ModelSpec s = model_spec_from_hf_config(cfg, fam);
+  auto src = random_weights(s, 11);
+  const std::string dir = tmp("hf_" + fam);
+  write_hf_directory(*src, cfg, dir, DType::F32);
+  auto back = open_weights(dir);
+  EXPECT_EQ(back->names(), src->names());
+  for (const auto& n : src->names()) EXPECT_TRUE(same_bytes(src->get(n), back->get(n))) << fam << " " << n;
+  expect_same_layers(s, back->spec());
+  EXPECT_EQ(back->spec().family, s.family);
+}
+
+TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
+  const std::string fam = GetParam();
+  json cfg = small(fam);
+  ModelSpec s = model_spec_from_hf_config(cfg, fam);
+  auto src = random_weights(s, 12);
+  const std::string path = tmp("gguf_" + fam + ".gguf");
+  if (fam == "llama4" || fam == "smollm3") {
+    EXPECT_THROW(write_model_gguf(*src, path, {}), Error);  // no GGUF architecture for these in ptn
+    return;
+  }
+  write_model_gguf(*src, path, {});
+  auto back = open_weights(path);
+  const ModelSpec& g = back->spec();
+  expect_same_layers(s, g);
+  EXPECT_EQ(g.n_kv_heads, s.n_kv_heads);
+  EXPECT_EQ(g.head_dim, s.head_dim);
+  EXPECT_EQ(g.attn_bias, s.attn_bias);
+  EXPECT_EQ(g.qk_norm, s.qk_norm);
+  EXPECT_EQ(g.tie_word_embeddings, s.tie_word_embeddings);
+  EXPECT_FLOAT_EQ(g.attn_logit_softcap, s.attn_logit_softcap);
+  EXPECT_FLOAT_EQ(g.final_logit_softcap, s.final_logit_softcap);
+  EXPECT_NEAR(g.attn_scale == 0 ? 1 / std::sqrt(16.0f) : g.attn_scale, s.attn_scale == 0 ? 1 / std::sqrt(16.0f) : s.attn_scale, 1e-7);
+  const bool gemma = fam == "gemma2" || fam == "gemma3";
+  EXPECT_FALSE(g.norm_weight_plus_one);  // GGUF Gemma norms carry the +1
+  for (const auto& n : src->names()) {
+    Tensor a = src->get(n), b = back->get(n);
+    if (gemma && n.find("norm.weight") != std::string::npos) {
+      ASSERT_EQ(a.shape(), b.shape());
+      for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(b.data_as<float>()[i], a.data_as<float>()[i] + 1.0f) << n;
+    } else {
+      EXPECT_TRUE(same_bytes(a, b)) << fam << " " << n;
+    }
+  }
+  // HF config + the GGUF's weights: the HF spec with the GGUF's tensors.
+  const std::string dir = tmp("hfg_" + fam);
+  write_hf_directory(*src, cfg, dir, DType::F32);
+  auto mixed = open_weights(dir, path);
+  EXPECT_TRUE(same_bytes(mixed->get("blk.1.attn_k.weight"), back->get("blk.1.attn_k.weight")));
+  EXPECT_EQ(mixed->spec().norm_weight_plus_one, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
+                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3"));
+
+TEST(Synth, PresetsHaveTheRealShapes) {
+  for (const auto& name : synth_preset_names()) {
+    ModelSpec s = model_spec_from_hf_config(synth_preset(name), name);
+    EXPECT_EQ(static_cast<int64_t>(s.layers.size()), s.n_layers) << name;
+  }
+  ModelSpec l = model_spec_from_hf_config(synth_preset("llama-3.2-1b"), "p");
+  EXPECT_EQ(l.vocab_size, 128256);
+  EXPECT_EQ(l.n_layers, 16);
+  EXPECT_EQ(l.rope_scaling.type, RopeScalingType::Llama3);
+  ModelSpec q = model_spec_from_hf_config(synth_preset("qwen3-0.6b"), "p");
+  EXPECT_EQ(q.head_dim, 128);
+  EXPECT_EQ(q.n_layers, 28);
+  ModelSpec g = model_spec_from_hf_config(synth_preset("gemma-3-1b"), "p");
+  EXPECT_EQ(g.layers[5].kind, AttnKind::Full);
+  EXPECT_EQ(g.layers[4].kind, AttnKind::Window);
+  EXPECT_EQ(g.layers[4].span, 512);
+  ModelSpec sm = model_spec_from_hf_config(synth_preset("smollm2-135m"), "p");
+  EXPECT_EQ(sm.hidden_size, 576);
+  EXPECT_EQ(sm.n_kv_heads, 3);
+  EXPECT_THROW(synth_preset("nope"), Error);
+}
+
+TEST(Synth, TinyPresetQ4KMAndBf16StayCloseToTheWeights) {
+  json cfg = synth_preset("tiny");
+  ModelSpec s = model_spec_from_hf_config(cfg, "tiny");
+  auto src = random_weights(s, 5);
+  const std::string path = tmp("tiny_q4km.gguf");
+  GgufModelOptions opt;
+  opt.type = GgufFileType::Q4_K_M;
+  write_model_gguf(*src, path, opt);
+  auto back = open_weights(path);
+  EXPECT_EQ(back->get("blk.0.ffn_up.weight").dtype(), DType::Q4_K);
+  EXPECT_EQ(back->get("blk.1.ffn_down.weight").dtype(), DType::Q6_K);
+  EXPECT_EQ(back->get("output.weight").dtype(), DType::Q6_K);
+  for (const auto& n : src->names()) {
+    Tensor a = src->get(n), b = back->get(n);
+    ASSERT_EQ(a.shape(), b.shape()) << n;
+    std::vector<float> row(b.row_size());
+    double err = 0, ref = 0;
+    const int64_t rows = b.ndim() < 2 ? 1 : b.rows();
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(b.dtype(), b.row_ptr(r), row.data(), b.row_size());
+      const float* x = reinterpret_cast<const float*>(a.row_ptr(r));
+      for (int64_t c = 0; c < b.row_size(); ++c) { err += (row[c] - x[c]) * (row[c] - x[c]); ref += x[c] * x[c]; }
+    }
+    EXPECT_LT(err / ref, b.dtype() == DType::Q6_K ? 2e-3 : b.dtype() == DType::F32 ? 1e-30 : 1e-2) << n;
+  }
+  const std::string dir = tmp("tiny_bf16");
+  write_hf_directory(*src, cfg, dir, DType::BF16);
+  auto bf = open_weights(dir);
+  Tensor a = src->get("blk.1.attn_v.weight"), b = bf->get("blk.1.attn_v.weight");
+  ASSERT_EQ(b.dtype(), DType::BF16);
+  std::vector<float> row(b.row_size());
+  for (int64_t r = 0; r < b.rows(); ++r) {
+    dequantize_row(DType::BF16, b.row_ptr(r), row.data(), b.row_size());
+    const float* x = reinterpret_cast<const float*>(a.row_ptr(r));
+    for (int64_t c = 0; c < b.row_size(); ++c) ASSERT_LE(std::fabs(row[c] - x[c]), std::fabs(x[c]) / 256 + 1e-30) << r << "," << c;
+  }
+}
+
+}  // namespace
+}  // namespace ptn
