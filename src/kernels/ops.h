@@ -34,7 +34,11 @@ struct RopeParams {
   RopePairing pairing = RopePairing::HalfSplit;
   RopeFreqScaling scaling = RopeFreqScaling::None;
   double factor = 1.0;  // Linear: inv_freq / factor; Llama3 and YaRN: the context extension factor
-  // Llama3 and YaRN: the pre-training context length (Llama3: "original_max_position_embeddings").
+  // Llama3 and YaRN: the pre-training context length. Llama3: rope_scaling's
+  // "original_max_position_embeddings". YaRN (current transformers): the same key when present,
+  // else config.max_position_embeddings. (When the key is present, transformers also replaces
+  // factor by max_position_embeddings / original for the attention factor: importers pass the
+  // factor they want here.)
   int64_t original_max_position = 0;
   // Llama3: wavelengths longer than original/low_freq_factor are divided by factor, shorter than
   // original/high_freq_factor kept, in between interpolated smoothly.
