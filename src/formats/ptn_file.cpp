@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/reader.h"
+
+static_assert(std::endian::native == std::endian::little, "the .ptn code reads little-endian fields in place");
 
 namespace ptn {
 
@@ -104,13 +107,16 @@ uint64_t expected_nbytes(DType dtype, const std::vector<int64_t>& shape, ErrorKi
     fail(kind, where,
          "innermost dimension " + std::to_string(last) + " is not a multiple of the " + tr.name +
              " block size " + std::to_string(tr.block_size));
-  uint64_t rows = 1;
+  // Tensor computes rows and element counts in int64_t, so both must fit there.
+  int64_t rows = 1, numel;
   for (size_t i = 0; i + 1 < shape.size(); ++i)
-    if (__builtin_mul_overflow(rows, static_cast<uint64_t>(shape[i]), &rows))
+    if (__builtin_mul_overflow(rows, shape[i], &rows))
       fail(kind, where, "shape " + shape_str(shape) + " overflows 64-bit sizes");
+  if (__builtin_mul_overflow(rows, last, &numel))
+    fail(kind, where, "shape " + shape_str(shape) + " overflows 64-bit sizes");
   uint64_t row, total;
   if (__builtin_mul_overflow(static_cast<uint64_t>(last / tr.block_size), tr.block_bytes, &row) ||
-      __builtin_mul_overflow(row, rows, &total))
+      __builtin_mul_overflow(row, static_cast<uint64_t>(rows), &total))
     fail(kind, where, "shape " + shape_str(shape) + " overflows 64-bit sizes");
   return total;
 }

@@ -145,7 +145,7 @@ TEST(Crc32c, KnownVectors) {
 }
 
 TEST(Crc32c, ImplementationsAgreeWithDefinitionOnAllLengthsAndAlignments) {
-  auto data = pattern(3 * 4096 * 3 + 100, 42);  // long enough for several 3-lane steps
+  auto data = pattern(40000, 42);  // long enough for several 3-lane (12 KiB) steps
   std::mt19937 rng(7);
   std::vector<size_t> lengths = {0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 4095, 4096, 12287, 12288, 12289, 24576, 36963};
   for (int i = 0; i < 40; ++i) lengths.push_back(rng() % (data.size() - 8));
@@ -377,6 +377,20 @@ TEST(PtnWriter, RejectsBadArgumentsAndStaysUsable) {
   auto f = PtnFile::open(path, VerifyLevel::Full);
   EXPECT_EQ(f->tensor_names(), (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(f->manifest(), json({{"ok", true}}));
+}
+
+TEST(PtnWriter, ManifestAtTheWritersDepthLimitLoads) {
+  TempDir dir;
+  json deep = 1;
+  for (int i = 0; i < PtnLimits::kMaxJsonDepth - 2; ++i) deep = json::array({deep});
+  {
+    PtnWriter w(dir.file("deep.ptn"));
+    w.finish({{"deep", deep}});  // top-level object + 126 arrays: depth 127
+  }
+  EXPECT_EQ(PtnFile::open(dir.file("deep.ptn"))->manifest()["deep"], deep);
+  deep = json::array({deep});
+  PtnWriter w(dir.file("deeper.ptn"));
+  EXPECT_THROW(w.finish({{"deep", deep}}), Error);
 }
 
 TEST(PtnWriter, UnwritableDirectoryIsAnIoError) {
@@ -638,6 +652,12 @@ TEST(PtnFileCorrupt, TensorTableErrorsNameTheTensorAndField) {
   expect_error(edit([&](json& x) { x[T][2]["shape"] = {~0ull}; }), ErrorKind::Corrupt, {"('c')", "'shape'", "too large"});
   expect_error(edit([&](json& x) { x[T][2]["shape"] = {1ll << 40, 1ll << 40}; }), ErrorKind::Corrupt,
                {"('c')", "'shape'", "overflow"});
+  // Rows that overflow int64 although the byte count (0) does not.
+  expect_error(edit([&](json& x) {
+                 x[T][2]["shape"] = {3, 1ll << 62, 0};
+                 x[T][2]["nbytes"] = 0;
+               }),
+               ErrorKind::Corrupt, {"('c')", "'shape'", "overflow"});
   expect_error(edit([&](json& x) { x[T][2]["shape"] = "4"; }), ErrorKind::Corrupt, {"('c')", "'shape'", "array"});
   expect_error(edit([&](json& x) { x[T][1]["shape"] = {2, 33}; }), ErrorKind::Corrupt,
                {"('b')", "'shape'", "block size"});
