@@ -36,9 +36,9 @@ struct RopeParams {
   double factor = 1.0;  // Linear: inv_freq / factor; Llama3 and YaRN: the context extension factor
   // Llama3 and YaRN: the pre-training context length. Llama3: rope_scaling's
   // "original_max_position_embeddings". YaRN (current transformers): the same key when present,
-  // else config.max_position_embeddings. (When the key is present, transformers also replaces
-  // factor by max_position_embeddings / original for the attention factor: importers pass the
-  // factor they want here.)
+  // else config.max_position_embeddings. YaRN's factor is rope_scaling's "factor" (transformers
+  // 5 derives it as max_position_embeddings / original only when absent; some 4.x releases
+  // always did when the key was present: the importer decides and passes the result).
   int64_t original_max_position = 0;
   // Llama3: wavelengths longer than original/low_freq_factor are divided by factor, shorter than
   // original/high_freq_factor kept, in between interpolated smoothly.
