@@ -126,7 +126,7 @@ size_t quantize_matrix(DType t, const float* src, void* dst, int64_t rows, int64
     fail(ErrorKind::Unsupported, op, std::string("cannot quantize to ") + dtype_name(t));
   const size_t rb = row_bytes(t, cols, op);
   const size_t total = static_cast<size_t>(checked_mul(static_cast<uint64_t>(rows), rb, op));
-  checked_mul(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), op);
+  checked_mul(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), op);  // src + r * cols
   if (total == 0) return 0;
   if (src == nullptr || dst == nullptr) fail(ErrorKind::InvalidArgument, op, "null data pointer");
   // Rows per task: enough work (~64K elements) per task to amortise the dispatch.

@@ -29,11 +29,9 @@ float signed_absmax(const float* x, int n) {
 int round_away_127(float v) {
   if (!(v > -127.0f)) return std::isnan(v) ? 0 : -127;
   if (!(v < 127.0f)) return 127;
-  int i = static_cast<int>(v);
+  const int i = static_cast<int>(v);
   const float frac = v - static_cast<float>(i);
-  if (frac >= 0.5f) ++i;
-  else if (frac <= -0.5f) --i;
-  return i;
+  return i + static_cast<int>(frac >= 0.5f) - static_cast<int>(frac <= -0.5f);  // branch-free
 }
 
 }  // namespace
