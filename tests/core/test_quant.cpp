@@ -716,6 +716,15 @@ uint64_t fnv1a(const void* p, size_t n) {
   return h;
 }
 
+std::map<std::string, uint64_t> read_hashes(const std::string& file) {
+  std::ifstream f(std::string(PTN_TEST_DATA) + "/quant/" + file);
+  if (!f) throw std::runtime_error("missing " + file);
+  std::map<std::string, uint64_t> out;
+  std::string name, hex;
+  while (f >> name >> hex) out[name] = std::stoull(hex, nullptr, 16);
+  return out;
+}
+
 TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   // tests/data/quant/dequant_fnv1a.txt: FNV-1a of ggml's dequantize_row_<type> output (floats)
   // for 64 random blocks per type, seeds 101..107 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k.
@@ -723,16 +732,34 @@ TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   const std::map<DType, uint32_t> seed = {{DType::Q4_0, 101}, {DType::Q5_0, 102}, {DType::Q8_0, 103},
                                           {DType::Q4_K, 104}, {DType::Q5_K, 105}, {DType::Q6_K, 106},
                                           {DType::Q8_K, 107}};
-  std::ifstream f(std::string(PTN_TEST_DATA) + "/quant/dequant_fnv1a.txt");
-  ASSERT_TRUE(f) << "missing dequant_fnv1a.txt";
-  std::map<std::string, uint64_t> want;
-  std::string name, hex;
-  while (f >> name >> hex) want[name] = std::stoull(hex, nullptr, 16);
+  auto want = read_hashes("dequant_fnv1a.txt");
   ASSERT_EQ(want.count(dtype_name(t)), 1u);
   const auto q = random_blocks(t, 64, seed.at(t));
   const int64_t n = 64 * traits(t).block_size;
   const auto y = dequantize(t, q, n);
   EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want[dtype_name(t)]) << dtype_name(t);
+}
+
+TEST_P(GgmlFixture, WholeStories260KBytesEqualGgmlReference) {
+  // tests/data/quant/model_fnv1a.txt: FNV-1a of the bytes ggml's reference quantizer writes for
+  // every stories260K tensor whose size is a multiple of 256 (37 tensors, 292096 floats),
+  // concatenated in name order and quantized as one row.
+  const DType t = GetParam();
+  const auto want = read_hashes("model_fnv1a.txt");
+  ASSERT_EQ(want.count(dtype_name(t)), 1u);
+  const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
+  std::vector<float> x;
+  int tensors = 0;
+  for (const auto& [name, tensor] : f32.tensors) {  // std::map: name order
+    if (tensor.numel % 256 != 0) continue;
+    const auto v = tensor_f32(tensor);
+    x.insert(x.end(), v.begin(), v.end());
+    ++tensors;
+  }
+  ASSERT_EQ(tensors, 37);
+  ASSERT_EQ(x.size(), 292096u);
+  const auto q = quantize(t, x);
+  EXPECT_EQ(fnv1a(q.data(), q.size()), want.at(dtype_name(t))) << dtype_name(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes),

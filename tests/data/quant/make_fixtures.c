@@ -3,7 +3,8 @@
 // deterministic data. Build and run from a folder holding token_embd.f32 and out/:
 //   gcc -O2 -std=gnu11 -I<ggml>/include -I<ggml>/src make_fixtures.c <ggml>/src/ggml-quants.c -lm
 // (x86-64 baseline flags, no -march: as llama.cpp builds ggml-base). token_embd.f32 is the raw
-// f32 data of token_embd.weight in models/stories260K/stories260K.gguf (offset 14176, 32768 floats).
+// f32 data of token_embd.weight in models/stories260K/stories260K.gguf (offset 14176, 32768 floats);
+// all_weights.f32 is every tensor of that file whose size is a multiple of 256, in name order.
 // The generators must stay identical to synthetic_input() / random_blocks() in
 // tests/core/test_quant.cpp.
 #include <stdio.h>
@@ -76,8 +77,27 @@ static void dequant_hashes(void){
   H("q8_k",dequantize_row_q8_K,256,292,o0,0,0,107u)
   fclose(f);
 }
+// Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
+// the bytes each reference quantizer writes.
+static void model_hashes(void){
+  FILE*in=fopen("all_weights.f32","rb"); if(!in) exit(1);
+  fseek(in,0,SEEK_END); long nbytes=ftell(in); fseek(in,0,SEEK_SET);
+  int64_t n=nbytes/4; float*x=malloc(nbytes); if(fread(x,4,n,in)!=(size_t)n) exit(1); fclose(in);
+  void*buf=calloc(1,n*2+4096);
+  FILE*f=fopen("out/model_fnv1a.txt","w");
+#define M(T,fn,bs,bb) memset(buf,0,n*2+4096); fn(x,buf,n); fprintf(f,"%s %016llx\n",T,(unsigned long long)fnv1a(buf,(size_t)(n/bs)*bb));
+  M("q4_0",quantize_row_q4_0_ref,32,18)
+  M("q5_0",quantize_row_q5_0_ref,32,22)
+  M("q8_0",quantize_row_q8_0_ref,32,34)
+  M("q4_k",quantize_row_q4_K_ref,256,144)
+  M("q5_k",quantize_row_q5_K_ref,256,176)
+  M("q6_k",quantize_row_q6_K_ref,256,210)
+  M("q8_k",quantize_row_q8_K_ref,256,292)
+  fclose(f); free(buf); free(x);
+}
 int main(void){
   dequant_hashes();
+  model_hashes();
   static float x[64*256]; make_synthetic(x);
   dump("out/synthetic_input.f32",x,sizeof x);
   run("synthetic",x,64*256);
