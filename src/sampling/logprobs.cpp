@@ -19,9 +19,10 @@ void log_normaliser(const float* logits, int64_t n_vocab, const char* who, doubl
     if (!std::isnan(logits[i])) m = std::max(m, double{logits[i]});
   if (m == -INFINITY || m == INFINITY)
     fail(ErrorKind::InvalidArgument, who, "logits are all -inf / NaN or contain +inf: no distribution");
-  double z = 0;
+  const float mf = static_cast<float>(m);
+  double z = 0;  // exp in float, sum in double
   for (int64_t i = 0; i < n_vocab; ++i)
-    if (!std::isnan(logits[i])) z += std::exp(logits[i] - m);
+    if (!std::isnan(logits[i])) z += std::exp(logits[i] - mf);
   *max = m;
   *lse = std::log(z);
 }

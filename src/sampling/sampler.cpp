@@ -38,17 +38,23 @@ void with_token(Candidates& c, int32_t id, F fn) {
 // ---- Candidates ----
 
 Candidates Candidates::from_logits(const float* logits, int64_t n_vocab) {
+  Candidates c;
+  c.assign_logits(logits, n_vocab);
+  return c;
+}
+
+void Candidates::assign_logits(const float* logits, int64_t n_vocab) {
   if (n_vocab < 1 || logits == nullptr)
     bad("sampling", "need logits for at least one token, got n_vocab=" + std::to_string(n_vocab));
   if (n_vocab > std::numeric_limits<int32_t>::max())
     bad("sampling", "n_vocab=" + std::to_string(n_vocab) + " does not fit token ids");
-  Candidates c;
-  c.items.resize(static_cast<size_t>(n_vocab));
+  items.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) {
     const float l = logits[i];
-    c.items[i] = {static_cast<int32_t>(i), std::isnan(l) ? -INFINITY : l};
+    items[i] = {static_cast<int32_t>(i), std::isnan(l) ? -INFINITY : l};
   }
-  return c;
+  sorted = false;
+  selected = -1;
 }
 
 void Candidates::sort_desc() {
@@ -57,21 +63,28 @@ void Candidates::sort_desc() {
 }
 
 std::vector<double> Candidates::probs(const char* who) const {
-  std::vector<double> p(items.size(), 0.0);
-  double m = -INFINITY;
-  for (const auto& t : items) m = std::max(m, double{t.logit});
+  std::vector<double> p;
+  probs(who, &p);
+  return p;
+}
+
+void Candidates::probs(const char* who, std::vector<double>* out) const {
+  std::vector<double>& p = *out;
+  p.assign(items.size(), 0.0);
+  float m = -INFINITY;
+  for (const auto& t : items) m = std::max(m, t.logit);
   if (items.empty() || m == -INFINITY)
     bad(who, "no token can be sampled: every candidate has probability 0 (all banned?)");
   if (m == INFINITY) {  // +inf logits share the mass
     size_t n = 0;
     for (const auto& t : items) n += t.logit == INFINITY;
     for (size_t i = 0; i < items.size(); ++i) p[i] = items[i].logit == INFINITY ? 1.0 / n : 0.0;
-    return p;
+    return;
   }
+  // exp in float (relative error ~1e-7, far below any sampling tolerance), sums in double.
   double z = 0;
   for (size_t i = 0; i < items.size(); ++i) z += (p[i] = std::exp(items[i].logit - m));
   for (double& x : p) x /= z;
-  return p;
 }
 
 // ---- samplers ----
@@ -147,8 +160,9 @@ void MinPSampler::apply(Candidates& c) {
   double m = -INFINITY;
   for (const auto& t : c.items) m = std::max(m, double{t.logit});
   if (m == -INFINITY || m == INFINITY) return;
-  // p_i / p_max = exp(l_i - max) >= min_p
-  std::erase_if(c.items, [&](const TokenCandidate& t) { return std::exp(t.logit - m) < p_; });
+  // p_i / p_max = exp(l_i - max) >= min_p  <=>  l_i >= max + ln(min_p)
+  const double cut = m + std::log(double{p_});
+  std::erase_if(c.items, [&](const TokenCandidate& t) { return double{t.logit} < cut; });
 }
 
 PenaltySampler::PenaltySampler(float repetition, float presence, float frequency, int64_t last_n)
@@ -200,7 +214,8 @@ DistSampler::DistSampler(uint64_t seed) : seed_(seed), rng_(seed) {}
 void DistSampler::reset() { rng_.seed(seed_); }
 
 void DistSampler::apply(Candidates& c) {
-  const std::vector<double> p = c.probs("dist");
+  c.probs("dist", &p_);
+  const std::vector<double>& p = p_;
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // uniform in [0, 1)
   double cum = 0;
   int64_t last = -1;
@@ -242,7 +257,8 @@ void SamplerChain::reset() {
 }
 
 int32_t SamplerChain::sample(const float* logits, int64_t n_vocab) {
-  Candidates c = Candidates::from_logits(logits, n_vocab);
+  Candidates& c = scratch_;
+  c.assign_logits(logits, n_vocab);
   apply(c);
   if (c.selected < 0 || c.selected >= static_cast<int64_t>(c.items.size()))
     fail(ErrorKind::InvalidArgument, "sampler chain",

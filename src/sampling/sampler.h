@@ -31,11 +31,14 @@ struct Candidates {
 
   // All n_vocab tokens with their logits (NaN logits become -inf: never drawn).
   static Candidates from_logits(const float* logits, int64_t n_vocab);
+  // The same in place, reusing the storage of items (no allocation after the first call).
+  void assign_logits(const float* logits, int64_t n_vocab);
   void sort_desc();  // sorts by logit (ties: lower id first) and sets sorted
   // softmax of the current logits, in the order of items (double, max-subtracted). Entries of
   // -inf get 0; +inf entries share all the mass. Throws InvalidArgument (naming `who`) when
   // every candidate is -inf (e.g. every token banned).
   std::vector<double> probs(const char* who) const;
+  void probs(const char* who, std::vector<double>* out) const;  // into a reused buffer
 };
 
 class Sampler {
@@ -143,6 +146,7 @@ class DistSampler : public Sampler {
  private:
   uint64_t seed_;
   std::mt19937_64 rng_;
+  std::vector<double> p_;  // probabilities of the last draw (kept to avoid reallocating)
 };
 
 class SamplerChain : public Sampler {
@@ -161,6 +165,7 @@ class SamplerChain : public Sampler {
 
  private:
   std::vector<std::unique_ptr<Sampler>> samplers_;
+  Candidates scratch_;  // reused by sample()
 };
 
 }  // namespace ptn
