@@ -104,9 +104,76 @@ class AddedTokenTrie {
   std::array<bool, 256> first_byte_{};
 };
 
+// Hash for string maps that can be searched with a string_view (no temporary std::string).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
 struct MergeInfo {
   int32_t rank;
   int32_t id;  // the token the pair becomes
+};
+
+// Open-addressing table (left id, right id) -> MergeInfo: merges are looked up for every
+// adjacent pair of every word, so they live in one flat array (no node per entry).
+class MergeTable {
+ public:
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap *= 2;
+    keys_.assign(cap, kEmpty);
+    vals_.assign(cap, {});
+    mask_ = cap - 1;
+  }
+  // Keeps the first value given for a key (the lowest rank).
+  void insert(int32_t a, int32_t b, MergeInfo v) {
+    if ((size_ + 1) * 2 > keys_.size()) grow();
+    const uint64_t k = key(a, b);
+    for (size_t i = slot(k);; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return;
+      if (keys_[i] == kEmpty) {
+        keys_[i] = k;
+        vals_[i] = v;
+        ++size_;
+        return;
+      }
+    }
+  }
+  const MergeInfo* find(int32_t a, int32_t b) const {
+    if (size_ == 0) return nullptr;
+    const uint64_t k = key(a, b);
+    for (size_t i = slot(k);; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return &vals_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are >= 0, so never a real key
+  static uint64_t key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  size_t slot(uint64_t k) const {
+    k ^= k >> 33;  // murmur3 finalizer
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<size_t>(k) & mask_;
+  }
+  void grow() {
+    std::vector<uint64_t> keys = std::move(keys_);
+    std::vector<MergeInfo> vals = std::move(vals_);
+    reserve(std::max<size_t>(16, keys.size()));
+    size_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != kEmpty) insert(static_cast<int32_t>(keys[i] >> 32), static_cast<int32_t>(keys[i] & 0xFFFFFFFFu), vals[i]);
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<MergeInfo> vals_;
+  size_t mask_ = 0, size_ = 0;
 };
 
 // One symbol of a word during merging: bytes [start, start+len) of the word.
@@ -133,10 +200,10 @@ struct CandidateWorse {
 struct Tokenizer::Impl {
   TokenizerSpec spec;
   std::vector<TokenType> types;
-  std::unordered_map<std::string, int32_t> token_to_id;
+  StringMap<int32_t> token_to_id;
   std::vector<std::string> pieces;     // id -> decoded bytes
   std::array<int32_t, 256> byte_token; // SPM: byte -> <0xXX> id, or -1
-  std::unordered_map<uint64_t, MergeInfo> merges;  // (left id << 32 | right id) -> merge
+  MergeTable merges;                   // (left id, right id) -> merge
   bool use_ranks = false;              // SPM from tokenizer.json: merges by rank, not by score
   bool ignore_merges = false;
   bool nfc = false;
@@ -146,12 +213,12 @@ struct Tokenizer::Impl {
   std::unordered_set<int32_t> lstrip, rstrip;  // added tokens that swallow neighbouring whitespace
 
   mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
+  mutable StringMap<std::vector<int32_t>> word_cache;
 
   bool spm() const { return spec.kind == TokenizerKind::SentencePiece; }
   int32_t n() const { return static_cast<int32_t>(spec.tokens.size()); }
   int32_t lookup(std::string_view s) const {
-    auto it = token_to_id.find(std::string(s));
+    auto it = token_to_id.find(s);
     return it == token_to_id.end() ? -1 : it->second;
   }
 
@@ -260,7 +327,7 @@ void Tokenizer::Impl::build() {
   PTN_CHECK(spm() || use_ranks, ErrorKind::InvalidArgument, where, "a byte-level BPE tokenizer needs merges");
   PTN_CHECK(!spm() || use_ranks || spec.scores.size() == count, ErrorKind::InvalidArgument, where,
             "a SentencePiece tokenizer needs scores or merges");
-  merges.reserve(spec.merges.size() * 2);
+  merges.reserve(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
     const std::string& m = spec.merges[r];
     // Normally exactly one space; if a token itself holds spaces, take the first cut whose halves
@@ -274,8 +341,7 @@ void Tokenizer::Impl::build() {
     if (a < 0 || b < 0) continue;  // refers to tokens outside the vocabulary: never applies
     const int32_t ab = lookup(spec.tokens[a] + spec.tokens[b]);
     if (ab < 0) continue;
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-    merges.emplace(key, MergeInfo{static_cast<int32_t>(r), ab});
+    merges.insert(a, b, MergeInfo{static_cast<int32_t>(r), ab});
   }
 
   if (!spm()) {
@@ -317,10 +383,9 @@ void Tokenizer::Impl::merge_word(std::string_view word, std::vector<Symbol>& sym
     const Symbol& b = syms[r];
     if (use_ranks) {
       if (a.id < 0 || b.id < 0) return;
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a.id)) << 32) | static_cast<uint32_t>(b.id);
-      auto it = merges.find(key);
-      if (it == merges.end()) return;
-      queue.push({static_cast<double>(it->second.rank), l, a.len, b.len, it->second.id});
+      const MergeInfo* m = merges.find(a.id, b.id);
+      if (!m) return;
+      queue.push({static_cast<double>(m->rank), l, a.len, b.len, m->id});
     } else {
       const int32_t id = lookup(word.substr(a.start, a.len + b.len));
       if (id < 0) return;
@@ -388,7 +453,7 @@ void Tokenizer::Impl::encode_bpe_word(std::string_view word, std::vector<int32_t
   const bool cacheable = word.size() <= kCacheableWordBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mu);
-    auto it = word_cache.find(std::string(word));
+    auto it = word_cache.find(word);
     if (it != word_cache.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
