@@ -66,9 +66,26 @@ void for_elems(ThreadPool& pool, int64_t n, F fn) {
 
 // ---- RopeTable ----
 
-RopeTable::RopeTable(const RopeParams& params, int64_t rope_dim)
+RopeTable::RopeTable(const RopeParams& params, int64_t rope_dim, int64_t cached_positions)
     : params_(params), rope_dim_(rope_dim) {
   inv_freq_ = ref::rope_inv_freq(params, rope_dim, &attn_factor_);
+  constexpr int64_t kMaxCacheBytes = int64_t{1} << 30;
+  if (cached_positions < 0 || cached_positions > kMaxCacheBytes / (rope_dim * 4))
+    fail(ErrorKind::InvalidArgument, "rope",
+         "cached_positions=" + std::to_string(cached_positions) + " rope_dim=" + std::to_string(rope_dim) +
+             ": must be >= 0 and the table at most 1 GiB");
+  cached_ = cached_positions;
+  cos_sin_.resize(static_cast<size_t>(cached_ * rope_dim));
+  for (int64_t p = 0; p < cached_; ++p) compute_cos_sin(p, cos_sin_.data() + p * rope_dim);
+}
+
+void RopeTable::compute_cos_sin(int64_t pos, float* out) const {
+  const int64_t half = rope_dim_ / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double a = static_cast<double>(pos) * inv_freq_[i];  // in double: exact to f32
+    out[i] = static_cast<float>(std::cos(a) * attn_factor_);
+    out[half + i] = static_cast<float>(std::sin(a) * attn_factor_);
+  }
 }
 
 // ---- ops ----
@@ -98,22 +115,18 @@ void rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int
   const int64_t rope_dim = table.rope_dim();
   kdetail::check_rope("rope", x, positions, rows, n_heads, head_dim, rope_dim);
   const int64_t half = rope_dim / 2;
-  const double* inv = table.inv_freq().data();
-  const double af = table.attn_factor();
   const bool interleaved = table.params().pairing == RopePairing::Interleaved;
   const OpsKernels& k = kern();
   for_rows(pool, rows, n_heads * head_dim, [&](int64_t r0, int64_t r1) {
-    // cos/sin of this row's angles, shared by its heads; angles in double (exact to f32).
-    std::vector<float> cs(static_cast<size_t>(2 * half));
-    float* c = cs.data();
-    float* s = cs.data() + half;
+    std::vector<float> buf(static_cast<size_t>(rope_dim));  // cos/sin of uncached positions
     for (int64_t r = r0; r < r1; ++r) {
-      const double pos = static_cast<double>(positions[r]);
-      for (int64_t i = 0; i < half; ++i) {
-        const double a = pos * inv[i];
-        c[i] = static_cast<float>(std::cos(a) * af);
-        s[i] = static_cast<float>(std::sin(a) * af);
+      const float* cs = table.cos_sin(positions[r]);
+      if (cs == nullptr) {
+        table.compute_cos_sin(positions[r], buf.data());
+        cs = buf.data();
       }
+      const float* c = cs;
+      const float* s = cs + half;
       for (int64_t h = 0; h < n_heads; ++h) {
         float* xh = x + (r * n_heads + h) * head_dim;
         if (!interleaved) {

@@ -58,21 +58,33 @@ struct RopeParams {
 };
 
 // The per-pair inverse frequencies (rad per position) and the cos/sin multiplier for a rotated
-// width rope_dim, computed once from the params. Throws InvalidArgument for a bad rope_dim or
-// non-finite / out-of-range params.
+// width rope_dim, computed once from the params; optionally also cos and sin for positions
+// 0..cached_positions-1 (rope_dim floats per position), so that rope() does no trigonometry for
+// them (other positions are computed on the fly, with the same values). Throws InvalidArgument
+// for a bad rope_dim, non-finite / out-of-range params, or a cache above 1 GiB.
 class RopeTable {
  public:
-  RopeTable(const RopeParams& params, int64_t rope_dim);
+  RopeTable(const RopeParams& params, int64_t rope_dim, int64_t cached_positions = 0);
   const RopeParams& params() const { return params_; }
   int64_t rope_dim() const { return rope_dim_; }
   const std::vector<double>& inv_freq() const { return inv_freq_; }  // [rope_dim / 2]
   double attn_factor() const { return attn_factor_; }                // 1 unless YaRN
+  int64_t cached_positions() const { return cached_; }
+  // cos [rope_dim / 2] then sin [rope_dim / 2] (times attn_factor) of position pos, or nullptr
+  // when pos is not cached.
+  const float* cos_sin(int64_t pos) const {
+    return pos >= 0 && pos < cached_ ? cos_sin_.data() + pos * rope_dim_ : nullptr;
+  }
+  // Computes the same values for any position into out [rope_dim].
+  void compute_cos_sin(int64_t pos, float* out) const;
 
  private:
   RopeParams params_;
   int64_t rope_dim_;
   std::vector<double> inv_freq_;
   double attn_factor_ = 1.0;
+  int64_t cached_ = 0;
+  std::vector<float> cos_sin_;  // [cached_, rope_dim]
 };
 
 // ---- optimized ops -------------------------------------------------------------------------

@@ -269,6 +269,27 @@ TEST(Ops, RopeMatchesReference) {
   });
 }
 
+TEST(Ops, RopeCachedTableGivesTheSameValues) {
+  RopeParams p = params_for(RopePairing::HalfSplit, RopeFreqScaling::Yarn);
+  const RopeTable plain(p, 64), cached(p, 64, 100);
+  EXPECT_EQ(cached.cached_positions(), 100);
+  ASSERT_NE(cached.cos_sin(99), nullptr);
+  EXPECT_EQ(cached.cos_sin(100), nullptr);
+  EXPECT_EQ(cached.cos_sin(-1), nullptr);
+  std::vector<int32_t> pos = {0, 5, 99, 100, 5000, -3};  // inside and outside the cache
+  for (auto pairing : {RopePairing::HalfSplit, RopePairing::Interleaved}) {
+    p.pairing = pairing;
+    const RopeTable a(p, 64), b(p, 64, 100);
+    auto x = rope_input(6, 3, 80, 1);
+    auto y = x;
+    rope(x.data(), pos.data(), 6, 3, 80, a);
+    rope(y.data(), pos.data(), 6, 3, 80, b);
+    EXPECT_EQ(x, y);
+  }
+  EXPECT_THROW(RopeTable(p, 64, -1), Error);
+  EXPECT_THROW(RopeTable(p, 64, int64_t{1} << 40), Error);
+}
+
 // x = [1, 2, 3, 4], theta 10000, rope_dim 4: inv_freq = [1, 0.01].
 TEST(Ops, RopeHandComputedPairings) {
   for (int32_t pos : {0, 1, 3, 1000}) {
