@@ -86,6 +86,19 @@ std::vector<AttentionParams> policies(int64_t D) {
   return out;
 }
 
+TEST(Attention, VisibilityRules) {
+  const AttentionParams full{1, 0, AttnKind::Full, 0}, win{1, 0, AttnKind::Window, 3},
+      chunk{1, 0, AttnKind::Chunk, 4};
+  EXPECT_TRUE(attn_visible(10, 0, full));
+  EXPECT_FALSE(attn_visible(10, 11, full));  // causal
+  EXPECT_TRUE(attn_visible(10, 8, win));     // 8, 9, 10
+  EXPECT_FALSE(attn_visible(10, 7, win));
+  EXPECT_TRUE(attn_visible(7, 4, chunk));    // chunk 4..7
+  EXPECT_FALSE(attn_visible(8, 7, chunk));   // 8 starts a new chunk
+  EXPECT_TRUE(attn_visible(-1, -4, chunk));  // floor division: chunk -4..-1
+  EXPECT_FALSE(attn_visible(-1, -5, chunk));
+}
+
 TEST(Attention, MatchesDenseMaskedSoftmax) {
   struct Shape { int64_t T, S, Hq, Hkv, D, Dv; int32_t start; };
   const Shape shapes[] = {
