@@ -331,6 +331,16 @@ class Interp {
       err(at, ErrorKind::Capacity, "a string would exceed " + std::to_string(lim_.max_output_bytes) + " bytes");
   }
 
+  struct NestGuard {
+    Interp& in;
+    NestGuard(Interp& i, const Node& at) : in(i) {
+      if (++in.nest_ > in.lim_.max_eval_depth)
+        err(at, ErrorKind::Capacity,
+            "evaluation nests deeper than " + std::to_string(in.lim_.max_eval_depth) + " levels");
+    }
+    ~NestGuard() { --in.nest_; }
+  };
+
   struct DepthGuard {
     Interp& in;
     DepthGuard(Interp& i, const Node& at) : in(i) {
@@ -363,13 +373,31 @@ class Interp {
     return fn.fn()->call(*this, args, sc, at);
   }
 
-  Value eval(const Node& n, Scope& sc);
+  Value eval(const Node& n, Scope& sc) {
+    NestGuard g(*this, n);
+    return eval_inner(n, sc);
+  }
+  // Namespaces are the only mutable containers, so the only way to build a reference cycle;
+  // they are emptied when the render ends so that no cycle outlives it.
+  void track_namespace(const Value& ns) {
+    if (namespaces_.size() >= lim_.max_list_items)
+      fail(ErrorKind::Capacity, "chat template", "too many namespace() objects");
+    namespaces_.push_back(ns);
+  }
+  ~Interp() {
+    for (auto& ns : namespaces_) ns.dict_ref().clear();
+  }
   Value apply_filter(const std::string& name, const Value& operand, const CallArgs& args, Scope& sc, const Node& at);
   bool apply_test(const std::string& name, const Value& v, const std::vector<Value>& args, const Node& at);
   Value call_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at);
 
  private:
-  Flow exec(const Node& n, Scope& sc, std::string& out);
+  Flow exec(const Node& n, Scope& sc, std::string& out) {
+    NestGuard g(*this, n);
+    return exec_inner(n, sc, out);
+  }
+  Value eval_inner(const Node& n, Scope& sc);
+  Flow exec_inner(const Node& n, Scope& sc, std::string& out);
   Flow exec_for(const Node& n, Scope& sc, std::string& out);
   void exec_set(const Node& n, Scope& sc);
   CallArgs eval_args(const std::vector<Arg>& args, Scope& sc);
@@ -381,6 +409,8 @@ class Interp {
   const Limits& lim_;
   uint64_t iterations_ = 0;
   int call_depth_ = 0;
+  int nest_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 namespace {
@@ -550,9 +580,10 @@ Value Interp::eval_slice(const Node& n, Scope& sc) {
   }
   List out_list;
   std::string out_str;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (obj.is_list()) out_list.push_back(obj.items()[static_cast<size_t>(i)]);
     else out_str += chars[static_cast<size_t>(i)];
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   if (obj.is_list()) return Value::list(std::move(out_list));
   return Value(std::move(out_str));
@@ -664,7 +695,7 @@ Value Interp::eval_binary(const Node& n, const Value& l, const Value& r) {
       "operator '" + op + "' is not defined for " + describe_type(l) + " and " + describe_type(r));
 }
 
-Value Interp::eval(const Node& n, Scope& sc) {
+Value Interp::eval_inner(const Node& n, Scope& sc) {
   switch (n.kind) {
     case NodeKind::Literal: return n.literal;
     case NodeKind::Name: {
@@ -751,7 +782,7 @@ Value Interp::eval(const Node& n, Scope& sc) {
   }
 }
 
-Flow Interp::exec(const Node& n, Scope& sc, std::string& out) {
+Flow Interp::exec_inner(const Node& n, Scope& sc, std::string& out) {
   switch (n.kind) {
     case NodeKind::Text: emit(out, n.literal.str(), n); return Flow::Normal;
     case NodeKind::Output: emit(out, to_output(eval(*n.a[0], sc)), n); return Flow::Normal;
@@ -1111,7 +1142,7 @@ Value Interp::call_method(const Value& self, const std::string& name, const Call
           if (field.empty()) {
             v = auto_idx < args.pos.size() ? &args.pos[auto_idx] : nullptr;
             ++auto_idx;
-          } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+          } else if (field.size() < 9 && field.find_first_not_of("0123456789") == std::string::npos) {
             size_t k = std::stoul(field);
             v = k < args.pos.size() ? &args.pos[k] : nullptr;
           } else {
@@ -1526,10 +1557,13 @@ void add_globals(Scope& g) {
       err(at, ErrorKind::Capacity, "range() of " + js_number(count) + " items is above the limit");
     in.count_iterations(static_cast<uint64_t>(count), at);
     List out;
-    for (int64_t i = 0, v = start; i < static_cast<int64_t>(count); ++i, v += step) out.push_back(Value(v));
+    auto n = static_cast<int64_t>(count);
+    out.reserve(static_cast<size_t>(n));
+    // start + i * step stays between start and stop, so it cannot overflow.
+    for (int64_t i = 0; i < n; ++i) out.push_back(Value(static_cast<int64_t>(static_cast<__int128>(start) + static_cast<__int128>(i) * step)));
     return Value::list(std::move(out));
   }));
-  g.set("namespace", make_builtin([](Interp&, const CallArgs& a, Scope&, const Node& at) -> Value {
+  g.set("namespace", make_builtin([](Interp& in, const CallArgs& a, Scope&, const Node& at) -> Value {
     Dict d;
     if (a.pos.size() > 1) err(at, ErrorKind::InvalidArgument, "namespace() takes at most one positional argument");
     if (a.pos.size() == 1) {
@@ -1537,7 +1571,9 @@ void add_globals(Scope& g) {
       for (auto& kv : a.pos[0].dict_ref().items()) d.set(kv.first, kv.second);
     }
     for (auto& kv : a.kw) d.set(kv.first, kv.second);
-    return Value::ns(std::move(d));
+    Value ns = Value::ns(std::move(d));
+    in.track_namespace(ns);
+    return ns;
   }));
   g.set("dict", make_builtin([](Interp&, const CallArgs& a, Scope&, const Node& at) -> Value {
     Dict d;

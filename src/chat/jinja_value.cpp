@@ -54,19 +54,63 @@ const char* type_name(Type t) {
   return "?";
 }
 
+// Containers are freed without recursion: a dying list or dict moves its elements to a
+// per-thread queue that the outermost deleter drains, so a value nested a million levels deep
+// (which a template can build in a loop) cannot overflow the stack when it is released.
+namespace {
+thread_local bool g_draining = false;
+thread_local std::vector<Value>* g_graveyard = nullptr;
+
+template <class Container, class MoveOut>
+void release(Container* c, MoveOut move_out) {
+  std::vector<Value> local;
+  bool outermost = !g_draining;
+  if (outermost) {
+    g_draining = true;
+    g_graveyard = &local;
+  }
+  move_out(*c, *g_graveyard);
+  delete c;
+  if (!outermost) return;
+  while (!local.empty()) {
+    Value v = std::move(local.back());
+    local.pop_back();
+  }  // v dies here; its own elements are queued, not freed recursively
+  g_graveyard = nullptr;
+  g_draining = false;
+}
+}  // namespace
+
 Value Value::list(List items, bool tuple) {
   Value v;
   v.type_ = Type::List;
   v.tuple_ = tuple;
-  v.list_ = std::make_shared<List>(std::move(items));
+  v.list_ = std::shared_ptr<List>(new List(std::move(items)), [](List* l) {
+    release(l, [](List& c, std::vector<Value>& out) {
+      for (auto& x : c)
+        if (x.is_list() || x.is_mapping_like()) out.push_back(std::move(x));
+    });
+  });
   return v;
 }
 
 Value Value::dict(Dict d) {
   Value v;
   v.type_ = Type::Dict;
-  v.dict_ = std::make_shared<Dict>(std::move(d));
+  v.dict_ = std::shared_ptr<Dict>(new Dict(std::move(d)), [](Dict* dd) {
+    release(dd, [](Dict& c, std::vector<Value>& out) { c.drain_containers(out); });
+  });
   return v;
+}
+
+void Dict::drain_containers(std::vector<Value>& out) {
+  for (auto& kv : items_)
+    if (kv.second.is_list() || kv.second.is_mapping_like()) out.push_back(std::move(kv.second));
+}
+
+void Dict::clear() {
+  items_.clear();
+  index_.clear();
 }
 
 Value Value::ns(Dict d) {

@@ -25,6 +25,9 @@ class Dict {
   bool erase(const std::string& key);
   size_t size() const { return items_.size(); }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  void clear();
+  // Moves the list/dict values out (used to free nested values without recursion).
+  void drain_containers(std::vector<Value>& out);
 
  private:
   std::vector<std::pair<std::string, Value>> items_;

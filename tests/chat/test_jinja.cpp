@@ -219,6 +219,29 @@ TEST(Jinja, DeepNestingIsRefusedNotCrashed) {
   EXPECT_THROW(Template(std::string(101, 'x'), lim), ptn::Error);
 }
 
+TEST(Jinja, DeepValuesAndCyclesAreSafe) {
+  // A list nested 200000 levels deep is built and released without recursion.
+  EXPECT_EQ(render("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}{% set ns.l = [ns.l] %}{% endfor %}done"),
+            "done");
+  auto [msg, kind] = error_of("{% set ns = namespace(l=[]) %}{% for i in range(2000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}");
+  EXPECT_EQ(kind, ptn::ErrorKind::Capacity);
+  // A namespace that holds itself: attribute chains work, printing it is refused.
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me is defined }}"), "true");
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), ptn::Error);
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me == ns.me }}"), "true");
+}
+
+TEST(Jinja, DeepRecursionWithDeepBodiesIsStopped) {
+  // Each macro level nests 150 ifs: total evaluation depth, not just call depth, is capped.
+  std::string body;
+  for (int i = 0; i < 150; ++i) body += "{% if true %}";
+  body += "{{ f() }}";
+  for (int i = 0; i < 150; ++i) body += "{% endif %}";
+  auto [msg, kind] = error_of("{% macro f() %}" + body + "{% endmacro %}{{ f() }}");
+  EXPECT_EQ(kind, ptn::ErrorKind::Capacity);
+  EXPECT_CONTAINS(msg, "nests deeper than");
+}
+
 TEST(Jinja, TemplateIsReusable) {
   Template t("{% for m in messages %}{{ m.role }};{% endfor %}");
   EXPECT_EQ(t.render(ojson{{"messages", ojson::parse(R"([{"role": "a"}])")}}), "a;");
