@@ -136,7 +136,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
     }
   };
   const int64_t units = T * Hkv;
-  if (pool.size() == 1 || units == 1 || units * group * S * (D + Dv) < 64 * 1024) {
+  const double work = static_cast<double>(units) * group * S * (D + Dv);  // no int overflow
+  if (pool.size() == 1 || units == 1 || work < 64 * 1024) {
     run(0, units);
   } else {
     pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) { run(b, e); });
