@@ -1,8 +1,8 @@
 // Row conversions between f32 and the GGUF element/block types (core/dtype.h, core/blocks.h).
 //
 // Dequantization is ggml's formula with the same float operations in the same order, so the
-// floats are bit-identical to ggml's reference dequantizers (this project is built without FMA
-// contraction in these files). Quantization follows ggml's reference quantizers (the ones
+// floats are bit-identical to ggml's reference dequantizers built for baseline x86-64 (quant_*.cpp
+// forbid FMA contraction, so this holds whatever -march the build uses; tested with g++/clang++). Quantization follows ggml's reference quantizers (the ones
 // llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q5_0/Q8_0/
 // Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's bytes.
 //

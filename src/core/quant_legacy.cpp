@@ -7,6 +7,14 @@
 #include "core/fp16.h"
 #include "core/quant_blocks.h"
 
+// Bit-exactness with ggml needs every a*b+c rounded twice, as written: forbid FMA contraction
+// even when the build targets a CPU with FMA (g++ contracts by default in C++ modes).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace ptn::quant_detail {
 
 namespace {
