@@ -42,6 +42,8 @@ struct TokenizerSpec {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = true;             // SPM: prepend ▁ to the text (the leading-space rule)
+  bool space_prefix_first_only = false;     // SPM: only to text at the very start, not after special
+                                            // tokens (HF Metaspace prepend_scheme "first")
   bool byte_fallback = true;                // SPM: unknown characters as <0xXX> tokens
   bool ignore_merges = false;               // BPE (Llama 3): a word that is itself a token is not split
   std::string normalizer;                   // "" or "nfc" (Qwen); SPM space replacement is implied

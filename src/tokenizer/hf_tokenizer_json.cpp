@@ -82,6 +82,7 @@ struct PreTokenizerInfo {
   bool byte_level_prefix_space = false;
   bool metaspace = false;
   bool metaspace_prefix = false;
+  bool metaspace_first_only = false;
   std::vector<std::string> space_splits;  // behaviors of Split(String " ")
 };
 
@@ -134,9 +135,10 @@ void walk_pre_tokenizer(const Parser& p, const json& j, const std::string& field
       scheme = p.str(j["prepend_scheme"], field + ".prepend_scheme");
     else if (!p.boolean(j, "add_prefix_space", true, field))
       scheme = "never";
-    // "first" prepends to the first section only; ptn prepends to every text fragment between
-    // special tokens, as "always" does (the same for text without special tokens in it).
+    if (scheme != "always" && scheme != "first" && scheme != "never")
+      p.unsupported(field + ".prepend_scheme", "'" + scheme + "'");
     info.metaspace_prefix = scheme != "never";
+    info.metaspace_first_only = scheme == "first";
   } else {
     p.unsupported(field + ".type", "pre-tokenizer '" + type + "'");
   }
@@ -349,6 +351,7 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
     if (!pre.space_splits.empty() && !norm.replace_space)
       p.unsupported("pre_tokenizer", "Split on \" \" without the normalizer replacing spaces by ▁");
     spec.add_space_prefix = pre.metaspace ? pre.metaspace_prefix : norm.prepend_space;
+    spec.space_prefix_first_only = pre.metaspace && pre.metaspace_first_only;
     for (size_t i = 0; i < n; ++i) {
       const std::string& t = spec.tokens[i];
       if (spec.byte_fallback && spec.token_types[i] == TokenType::Normal && t.size() == 6 && t.rfind("<0x", 0) == 0 &&

@@ -224,7 +224,8 @@ struct Tokenizer::Impl {
 
   void build();
   void merge_word(std::string_view word, std::vector<Symbol>& syms) const;
-  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  // at_text_start: the fragment begins the whole text (not after an added token).
+  void encode_spm(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   void push_unknown(std::vector<int32_t>& out) const {
@@ -412,10 +413,10 @@ void Tokenizer::Impl::merge_word(std::string_view word, std::vector<Symbol>& sym
   }
 }
 
-void Tokenizer::Impl::encode_spm(std::string_view fragment, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_spm(std::string_view fragment, bool at_text_start, std::vector<int32_t>& out) const {
   std::string text;
   text.reserve(fragment.size() + 8);
-  if (spec.add_space_prefix) text += ' ';
+  if (spec.add_space_prefix && (at_text_start || !spec.space_prefix_first_only)) text += ' ';
   text += fragment;
   text = replace_all(text, " ", kSpace);
   if (nfc) text = tok::nfc_normalize(text);
@@ -518,7 +519,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   if (add_special && m.spec.add_bos) out.push_back(*m.spec.bos_id);
   auto encode_text = [&](std::string_view frag) {
     if (frag.empty()) return;
-    if (m.spm()) m.encode_spm(frag, out);
+    if (m.spm()) m.encode_spm(frag, frag.data() == text.data(), out);
     else m.encode_bpe(frag, out);
   };
   // Cut the added tokens out of the text, leftmost-longest; encode the text between them.

@@ -309,3 +309,18 @@ TEST(HfTokenizerJson, MangledFilesFailCleanly) {
   EXPECT_EQ(loaded + refused, 300);
   EXPECT_GT(refused, 100);
 }
+
+TEST(HfTokenizerJson, MetaspacePrependSchemes) {
+  auto make = [](const std::string& scheme) {
+    const std::string json = R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": ")" +
+                             scheme + R"(", "split": false},
+      "added_tokens": [{"id": 3, "content": "<s>", "special": true}],
+      "model": {"type": "BPE", "byte_fallback": false, "vocab": {"▁": 0, "a": 1, "▁a": 2, "<s>": 3}, "merges": ["▁ a"]}})";
+    return Tokenizer::create(parse_hf_tokenizer(json, "", scheme + ".json"));
+  };
+  EXPECT_EQ(make("always")->encode("a<s>a", false, true), (ids_t{2, 3, 2}));
+  EXPECT_EQ(make("first")->encode("a<s>a", false, true), (ids_t{2, 3, 1}));   // no ▁ after the special token
+  EXPECT_EQ(make("first")->encode("<s>a", false, true), (ids_t{3, 1}));
+  EXPECT_EQ(make("never")->encode("a<s>a", false, true), (ids_t{1, 3, 1}));
+  EXPECT_THROW(make("sometimes"), ptn::Error);
+}
