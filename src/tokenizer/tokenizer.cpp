@@ -601,11 +601,11 @@ const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
 
 // ---- StreamDecoder ----
 
-StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
-    : tok_(tokenizer), skip_special_(skip_special) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special, bool text_start)
+    : tok_(tokenizer), skip_special_(skip_special), text_start_(text_start), at_start_(text_start) {}
 
 void StreamDecoder::reset() {
-  at_start_ = true;
+  at_start_ = text_start_;
   pending_.clear();
 }
 

@@ -65,16 +65,20 @@ class Tokenizer {
 // every push() and finish() gives sanitize_utf8(decode(all ids)).
 class StreamDecoder {
  public:
-  StreamDecoder(const Tokenizer& tokenizer, bool skip_special);
+  // text_start: the first token pushed begins the text, so SentencePiece drops the leading space
+  // that encode added (as decode does). Pass false when the tokens continue a text already shown
+  // (generation after a prompt): then "▁time" after "Once upon a" gives " time".
+  StreamDecoder(const Tokenizer& tokenizer, bool skip_special, bool text_start = true);
   std::string push(int32_t id);
   std::string finish();  // flushes a trailing incomplete character as U+FFFD; resets
-  void reset();
+  void reset();          // forget pending bytes; the next token is treated as at construction
 
  private:
   std::string take_complete(bool final);
   const Tokenizer& tok_;
   bool skip_special_;
-  bool at_start_ = true;  // nothing emitted yet (SPM strips one leading space)
+  bool text_start_;
+  bool at_start_;  // nothing emitted yet and text_start_ (SPM strips one leading space)
   std::string pending_;
 };
 

@@ -202,6 +202,12 @@ TEST(StreamDecoder, NeverSplitsACharacter) {
   EXPECT_EQ(d.finish(), "\xEF\xBF\xBD");
   EXPECT_EQ(d.push(*ba), "\xEF\xBF\xBD");
   EXPECT_THROW(d.push(100000), ptn::Error);
+
+  // Continuing a prompt: the first generated token keeps its space.
+  StreamDecoder cont(*t, true, /*text_start=*/false);
+  EXPECT_EQ(cont.push(378), " time");
+  StreamDecoder fresh(*t, true);
+  EXPECT_EQ(fresh.push(378), "time");
 }
 
 TEST(HfTokenizerJson, ErrorsNameTheField) {
