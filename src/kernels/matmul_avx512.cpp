@@ -83,61 +83,159 @@ struct RowArgs {
   const int32_t* s32(int r) const { return qa->s32 + (r0 + r) * (qa->k / 32); }
 };
 
+// Hint the weight bytes `ahead` bytes on into L1 (the hardware prefetcher alone leaves some
+// of the read bandwidth unused when two threads stream).
+inline void prefetch_ahead(const void* p, size_t ahead) {
+  _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
+}
+constexpr size_t kAhead = 1536;
+
+// Q8_0: signed codes; the dot product uses |w| (unsigned) against sign(a, w). Two accumulators
+// per row (even / odd blocks) so the FMA latency does not bound the loop.
+template <int R>
+[[gnu::always_inline]] inline void q8_0_block(const BlockQ8_0& b, int64_t i, const RowArgs& ra, __m256* acc) {
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  const __m256i aw = _mm256_abs_epi8(w);
+  const float dw = h2f(b.d);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(a, w));
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+  }
+}
+
+// Pairs of blocks in one zmm: lanes 0-7 hold block i's partial dot products, 8-15 block i+1's.
+// The two f32 block scales dw[0..1] (as an xmm) times the activation scales da[0..1], spread to
+// lanes 0-7 and 8-15.
+inline __m512 pair_scale(__m128 dw, const float* da) {
+  const __m128 s = _mm_mul_ps(dw, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(da))));
+  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
+}
+inline __m128 two_halves(uint16_t a, uint16_t b) {
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(a | (static_cast<uint32_t>(b) << 16))));
+}
+
+template <int R>
+[[gnu::always_inline]] inline void q8_0_pair(const BlockQ8_0* b, int64_t i, const RowArgs& ra, __m512* acc) {
+  const __m512i w = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+  const __m512i aw = _mm512_abs_epi8(w);
+  const __mmask64 neg = _mm512_movepi8_mask(w);
+  const __m128 dw = two_halves(b[0].d, b[1].d);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 32);
+    const __m512i sa = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);  // a * sign(w)
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sa);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(dw, ra.d(r) + i), acc[r]);
+  }
+}
+
 template <int R>
 void row_q8_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
-  __m256 acc[R];
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < k / 32; ++i) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256i aw = _mm256_abs_epi8(w);
-    const float dw = h2f(b[i].d);
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
-      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(a, w));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
-    }
+  const int64_t nb = k / 32;
+  __m512 acc0[R], acc1[R];
+  __m256 tail[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = acc1[r] = _mm512_setzero_ps();
+    tail[r] = _mm256_setzero_ps();
   }
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    prefetch_ahead(b + i, kAhead);
+    prefetch_ahead(b + i, kAhead + 64);
+    q8_0_pair<R>(b + i, i, ra, acc0);
+    q8_0_pair<R>(b + i + 2, i + 2, ra, acc1);
+  }
+  for (; i < nb; ++i) q8_0_block<R>(b[i], i, ra, tail);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + hsum(tail[r]);
 }
 
 // Q4_0 / Q5_0: unsigned codes u = q + off; sum (u - off) a = dot(u, a) - off * sum(a), with the
 // correction put into lane 0 of the integer accumulator before the dot product.
 template <int R, bool Q5>
-void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
+[[gnu::always_inline]] inline void q45_0_block(const uint8_t* blk, int64_t i, const RowArgs& ra, __m256* acc) {
   constexpr int off = Q5 ? 16 : 8;
+  const __m128i m4 = _mm_set1_epi8(15);
+  uint16_t dh;
+  std::memcpy(&dh, blk, 2);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (Q5 ? 6 : 2)));
+  __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+  if (Q5) {
+    uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
+  }
+  const float dw = h2f(dh);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
+    const __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-off * ra.s32(r)[i]));
+    const __m256i p = _mm256_dpbusd_epi32(init, u, a);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+  }
+}
+
+template <int R, bool Q5>
+[[gnu::always_inline]] inline void q45_0_pair(const uint8_t* blk, size_t bs, int64_t i, const RowArgs& ra, __m512* acc) {
+  constexpr int off = Q5 ? 16 : 8;
+  const uint8_t* b1 = blk + bs;
+  const int qo = Q5 ? 6 : 2;
+  // [qs0, qs0, qs1, qs1] -> low nibbles of 128-bit lanes 0 and 2, high nibbles of lanes 1 and 3:
+  // block i's 32 codes then block i+1's, in element order.
+  __m512i raw = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + qo)));
+  raw = _mm512_mask_broadcast_i32x4(raw, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + qo)));
+  constexpr int64_t f = 0x0004000400040004;  // 16-bit shift counts 4
+  const __m512i shifts = _mm512_set_epi64(f, f, 0, 0, f, f, 0, 0);
+  __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), _mm512_set1_epi8(15));
+  if (Q5) {
+    uint32_t h0, h1;
+    std::memcpy(&h0, blk + 2, 4);
+    std::memcpy(&h1, b1 + 2, 4);
+    u = _mm512_mask_add_epi8(u, static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32), u, _mm512_set1_epi8(16));
+  }
+  uint16_t d0, d1;
+  std::memcpy(&d0, blk, 2);
+  std::memcpy(&d1, b1, 2);
+  const __m128 dw = two_halves(d0, d1);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 32);
+    const __m128i s = _mm_mullo_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra.s32(r) + i)), _mm_set1_epi32(-off));
+    const __m512i init = _mm512_maskz_expand_epi32(0x0101, _mm512_castsi128_si512(s));
+    const __m512i p = _mm512_dpbusd_epi32(init, u, a);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(dw, ra.d(r) + i), acc[r]);
+  }
+}
+
+template <int R, bool Q5>
+void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const size_t bs = Q5 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0);
   const uint8_t* base = static_cast<const uint8_t*>(row);
-  const __m128i m4 = _mm_set1_epi8(15);
-  __m256 acc[R];
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < k / 32; ++i) {
-    const uint8_t* blk = base + i * bs;
-    uint16_t dh;
-    std::memcpy(&dh, blk, 2);
-    const uint8_t* qs = blk + (Q5 ? 6 : 2);
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
-    if (Q5) {
-      uint32_t qh;
-      std::memcpy(&qh, blk + 2, 4);
-      u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
-    }
-    const float dw = h2f(dh);
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
-      const __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-off * ra.s32(r)[i]));
-      const __m256i p = _mm256_dpbusd_epi32(init, u, a);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
-    }
+  const int64_t nb = k / 32;
+  __m512 acc0[R], acc1[R];
+  __m256 tail[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = acc1[r] = _mm512_setzero_ps();
+    tail[r] = _mm256_setzero_ps();
   }
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    prefetch_ahead(base + i * bs, kAhead);
+    prefetch_ahead(base + i * bs, kAhead + 64);
+    q45_0_pair<R, Q5>(base + i * bs, bs, i, ra, acc0);
+    q45_0_pair<R, Q5>(base + (i + 2) * bs, bs, i + 2, ra, acc1);
+  }
+  for (; i < nb; ++i) q45_0_block<R, Q5>(base + i * bs, i, ra, tail);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + hsum(tail[r]);
 }
 
 // The 6-bit scales and mins of a Q4_K / Q5_K super-block: sc[0..7], mn[0..7].
@@ -162,57 +260,67 @@ template <int R, bool Q5>
 void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const size_t bs = Q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
   const uint8_t* base = static_cast<const uint8_t*>(row);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256 acc[R], mins[R];
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = mins[r] = _mm256_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(15);
+  constexpr int64_t f4 = 0x0004000400040004;  // 16-bit shift counts 4 for the upper 256 bits
+  const __m512i shifts = _mm512_set_epi64(f4, f4, f4, f4, 0, 0, 0, 0);
+  __m512 acc[R];
+  __m256 mins[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    mins[r] = _mm256_setzero_ps();
+  }
   for (int64_t i = 0; i < k / 256; ++i) {
     const uint8_t* blk = base + i * bs;
+    prefetch_ahead(blk, kAhead);
+    prefetch_ahead(blk, kAhead + 64);
+    if (Q5) prefetch_ahead(blk, kAhead + 128);
     uint16_t dh, mh;
     std::memcpy(&dh, blk, 2);
     std::memcpy(&mh, blk + 2, 2);
     alignas(8) uint8_t sc[8], mn[8];
     k4_scales(blk + 4, sc, mn);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
     const uint8_t* qs = blk + (Q5 ? 48 : 16);
-    __m256i qh = _mm256_setzero_si256();
-    if (Q5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
-    __m256i isum[R];
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-    #pragma GCC unroll 16
+    __m512i qh = _mm512_setzero_si512();
+    if (Q5) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)));
+    __m512i isum[R], isum2[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) isum[r] = isum2[r] = _mm512_setzero_si512();
+#pragma GCC unroll 16
     for (int j = 0; j < 4; ++j) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
-      __m256i lo = _mm256_and_si256(raw, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      // Sub-blocks 2j (low nibbles, lower 256 bits) and 2j+1 (high nibbles, upper 256 bits):
+      // 64 codes in the order of the 64 activations at 64j.
+      const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j)));
+      __m512i u = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), m4);
       if (Q5) {
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * j)))), lo, sixteen);
-        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * j)))), hi, sixteen);
+        const __m512i bits = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(static_cast<char>(1 << (2 * j))),
+                                                    _mm512_set1_epi8(static_cast<char>(2 << (2 * j))));
+        u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bits), u, _mm512_set1_epi8(16));
       }
-      const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
-      #pragma GCC unroll 16
+      const __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(2 * j)),
+                                                  _mm512_set1_epi16(static_cast<int16_t>(2 * j + 1)));
+      const __m512i scs = _mm512_permutexvar_epi16(idx, sc16);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const int8_t* a = ra.a(r) + i * 256 + 64 * j;
-        const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
-        const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32)));
-        isum[r] = _mm256_dpwssd_epi32(isum[r], plo, slo);
-        isum[r] = _mm256_dpwssd_epi32(isum[r], phi, shi);
+        const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 256 + 64 * j);
+        const __m512i p = _mm512_maddubs_epi16(u, a);
+        if (j % 2) isum2[r] = _mm512_dpwssd_epi32(isum2[r], p, scs);
+        else isum[r] = _mm512_dpwssd_epi32(isum[r], p, scs);
       }
     }
     const float d = h2f(dh), dmin = h2f(mh);
-    uint64_t mn8;
-    std::memcpy(&mn8, mn, 8);
-    const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn8)));
-    #pragma GCC unroll 16
+    const __m256i mv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float da = ra.d(r)[i];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[r], isum2[r])), _mm512_set1_ps(d * da), acc[r]);
       const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.s32(r) + i * 8));
       mins[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv, s)), _mm256_set1_ps(dmin * da), mins[r]);
     }
   }
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], mins[r]));
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum(mins[r]);
 }
 
 // Q6_K: 6-bit codes u (0..63), w = d * sc16 * (u - 32); the -32 term is sum_j sc_j * sum16(a_j).
@@ -222,19 +330,22 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[R];
   __m512 off[R];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm256_setzero_ps();
     off[r] = _mm512_setzero_ps();
   }
   for (int64_t i = 0; i < k / 256; ++i) {
     const BlockQ6K& blk = b[i];
+    prefetch_ahead(&blk, kAhead);
+    prefetch_ahead(&blk, kAhead + 64);
+    prefetch_ahead(&blk, kAhead + 128);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    __m256i isum[R];
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-    #pragma GCC unroll 16
+    __m256i isum[R], isum2[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) isum[r] = isum2[r] = _mm256_setzero_si256();
+#pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
@@ -244,50 +355,57 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
       u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
       u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int q = 0; q < 4; ++q) {
         const int s = 4 * h + q;  // 32-element sub-block; its two 16-element scales 2s, 2s+1
         const __m256i sidx = _mm256_set_epi16(2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1,
                                               2 * s + 1, 2 * s + 1, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s);
         const __m256i scs = _mm256_permutexvar_epi16(sidx, sc16);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 256 + 32 * s));
-          isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(u[q], a), scs);
+          if (q % 2) isum2[r] = _mm256_dpwssd_epi32(isum2[r], _mm256_maddubs_epi16(u[q], a), scs);
+          else isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(u[q], a), scs);
         }
       }
     }
     const float d = h2f(blk.d);
     const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float dd = d * ra.d(r)[i];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(dd), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r], isum2[r])), _mm256_set1_ps(dd), acc[r]);
       const __m512i s = _mm512_loadu_si512(ra.s16(r) + i * 16);
       off[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc32, s)), _mm512_set1_ps(32.f * dd), off[r]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - _mm512_reduce_add_ps(off[r]);
 }
 
 // Float weights: f32 FMA over the row, F16 through vcvtph2ps, BF16 by a 16-bit shift.
 template <int R>
 void row_float(DType t, const void* row, int64_t k, const float* x, float* out) {
-  __m512 acc[R];
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int64_t i = 0;
+  const size_t esize = t == DType::F32 ? 4 : 2;
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   auto load16 = [&](int64_t at) -> __m512 {
     if (t == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(row) + at);
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(row) + at));
     if (t == DType::F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   };
-  for (; i + 16 <= k; i += 16) {
-    const __m512 w = load16(i);
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + r * k + i), acc[r]);
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    prefetch_ahead(static_cast<const uint8_t*>(row) + i * esize, kAhead);
+    if (t == DType::F32) prefetch_ahead(static_cast<const uint8_t*>(row) + i * esize, kAhead + 64);
+    const __m512 w0 = load16(i), w1 = load16(i + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + r * k + i), acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + r * k + i + 16), acc1[r]);
+    }
   }
   float tail[R] = {};
   if (i < k) {
@@ -295,12 +413,12 @@ void row_float(DType t, const void* row, int64_t k, const float* x, float* out) 
     const uint16_t* w16 = static_cast<const uint16_t*>(row);
     for (; i < k; ++i) {
       const float w = t == DType::F32 ? w32[i] : t == DType::F16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) tail[r] += w * x[r * k + i];
     }
   }
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + tail[r];
 }
 
 template <int R>
@@ -471,7 +589,7 @@ void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int6
     uint32_t* q = reinterpret_cast<uint32_t*>(p.q + b * 1024);
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32(8));
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < 8; ++t) {
       _mm512_store_si512(q + t * kNR, _mm512_i32gather_epi32(idx, &tmp[0][t], 4));
       _mm512_store_si512(q + t * kNR + 16, _mm512_i32gather_epi32(idx, &tmp[16][t], 4));
@@ -492,26 +610,26 @@ template <int MR, int OFF, bool SPLIT, bool MINS>
 void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
   const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32;
   const int8_t* a[MR];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) a[r] = qa.q + (r0 + r) * k + sb0 * 32;
   __m512 acc[MR][2];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
     acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
   }
   for (int64_t g0 = 0; g0 < nsb; g0 += gsub) {
     __m512 tmp[MR][2];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) tmp[r][0] = tmp[r][1] = _mm512_setzero_ps();
     for (int64_t b = g0; b < g0 + gsub; ++b) {
       const uint8_t* pq = p.q + b * 1024;
       const float* ws = p.ws + b * 2 * kNR;
       constexpr int halves = SPLIT ? 2 : 1;
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int h = 0; h < halves; ++h) {
         __m512i ai[MR][2];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           int32_t init = 0;
           if (OFF) {
@@ -521,11 +639,11 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           ai[r][0] = ai[r][1] = _mm512_set1_epi32(init);
         }
         constexpr int t0 = 0, t1 = SPLIT ? 4 : 8;
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = t0 + h * 4 * SPLIT; t < t1 + h * 4 * SPLIT; ++t) {
           const __m512i w0 = _mm512_load_si512(pq + t * 128);
           const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int r = 0; r < MR; ++r) {
             const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
             ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
@@ -533,7 +651,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           }
         }
         const __m512 s0 = _mm512_load_ps(ws + h * kNR), s1 = _mm512_load_ps(ws + h * kNR + 16);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           tmp[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][0]), s0, tmp[r][0]);
           tmp[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), s1, tmp[r][1]);
@@ -541,7 +659,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
       }
       if (MINS) {
         const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           const __m512 sv = _mm512_set1_ps(qa.fs32[(r0 + r) * nsub + sb0 + b]);
           tmp[r][0] = _mm512_fnmadd_ps(sv, m0, tmp[r][0]);
@@ -550,14 +668,14 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
       }
     }
     const int64_t gi = (sb0 + g0) / gsub;
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 da = _mm512_set1_ps(qa.d[(r0 + r) * qa.groups() + gi]);
       acc[r][0] = _mm512_fmadd_ps(tmp[r][0], da, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(tmp[r][1], da, acc[r][1]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
     _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
@@ -633,21 +751,21 @@ void decode_fpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64
 template <int MR>
 void fpanel_kernel(const float* p, int64_t kc, const float* x, int64_t ldx, float* acc_out) {
   __m512 acc[MR][2];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
     acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
   }
   for (int64_t i = 0; i < kc; ++i) {
     const __m512 w0 = _mm512_load_ps(p + i * kNR), w1 = _mm512_load_ps(p + i * kNR + 16);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_set1_ps(x[r * ldx + i]);
       acc[r][0] = _mm512_fmadd_ps(w0, xv, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(w1, xv, acc[r][1]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
     _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
@@ -680,6 +798,103 @@ void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
   }
 }
 
+// ---- bf16 panels (BF16 dot products) ----------------------------------------------------------
+
+constexpr int64_t kBf16Chunk = 512;  // K elements per decoded chunk: 256 pairs x 32 cols x 4 B = 32 KB
+
+// Rows n0..n0+ncols-1, elements [k0, k0 + kc) as bf16 pairs [kc/2][32 cols] (dwords); an odd
+// last element is paired with zero.
+void decode_bpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64_t kc, uint32_t* out) {
+  thread_local std::vector<uint32_t> rows;
+  const int64_t pairs = (kc + 1) / 2, cap = kBf16Chunk / 2;
+  rows.resize(static_cast<size_t>(kNR * cap));
+  for (int c = 0; c < kNR; ++c) {
+    uint32_t* dst = rows.data() + c * cap;
+    if (c >= ncols) {
+      std::fill(dst, dst + pairs, 0u);
+      continue;
+    }
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride + k0 * 2;
+    std::memcpy(dst, row, static_cast<size_t>(kc) * 2);
+    if (kc % 2) dst[pairs - 1] &= 0xffffu;  // the high half read past kc: zero it
+  }
+  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(static_cast<int>(cap)));
+  for (int64_t i = 0; i < pairs; ++i) {
+    _mm512_store_si512(out + i * kNR, _mm512_i32gather_epi32(idx, rows.data() + i, 4));
+    _mm512_store_si512(out + i * kNR + 16, _mm512_i32gather_epi32(idx, rows.data() + 16 * cap + i, 4));
+  }
+}
+
+// acc[MR][32] += xb rows (bf16 pairs, row stride ldx dwords) · panel of `pairs` pairs.
+template <int MR>
+void bpanel_kernel(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t ldx, float* acc_out) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
+    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    const __m512bh w0 = (__m512bh)_mm512_load_si512(p + i * kNR);
+    const __m512bh w1 = (__m512bh)_mm512_load_si512(p + i * kNR + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(xb[r * ldx + i]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], w0, xv);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], w1, xv);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
+    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
+  }
+}
+
+template <int MR>
+void bpanel_rows(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t ldx, int64_t r0, int64_t r1, float* acc) {
+  if constexpr (MR > 0) {
+    for (; r0 + MR <= r1; r0 += MR) bpanel_kernel<MR>(p, pairs, xb + r0 * ldx, ldx, acc + r0 * kNR);
+    bpanel_rows<MR / 2>(p, pairs, xb, ldx, r0, r1, acc);
+  }
+}
+
+void bpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const int64_t k = w.cols, kp = (k + 1) / 2;  // pairs per row
+  thread_local std::vector<uint32_t> pbuf, xbuf;
+  thread_local std::vector<float> acc;
+  // Activations to bf16 pairs (round to nearest even), each row padded with a zero to even K.
+  xbuf.resize(static_cast<size_t>(m * kp));
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    uint32_t* dst = xbuf.data() + r * kp;
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + i + 16), _mm512_loadu_ps(xr + i));
+      _mm512_storeu_si512(dst + i / 2, (__m512i)v);
+    }
+    for (; i < k; i += 2) {
+      const uint32_t lo = f32_to_bf16(xr[i]);
+      const uint32_t hi = i + 1 < k ? f32_to_bf16(xr[i + 1]) : 0;
+      dst[i / 2] = lo | (hi << 16);
+    }
+  }
+  pbuf.resize(static_cast<size_t>(kBf16Chunk / 2 * kNR + 16));
+  acc.resize(static_cast<size_t>(m) * kNR);
+  uint32_t* p = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pbuf.data()) + 63) & ~uintptr_t{63});
+  for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
+    const int ncols = static_cast<int>(std::min<int64_t>(kNR, n1 - c0));
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t k0 = 0; k0 < k; k0 += kBf16Chunk) {
+      const int64_t kc = std::min(kBf16Chunk, k - k0);
+      decode_bpanel(w, c0, ncols, k0, kc, p);
+      bpanel_rows<kFMR>(p, (kc + 1) / 2, xbuf.data() + k0 / 2, kp, 0, m, acc.data());
+    }
+    for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
+  }
+}
+
 // Activation rows at which the panel kernels take over from the row kernels.
 constexpr int64_t kPanelMinRows = 8;
 
@@ -695,6 +910,9 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::Q4_K: return qpanel_range<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return qpanel_range<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return qpanel_range<DType::Q6_K>(w, qa, m, n0, n1, y);
+    case DType::BF16:
+      if (simd_has_bf16()) return bpanel_range(w, x, m, n0, n1, y);
+      return fpanel_range(w, x, m, n0, n1, y);
     default: return fpanel_range(w, x, m, n0, n1, y);
   }
 }
