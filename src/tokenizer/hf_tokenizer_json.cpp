@@ -282,6 +282,10 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
   }
   if (max_id < 0) p.corrupt("model.vocab", "empty vocabulary");
   const size_t n = static_cast<size_t>(max_id) + 1;
+  // Ids are dense in real files; a few holes are tolerated, a tiny file naming id 10^7 is not.
+  if (n > 2 * (entries.size() + added.size()) + 1024)
+    p.corrupt("model.vocab", "token ids go up to " + std::to_string(max_id) + " but only " +
+                                 std::to_string(entries.size() + added.size()) + " tokens are listed");
   spec.tokens.assign(n, "");
   spec.token_types.assign(n, TokenType::Unused);  // ids that nothing names stay unused
   std::unordered_map<std::string, int32_t> ids;

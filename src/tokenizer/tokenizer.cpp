@@ -326,8 +326,8 @@ void Tokenizer::Impl::build() {
   // Merges "a b" in rank order -> (id(a), id(b)) -> (rank, id(ab)).
   use_ranks = !spec.merges.empty();
   PTN_CHECK(spm() || use_ranks, ErrorKind::InvalidArgument, where, "a byte-level BPE tokenizer needs merges");
-  PTN_CHECK(!spm() || use_ranks || spec.scores.size() == count, ErrorKind::InvalidArgument, where,
-            "a SentencePiece tokenizer needs scores or merges");
+  // SentencePiece without merges merges by score; without scores every pair ties (leftmost first).
+  if (spm() && !use_ranks && spec.scores.empty()) spec.scores.assign(count, 0.0f);
   merges.reserve(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
     const std::string& m = spec.merges[r];

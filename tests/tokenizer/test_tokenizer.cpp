@@ -226,6 +226,8 @@ TEST(HfTokenizerJson, ErrorsNameTheField) {
   expect_error(R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})", ErrorKind::Corrupt, "model.vocab");
   expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})", ErrorKind::Corrupt,
                "model.vocab");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 9999999}, "merges": []}})", ErrorKind::Corrupt,
+               "model.vocab");
   expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}})", ErrorKind::Corrupt,
                "model.merges[0]");
   expect_error(
