@@ -16,6 +16,7 @@ namespace {
 // ---- K/V row formats: dot(q, row) and acc += p * row over d elements ----
 
 struct RowF32 {
+  static int64_t bytes(int64_t d) { return d * 4; }
   template <class V>
   static float dot(const float* q, const void* row, int64_t d) {
     const float* k = static_cast<const float*>(row);
@@ -42,6 +43,7 @@ struct RowF32 {
 // f16 and bf16 rows: 16-bit elements converted on load.
 template <bool kBf16>
 struct Row16 {
+  static int64_t bytes(int64_t d) { return d * 2; }
   template <class V>
   static typename V::R load(const uint16_t* p) {
     if constexpr (kBf16) return V::load_bf16(p);
@@ -82,6 +84,7 @@ struct Row16 {
 
 // q8_0 rows: d / 32 blocks of (half scale, 32 int8).
 struct RowQ8 {
+  static int64_t bytes(int64_t d) { return d / QK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0)); }
   template <class V>
   static float dot(const float* q, const void* row, int64_t d) {
     const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
@@ -104,6 +107,12 @@ struct RowQ8 {
   }
 };
 
+constexpr int64_t kPrefetchRows = 8;
+
+inline void prefetch_row(const uint8_t* p, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
 template <class V>
 void scale_inplace(float* x, int64_t n, float s) {
   const typename V::R vs = V::set1(s);
@@ -123,12 +132,16 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
   float s[kMaxG][kChunk];
   const auto* kb = static_cast<const uint8_t*>(k.data);
   const auto* vb = static_cast<const uint8_t*>(v.data);
+  const int64_t kbytes = KR::bytes(d), vbytes = VR::bytes(st[0].dv);
   for (int64_t g0 = 0; g0 < G; g0 += kMaxG) {
     const int64_t ng = G - g0 < kMaxG ? G - g0 : kMaxG;
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
       const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
       for (int64_t j = 0; j < m; ++j) {
         const uint8_t* krow = kb + (j0 + j) * k.stride;
+        // Rows of one kv head are a page apart in [S, Hkv, D] layouts, where the hardware
+        // prefetcher does not follow: fetch a few rows ahead by hand.
+        if (j0 + j + kPrefetchRows < n) prefetch_row(krow + kPrefetchRows * k.stride, kbytes);
         for (int64_t g = 0; g < ng; ++g) s[g][j] = scale * KR::template dot<V>(q + (g0 + g) * d, krow, d);
       }
       bool any = false;
@@ -165,6 +178,7 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
       if (!any) continue;
       for (int64_t j = 0; j < m; ++j) {
         const uint8_t* vrow = vb + (j0 + j) * v.stride;
+        if (j0 + j + kPrefetchRows < n) prefetch_row(vrow + kPrefetchRows * v.stride, vbytes);
         for (int64_t g = 0; g < ng; ++g)
           if (s[g][j] != 0.0f) VR::template axpy<V>(st[g0 + g].acc, s[g][j], vrow, st[g0 + g].dv);
       }
