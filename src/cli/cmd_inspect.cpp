@@ -19,11 +19,13 @@ struct Options {
   bool all_tensors = false;
 };
 
-constexpr size_t kTensorRows = 40;  // tensors listed before abbreviating (unless --all-tensors)
+constexpr size_t kTensorRows = 40;
+
+void print_gguf_tokenizer(const ptn::GgufFile& g);  // tensors listed before abbreviating (unless --all-tensors)
 
 void print_gguf(const std::string& path, bool all) {
   auto g = ptn::GgufFile::open(path);
-  std::printf("GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu, data at byte %llu, %llu bytes\n", g->version(),
+  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %llu, data at byte %llu, %llu bytes\n", path.c_str(), g->version(),
               g->metadata().size(), g->tensors().size(), (unsigned long long)g->alignment(),
               (unsigned long long)g->data_offset(), (unsigned long long)g->file_size());
   std::printf("\nmetadata:\n");
@@ -38,6 +40,7 @@ void print_gguf(const std::string& path, bool all) {
     std::printf("  %-40s %-5s %-18s offset %llu\n", t.name.c_str(), ptn::dtype_name(t.dtype), ptn::shape_str(t.shape).c_str(),
                 (unsigned long long)t.offset);
   }
+  print_gguf_tokenizer(*g);
 }
 
 void print_safetensors(const ptn::SafetensorsFile& f, bool all) {
@@ -54,18 +57,35 @@ void print_safetensors(const ptn::SafetensorsFile& f, bool all) {
   }
 }
 
-// What ptn makes of the model: its spec and whether it can be imported.
-void print_verdict(const std::string& path, const std::string& gguf_weights) {
+// What ptn makes of the model: its spec and whether it can be imported. Returns the exit code:
+// 0 when the model is importable or well formed but unsupported, 1 when it is broken.
+int print_verdict(const std::string& path, const std::string& gguf_weights) {
   std::printf("\nptn:\n");
   try {
     auto w = ptn::open_weights(path, gguf_weights);
     std::printf("%s", ptn::describe_model_spec(w->spec()).c_str());
-    auto tok = w->tokenizer();
-    if (tok) std::printf("tokenizer: %s, %zu tokens\n", tok->kind == ptn::TokenizerKind::SentencePiece ? "sentencepiece" : "byte-level BPE", tok->tokens.size());
     std::printf("supported: yes (%zu tensors)\n", w->names().size());
+    return 0;
   } catch (const ptn::Error& e) {
-    if (e.kind() == ptn::ErrorKind::Unsupported) std::printf("supported: no: %s\n", e.what());
-    else throw;
+    if (e.kind() == ptn::ErrorKind::Unsupported) {
+      std::printf("supported: no: %s\n", e.what());
+      return 0;
+    }
+    std::printf("not importable: %s\n", e.what());
+    return 1;
+  }
+}
+
+void print_gguf_tokenizer(const ptn::GgufFile& g) {
+  if (!ptn::gguf_has_tokenizer(g)) return;
+  try {
+    ptn::TokenizerSpec t = ptn::tokenizer_spec_from_gguf(g);
+    std::printf("\ntokenizer: %s, %zu tokens, %zu merges, pre '%s', bos %d, eos %d%s\n",
+                t.kind == ptn::TokenizerKind::SentencePiece ? "sentencepiece" : "byte-level BPE", t.tokens.size(),
+                t.merges.size(), t.pre_tokenizer.c_str(), t.bos_id.value_or(-1), t.eos_id.value_or(-1),
+                t.chat_template.empty() ? "" : ", chat template");
+  } catch (const ptn::Error& e) {
+    std::printf("\ntokenizer: not usable: %s\n", e.what());
   }
 }
 
@@ -80,21 +100,18 @@ int run(const Options& o) {
     } else {
       print_gguf(o.gguf_weights, o.all_tensors);
     }
-    print_verdict(p, o.gguf_weights);
-    return 0;
+    return print_verdict(p, o.gguf_weights);
   }
   if (!file_exists(p)) fail(ErrorKind::Io, p, "no such file or directory");
   if (is_ptn_file(p)) return inspect_ptn_file(p);
   if (looks_like_gguf(p)) {
     print_gguf(p, o.all_tensors);
-    print_verdict(p, "");
-    return 0;
+    return print_verdict(p, "");
   }
   if (looks_like_safetensors(p)) {
     auto f = SafetensorsFile::open(p);
     print_safetensors(*f, o.all_tensors);
-    print_verdict(p, "");
-    return 0;
+    return print_verdict(p, "");
   }
   std::printf("%s: not a GGUF/safetensors/HF model\n", p.c_str());
   return 1;
