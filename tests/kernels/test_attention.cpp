@@ -267,6 +267,36 @@ TEST(Attention, GroupOfHeadsEqualsOneHeadAtATime) {
   });
 }
 
+TEST(Attention, SixteenBitRowsWithOddHeadDims) {
+  // D = 37 and Dv = 21 are not multiples of 8 or 16: the vector loops end in partial rows.
+  for (DType t : {DType::F16, DType::BF16}) {
+    Problem p = make_problem(2, 30, 4, 2, 37, 21, 3, 12);
+    std::vector<float> kback, vback;
+    const auto kb = encode(p.k, t, p.D, kback), vb = encode(p.v, t, p.Dv, vback);
+    const AttentionParams a{0.2f, 0.0f, AttnKind::Window, 7};
+    for_each_config([&](ThreadPool&, const std::string& cfg) {
+      std::vector<float> got(p.T * p.Hq * p.Dv), acc(p.Dv);
+      for (int64_t t2 = 0; t2 < p.T; ++t2) {
+        for (int64_t h = 0; h < p.Hq; ++h) {
+          const int64_t kvh = h / 2;
+          int64_t lo = 0;
+          while (!attn_visible(p.q_pos[t2], p.kv_pos[lo], a)) ++lo;
+          int64_t hi = lo;
+          while (hi < p.S && attn_visible(p.q_pos[t2], p.kv_pos[hi], a)) ++hi;
+          AttnAccumulator st;
+          attn_begin(st, acc.data(), p.Dv);
+          attend_block(st, &p.q[(t2 * p.Hq + h) * p.D], p.D,
+                       KvRows{kb.data() + (lo * p.Hkv + kvh) * p.D * 2, t, p.Hkv * p.D * 2},
+                       KvRows{vb.data() + (lo * p.Hkv + kvh) * p.Dv * 2, t, p.Hkv * p.Dv * 2}, hi - lo,
+                       a.scale, a.softcap);
+          attn_finish(st, &got[(t2 * p.Hq + h) * p.Dv]);
+        }
+      }
+      EXPECT_LT(nmse(dense(p, a, kback, vback), got), 1e-10) << dtype_name(t) << " " << cfg;
+    });
+  }
+}
+
 TEST(Attention, MergeEqualsOneAccumulator) {
   const Problem p = make_problem(1, 100, 1, 1, 40, 24, 0, 5);
   std::vector<float> a1(p.Dv), a2(p.Dv), a3(p.Dv), one(p.Dv), merged(p.Dv);
