@@ -19,7 +19,8 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
     bad(std::string("cache dtype ") + dtype_name(dt) + " is not supported (use f32, f16, bf16 or q8_0)");
   if (options.block_size < 1 || options.block_size > 4096)
     bad("block_size " + std::to_string(options.block_size) + " is outside 1..4096");
-  if (options.capacity_tokens < 0) bad("capacity_tokens is negative");
+  if (options.capacity_tokens < 0 || options.capacity_tokens > (int64_t{1} << 40))
+    bad("capacity_tokens " + std::to_string(options.capacity_tokens) + " is outside 0..2^40");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerCacheSpec& L = spec.layers[l];
     const std::string at = "layer " + std::to_string(l) + ": ";

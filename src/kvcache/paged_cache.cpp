@@ -326,7 +326,6 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   p->layer_done[static_cast<size_t>(layer)] = true;
 
   // 2. Attend, one work item per (row, kv head): its query group over the sequence's blocks.
-  const kv::KvRowOps ops = kv::kv_row_ops(dt, simd_level());
   const int64_t group = n_q_heads / hkv;
   const float scale = params.scale, softcap = params.softcap;
   ThreadPool& tp = threads_ ? *threads_ : default_pool();
@@ -347,7 +346,7 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
       view.dv = dv;
       view.dtype = dt;
       const int64_t pos = rows[static_cast<size_t>(t)].pos;
-      kv::paged_attend_group(view, ops, h, q + (t * n_q_heads + h * group) * dk, group, kv::first_visible(L, pos), pos,
+      kv::paged_attend_group(view, h, q + (t * n_q_heads + h * group) * dk, group, kv::first_visible(L, pos), pos,
                              scale, softcap, out + (t * n_q_heads + h * group) * dv);
     }
   });

@@ -8,7 +8,8 @@
 //            if fewer are available (free + evictable cached), else allocates them (evicting
 //            cached blocks oldest first) and builds each sequence's *pending* block table.
 //   update_and_attend writes K/V rows through the pending tables (only into new blocks, the
-//            copies, or unshared slots past the committed length) and attends in place.
+//            copies, or unshared slots past the committed length) and attends in place
+//            (paged_attention.h), splitting (row, kv head) pairs over the thread pool.
 //   commit   swaps the pending tables in, releases the replaced blocks, and registers blocks
 //            that became full in the prefix index.
 //   rollback releases what prepare allocated; the committed state was never touched.
@@ -37,6 +38,7 @@ namespace ptn {
 class PagedCache final : public KVCache {
  public:
   // pool: the threads update_and_attend splits (row, kv head) pairs over; null = default_pool().
+  // update_and_attend must not be called from inside a job of that pool (it is not reentrant).
   PagedCache(CacheSpec spec, CacheOptions options, ThreadPool* pool = nullptr);
   std::string name() const override { return "paged kv cache"; }
 

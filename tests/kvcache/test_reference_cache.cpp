@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "kernels/attention.h"
 #include "kv_test_util.h"
 #include "kvcache/factory.h"
 #include "kvcache/paged_cache.h"
@@ -90,6 +91,41 @@ TEST(KvMasks, WindowAndChunkMatchExplicitMask) {
       }
       EXPECT_EQ(cache->length(3), static_cast<int64_t>(toks.size()));
     }
+  }
+}
+
+// A second, independent oracle: ptn::ref::attention over the contiguous K/V of the sequence.
+TEST(KvMasks, ReferenceCacheMatchesKernelReferenceAttention) {
+  const std::vector<std::pair<AttnKind, int64_t>> kinds = {{AttnKind::Full, 0}, {AttnKind::Window, 5}, {AttnKind::Chunk, 8}};
+  const CacheSpec spec = small_spec(3, 2, 16, 24, kinds);
+  const int64_t hq = 6, T = 29;
+  SequenceReferenceCache c(spec, opts());
+  c.add_sequence(0);
+  StepBatch first, second;
+  append_rows(c, 0, tokens_range(3, 20), &first);
+  const auto out1 = run_step(c, first, hq, AttendParams{0.3f, 2.5f});
+  append_rows(c, 0, tokens_range(50, T - 20), &second);
+  const auto out2 = run_step(c, second, hq, AttendParams{0.3f, 2.5f});
+  for (size_t l = 0; l < kinds.size(); ++l) {
+    const auto& L = spec.layers[l];
+    std::vector<float> q(T * hq * 16), k(T * 2 * 16), v(T * 2 * 24), out(T * hq * 24);
+    std::vector<int32_t> pos(T);
+    for (int64_t t = 0; t < T; ++t) {
+      const StepRow& r = t < 20 ? first.rows[t] : second.rows[t - 20];
+      pos[t] = r.pos;
+      make_row(l, r.pos, r.token, hq, 16, 7 * 1000 + 1, 2.0f, &q[t * hq * 16]);
+      make_row(l, r.pos, r.token, 2, 16, 2, 1.0f, &k[t * 2 * 16]);
+      make_row(l, r.pos, r.token, 2, 24, 3, 1.0f, &v[t * 2 * 24]);
+    }
+    AttentionParams ap;
+    ap.scale = 0.3f;
+    ap.softcap = 2.5f;
+    ap.kind = L.kind;
+    ap.span = L.span;
+    ref::attention(q.data(), k.data(), v.data(), pos.data(), pos.data(), T, T, hq, 2, 16, 24, ap, out.data());
+    std::vector<float> got = out1.per_layer[l];
+    got.insert(got.end(), out2.per_layer[l].begin(), out2.per_layer[l].end());
+    EXPECT_LT(nmse(got, out), 1e-12) << "layer " << l;
   }
 }
 
