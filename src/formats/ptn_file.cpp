@@ -432,6 +432,12 @@ void PtnFile::parse_header() {
     fail(ErrorKind::Corrupt, field("manifest_size"),
          "manifest [" + std::to_string(manifest_offset_) + ", " + std::to_string(manifest_end) +
              ") extends past the end of the file (" + std::to_string(size_) + " bytes)");
+  // In version 1 the manifest ends the file; only an unknown compatible feature may add bytes
+  // after it (they are then that feature's business).
+  if (manifest_end < size_ && (flags_ & ~kKnownFlags) == 0)
+    fail(ErrorKind::Corrupt, field("manifest_size"),
+         "the manifest ends at " + std::to_string(manifest_end) + " but the file has " + std::to_string(size_) +
+             " bytes; in format version 1 the manifest ends the file");
 }
 
 void PtnFile::parse_manifest() {

@@ -551,6 +551,11 @@ TEST(PtnFileCorrupt, HeaderSizesAndOffsets) {
   expect_error(patched(kManSize, 1ull << 40), ErrorKind::Corrupt, {"manifest_size", "limit"});
   expect_error(patched(kManSize, size), ErrorKind::Corrupt, {"manifest_size", "past the end"});
   expect_error(patched(kManOff, ~0ull - 4), ErrorKind::Corrupt, {"manifest_size", "overflow"});
+  // A manifest that stops short of the end of the file (bytes after it unaccounted for).
+  auto short_manifest = with_manifest_text(good, manifest_text(good) + " ");
+  set<uint64_t>(short_manifest, kManSize, get<uint64_t>(short_manifest, kManSize) - 1);
+  fix_header_crc(short_manifest);
+  expect_error(short_manifest, ErrorKind::Corrupt, {"manifest_size", "ends the file"});
   expect_error(patched(kManOff, 64), ErrorKind::Corrupt, {"manifest_offset", "overlaps"});
   expect_error(patched(kManOff, man_off - 1), ErrorKind::Corrupt, {"manifest_offset", "overlaps"});
 }
