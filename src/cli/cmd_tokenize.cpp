@@ -33,7 +33,7 @@ std::function<int()> setup_tokenize(CLI::App& app) {
                 "Do not add the BOS/EOS tokens the model adds (special tokens in the text still count)");
   return [opts] {
     try {
-      auto tok = ptn::Tokenizer::create(ptn::load_tokenizer_spec(opts->model));
+      auto tok = ptn::load_tokenizer(opts->model);
       const auto ids = tok->encode(opts->text, !opts->no_add_special, true);
       std::string out = "[";
       for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
@@ -78,7 +78,7 @@ std::function<int()> setup_detokenize(CLI::App& app) {
   cmd->add_flag(ptn::cli::opt("skip-special"), opts->skip_special, "Leave out control tokens such as BOS/EOS");
   return [opts] {
     try {
-      auto tok = ptn::Tokenizer::create(ptn::load_tokenizer_spec(opts->model));
+      auto tok = ptn::load_tokenizer(opts->model);
       const std::string text = tok->decode(parse_ids(opts->ids), opts->skip_special);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fputc('\n', stdout);

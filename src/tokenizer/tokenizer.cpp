@@ -355,6 +355,8 @@ void Tokenizer::Impl::build() {
       patterns = tok::pre_tokenizer_patterns(spec.pre_tokenizer);
     }
     splitter = std::make_unique<tok::RegexSplitter>(patterns);
+    // Qwen's tokenizer.json normalizes to NFC; GGUF files do not say so, their pre name does.
+    if (!spec.pre_split_explicit && spec.pre_tokenizer == "qwen2") nfc = true;
     const std::string& p = spec.pre_tokenizer;
     ignore_merges = spec.ignore_merges || (!spec.pre_split_explicit && (p == "llama3" || p == "llama-v3" ||
                                                                         p == "llama-bpe" || p == "falcon3"));

@@ -63,4 +63,8 @@ TokenizerSpec load_tokenizer_spec(const std::string& given) {
   fail(ErrorKind::Internal, path, "unknown tokenizer source");
 }
 
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  return Tokenizer::create(load_tokenizer_spec(path));
+}
+
 }  // namespace ptn

@@ -2,9 +2,11 @@
 // (with tokenizer_config.json beside it), or a model directory holding tokenizer.json.
 // .ptn programs are recognised (magic "PTN\0PROG" or the extension) but not read yet.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "formats/tokenizer_spec.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ptn {
 
@@ -16,5 +18,8 @@ TokenizerSource detect_tokenizer_source(const std::string& path);
 
 // The tokenizer spec stored in `path`. Throws Unsupported for .ptn files (not yet wired).
 TokenizerSpec load_tokenizer_spec(const std::string& path);
+
+// Tokenizer::create(load_tokenizer_spec(path)).
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 }  // namespace ptn

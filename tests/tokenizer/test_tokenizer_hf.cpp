@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -159,4 +160,26 @@ TEST(Llama3Json, EncodesFastEnough) {
               text.size() / s / 1e6);
   EXPECT_LT(s, 20.0);
   EXPECT_EQ(t->decode(ids, false), text);
+}
+
+// The GGUF route for these families: the same vocabularies with the pre-tokenizer given only by
+// its tokenizer.ggml.pre name (llama-bpe, qwen2), as a converted GGUF file has it.
+TEST(GgufPreNames, LlamaBpeAndQwen2ByName) {
+  for (const auto& [package, pre, vectors] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"tokenizer-llama3", "llama-bpe", "llama-bpe"},
+                                                                       {"tokenizer-qwen3", "qwen2", "qwen2"}}) {
+    const std::string path = npm_tokenizer(package);
+    ASSERT_TRUE(file_exists(path)) << path << " is missing: run scripts/test-setup.sh";
+    TokenizerSpec spec = load_hf_tokenizer(path);
+    spec.pre_split_regexes.clear();
+    spec.pre_split_explicit = false;
+    spec.pre_tokenizer = pre;
+    spec.ignore_merges = false;  // implied by the llama-bpe name
+    spec.normalizer = "";        // implied by the qwen2 name
+    auto t = Tokenizer::create(spec);
+    check_vectors(*t, vectors, true);
+    if (pre == "qwen2") {
+      EXPECT_EQ(t->encode("he\xCC\x81llo", false, false), t->encode("h\xC3\xA9llo", false, false));
+    }
+  }
 }
