@@ -9,6 +9,7 @@
 #include "core/file.h"
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
+#include "formats/gguf_writer.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
 #include "formats/sha256.h"
@@ -215,6 +216,9 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
       auto check = [&](const char* what, int64_t a, int64_t b) {
         if (a != b) fail(ErrorKind::InvalidArgument, gguf_weights, std::string(what) + " " + std::to_string(b) + " differs from the config's " + std::to_string(a));
       };
+      const std::string want_arch = gguf_arch_for(s);
+      if (gs.architecture != want_arch)
+        fail(ErrorKind::InvalidArgument, gguf_weights, "GGUF architecture '" + gs.architecture + "' does not match the config's " + s.architecture + " (expected '" + want_arch + "')");
       check("hidden size", s.hidden_size, gs.hidden_size);
       check("layer count", s.n_layers, gs.n_layers);
       check("head count", s.n_heads, gs.n_heads);

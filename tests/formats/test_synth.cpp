@@ -218,3 +218,24 @@ TEST(Synth, TinyPresetQ4KMAndBf16StayCloseToTheWeights) {
 
 }  // namespace
 }  // namespace ptn
+
+namespace ptn {
+namespace {
+
+TEST(Synth, HfConfigWithAnotherFamilysGgufIsRefused) {
+  json q2 = small("qwen2"), q3 = small("qwen3");
+  auto a = random_weights(model_spec_from_hf_config(q2, "q2"), 1);
+  auto b = random_weights(model_spec_from_hf_config(q3, "q3"), 1);
+  const std::string dir = tmp("mismatch_dir"), gguf = tmp("mismatch.gguf");
+  write_hf_directory(*a, q2, dir, DType::F32);
+  write_model_gguf(*b, gguf, {});
+  try {
+    open_weights(dir, gguf);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'qwen3'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ptn
