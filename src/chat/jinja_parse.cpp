@@ -50,19 +50,23 @@ struct Src {
 };
 
 bool starts(const std::string& s, size_t i, const char* lit) {
-  size_t n = std::strlen(lit);
-  return i + n <= s.size() && s.compare(i, n, lit) == 0;
+  for (size_t k = 0; lit[k]; ++k)
+    if (i + k >= s.size() || s[i + k] != lit[k]) return false;
+  return true;
 }
 
 Src preprocess(const std::string& source) {
-  Src in;
+  Src in, a, b, c;
+  for (Src* x : {&in, &a, &b, &c}) {
+    x->text.reserve(source.size());
+    x->off.reserve(source.size());
+  }
   for (size_t i = 0; i < source.size(); ++i) in.push(source[i], static_cast<uint32_t>(i));
   if (!in.text.empty() && in.text.back() == '\n') {
     in.text.pop_back();
     in.off.pop_back();
   }
   // lstrip_blocks: spaces and tabs from a line start up to `{%`, `{#` (or `{-`) are dropped.
-  Src a;
   for (size_t i = 0; i < in.text.size();) {
     bool line_start = i == 0 || in.text[i - 1] == '\n';
     if (line_start) {
@@ -80,7 +84,6 @@ Src preprocess(const std::string& source) {
     ++i;
   }
   // trim_blocks: the newline right after `%}`, `#}` (or `-}`) is dropped.
-  Src b;
   for (size_t i = 0; i < a.text.size(); ++i) {
     if (a.text[i] == '\n' && i >= 2 && a.text[i - 1] == '}' &&
         (a.text[i - 2] == '%' || a.text[i - 2] == '#' || a.text[i - 2] == '-')) {
@@ -92,7 +95,6 @@ Src preprocess(const std::string& source) {
   }
   // `{% generation %}` / `{% endgeneration %}` (transformers' assistant-mask markers) vanish,
   // taking the whitespace around them when marked with `-`.
-  Src c;
   const std::string& t = b.text;
   for (size_t i = 0; i < t.size();) {
     size_t j = i;
@@ -316,6 +318,7 @@ class Lexer {
   }
 
   bool match_symbol(int& curly) {
+    if (!std::strchr("{}%()[],.:|<>=!+-~*/", src_.text[pos_])) return false;
     static const std::pair<const char*, Tok> table[] = {
         {"{%", Tok::OpenStmt}, {"%}", Tok::CloseStmt}, {"{{", Tok::OpenExpr}, {"}}", Tok::CloseExpr},
         {"(", Tok::LParen},    {")", Tok::RParen},     {"{", Tok::LBrace},    {"}", Tok::RBrace},
