@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -406,6 +407,21 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
     TokenizerSpec t = opt.tokenizer ? *opt.tokenizer : placeholder_tokenizer(s.vocab_size);
     if (static_cast<int64_t>(t.tokens.size()) > s.vocab_size)
       fail(ErrorKind::InvalidArgument, path, "the tokenizer has " + std::to_string(t.tokens.size()) + " tokens, more than the model's vocabulary of " + std::to_string(s.vocab_size));
+    // An SPM vocabulary from tokenizer.json has merges but no scores; llama.cpp's SPM merges by
+    // score, so give each piece minus the rank of the first merge that makes it (0 otherwise).
+    if (t.kind == TokenizerKind::SentencePiece && t.scores.empty() && !t.merges.empty()) {
+      std::map<std::string, size_t> id;
+      for (size_t i = 0; i < t.tokens.size(); ++i) id.emplace(t.tokens[i], i);
+      t.scores.assign(t.tokens.size(), 0.0f);
+      std::vector<bool> set(t.tokens.size(), false);
+      for (size_t r = 0; r < t.merges.size(); ++r) {
+        const std::string& m = t.merges[r];
+        const size_t sp = m.find(' ');
+        if (sp == std::string::npos) continue;
+        auto it = id.find(m.substr(0, sp) + m.substr(sp + 1));
+        if (it != id.end() && !set[it->second]) { t.scores[it->second] = -static_cast<float>(r); set[it->second] = true; }
+      }
+    }
     // llama.cpp needs one token per embedding row: pad as its converter does.
     for (int64_t i = static_cast<int64_t>(t.tokens.size()); i < s.vocab_size; ++i) {
       t.tokens.push_back("[PAD" + std::to_string(i) + "]");
