@@ -106,7 +106,7 @@ void rope(float* x, const int32_t* positions, int64_t rows, int64_t n_heads, int
           int64_t rope_dim, const RopeParams& params, ThreadPool& pool = default_pool());
 
 // In place, each row of x [rows, n]: exp(x - max) / sum. -inf entries get 0; a row that is all
-// -inf becomes all zeros (never NaN).
+// -inf becomes all zeros (never NaN). A row holding NaN or +inf yields NaN.
 void softmax(float* x, int64_t rows, int64_t n, ThreadPool& pool = default_pool());
 
 // Element-wise, y[i] = f(x[i]) over n elements.

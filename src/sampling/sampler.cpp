@@ -185,9 +185,10 @@ void PenaltySampler::apply(Candidates& c) {
 }
 
 void PenaltySampler::accept(int32_t token) {
-  history_.push_back(token);
   ++count_[token];
-  if (last_n_ > 0 && static_cast<int64_t>(history_.size()) > last_n_) {
+  if (last_n_ == 0) return;  // all tokens count: the counts are all that is needed
+  history_.push_back(token);
+  if (static_cast<int64_t>(history_.size()) > last_n_) {
     const int32_t old = history_.front();
     history_.pop_front();
     if (--count_[old] == 0) count_.erase(old);

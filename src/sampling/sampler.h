@@ -118,7 +118,7 @@ class PenaltySampler : public Sampler {
  private:
   float repetition_, presence_, frequency_;
   int64_t last_n_;
-  std::deque<int32_t> history_;                // accepted tokens, oldest first (bounded by last_n)
+  std::deque<int32_t> history_;                // the last last_n accepted tokens (unused if 0)
   std::unordered_map<int32_t, int64_t> count_;  // counts over history_
 };
 
