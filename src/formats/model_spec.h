@@ -82,7 +82,8 @@ struct ModelSpec {
 
   // Tensor sources: canonical name -> name in the source file(s). Fused HF tensors (Phi-3's
   // qkv_proj and gate_up_proj) are split by the importer and appear under their canonical
-  // names; `source_notes` records such transformations for `ptn inspect`.
+  // names; `source_notes` records such transformations for `ptn inspect`. Values are written
+  // "name", "name[rows A:B]" or "name (interleaved, H heads)" (formats/weights.h TensorSourceRef).
   std::map<std::string, std::string> tensor_sources;
   std::vector<std::string> source_notes;
 };

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
@@ -136,6 +138,37 @@ TEST(GgufTokenizer, MalformedMetadata) {
     w.set_u32("tokenizer.ggml.tokens", 3);
     expect_tok_error(w, "tokens_type.gguf", ErrorKind::Corrupt, "tokenizer.ggml.tokens");
   }
+}
+
+}  // namespace
+}  // namespace ptn
+
+#include "formats/hf_config.h"
+#include "formats/random_weights.h"
+#include "formats/weights.h"
+
+namespace ptn {
+namespace {
+
+TEST(GgufTokenizer, SpmFromMergesGetsRankScoresAndPadding) {
+  ModelSpec s = model_spec_from_hf_config(
+      nlohmann::json::parse(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 8, "hidden_size": 32,
+        "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2})"),
+      "cfg");
+  auto src = random_weights(s, 1);
+  TokenizerSpec t;
+  t.kind = TokenizerKind::SentencePiece;
+  t.tokens = {"<unk>", "a", "b", "ab", "abb", "ba"};
+  t.merges = {"a b", "ab b", "b a", "a b"};
+  GgufModelOptions opt;
+  opt.tokenizer = &t;
+  const std::string p = tmp("spm_merges.gguf");
+  write_model_gguf(*src, p, opt);
+  TokenizerSpec back = tokenizer_spec_from_gguf(*GgufFile::open(p));
+  ASSERT_EQ(back.tokens.size(), 8u);  // padded to the embedding rows
+  EXPECT_EQ(back.tokens[6], "[PAD6]");
+  EXPECT_EQ(back.scores, (std::vector<float>{0, 0, 0, -0.0f, -1, -2, 0, 0}));
+  std::remove(p.c_str());
 }
 
 }  // namespace
