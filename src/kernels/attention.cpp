@@ -112,6 +112,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
   const int64_t group = Hq / Hkv;  // query heads per kv head, contiguous in q
   const int64_t k_stride = Hkv * D * static_cast<int64_t>(sizeof(float));
   const int64_t v_stride = Hkv * Dv * static_cast<int64_t>(sizeof(float));
+  bool consecutive = S > 0;  // kv_pos[j] == kv_pos[0] + j for every j
+  for (int64_t j = 1; j < S && consecutive; ++j) consecutive = kv_pos[j] == kv_pos[j - 1] + 1;
   auto run = [&](int64_t u0, int64_t u1) {
     std::vector<float> acc(static_cast<size_t>(group * Dv));
     std::vector<AttnAccumulator> st(static_cast<size_t>(group));
@@ -119,8 +121,23 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
       const int64_t t = u / Hkv, kvh = u % Hkv;
       for (int64_t g = 0; g < group; ++g) attn_begin(st[g], acc.data() + g * Dv, Dv);
       const float* qg = q + (t * Hq + kvh * group) * D;
-      // Runs of consecutive visible kv rows form one span each.
+      // Runs of consecutive visible kv rows form one span each. With consecutive kv positions
+      // (the usual case) the one run is known without looking at every row.
       int64_t j = 0;
+      if (consecutive) {
+        const int64_t qp = q_pos[t];
+        int64_t lo = kv_pos[0];
+        if (p.kind == AttnKind::Window) lo = std::max(lo, qp - p.span + 1);
+        if (p.kind == AttnKind::Chunk) lo = std::max(lo, qp >= 0 ? qp / p.span * p.span : -((-qp + p.span - 1) / p.span) * p.span);
+        const int64_t hi = std::min<int64_t>(qp, kv_pos[S - 1]);  // inclusive
+        if (lo <= hi) {
+          const int64_t j0 = lo - kv_pos[0];
+          KvRows kr{k + (j0 * Hkv + kvh) * D, DType::F32, k_stride};
+          KvRows vr{v + (j0 * Hkv + kvh) * Dv, DType::F32, v_stride};
+          kern.attend(st.data(), qg, group, D, kr, vr, hi - lo + 1, p.scale, p.softcap);
+        }
+        j = S;
+      }
       while (j < S) {
         while (j < S && !attn_visible(q_pos[t], kv_pos[j], p)) ++j;
         int64_t e = j;

@@ -165,6 +165,22 @@ TEST(Attention, UnsortedKvAndInvisibleQueries) {
   }
 }
 
+TEST(Attention, NegativePositionsMatchReference) {
+  // Consecutive kv positions -10..9 (the optimized path computes the visible run directly).
+  const Problem p = make_problem(6, 20, 4, 2, 16, 16, -10, 31);
+  for (const AttentionParams& a : policies(p.D)) {
+    std::vector<float> want(p.T * p.Hq * p.Dv);
+    ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S, p.Hq,
+                   p.Hkv, p.D, p.Dv, a, want.data());
+    for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+      std::vector<float> got(want.size());
+      attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S, p.Hq,
+                p.Hkv, p.D, p.Dv, a, got.data(), pool);
+      EXPECT_LT(nmse(want, got), 1e-10) << cfg << " kind=" << int(a.kind) << " span=" << a.span;
+    });
+  }
+}
+
 // ---- online softmax over K/V blocks in place ----
 
 // Rows [S, Hkv, D] stored as `type`; returns the bytes and writes the decoded floats to `back`.
