@@ -1,4 +1,12 @@
-// AVX2 level: the portable kernels compiled with AVX2/FMA/F16C (auto-vectorized).
+// AVX2 level (AVX2 + FMA + F16C): row kernels for every weight type. One weight row at a time
+// is decoded in registers and dotted with up to 4 activation rows, so the weights stream from
+// memory once per 4 rows. Integer dot products use maddubs (u8 x s8 -> s16 pairs) and madd
+// (s16 -> s32, times the sub-block scale where the format has an integer one). The pair sums
+// cannot saturate: unsigned operands are at most 128 (|q| of Q8_0) and activations at most 127.
+#include <immintrin.h>
+
+#include <algorithm>
+
 #include "kernels/matmul_generic.h"
 
 namespace ptn::mm {
@@ -7,9 +15,255 @@ void quantize_acts_avx2(const float* x, int64_t r0, int64_t r1, QuantActs& qa) {
   generic_quantize_acts(x, r0, r1, qa);
 }
 
+namespace {
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+struct RowArgs {
+  const QuantActs* qa;
+  int64_t r0;
+  const int8_t* a(int r) const { return qa->q + (r0 + r) * qa->k; }
+  const float* d(int r) const { return qa->d + (r0 + r) * qa->groups(); }
+  const int32_t* s16(int r) const { return qa->s16 + (r0 + r) * (qa->k / 16); }
+  const int32_t* s32(int r) const { return qa->s32 + (r0 + r) * (qa->k / 32); }
+};
+
+// sum over 32 bytes of q * a for signed codes q (|q| <= 128) and activations a, as 8 s32 lanes.
+inline __m256i dot_signed(__m256i q, __m256i a) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// Q8_0 / Q4_0 / Q5_0: 32-element blocks, signed codes, one f32 scale per block.
+template <int R, DType T>
+void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  const size_t bs = traits(T).block_bytes;
+  __m256 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const __m128i m4 = _mm_set1_epi8(15);
+  for (int64_t i = 0; i < k / 32; ++i) {
+    const uint8_t* blk = base + i * bs;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+    uint16_t dh;
+    std::memcpy(&dh, blk, 2);
+    __m256i q;
+    if (T == DType::Q8_0) {
+      q = load32(blk + 2);
+    } else {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (T == DType::Q5_0 ? 6 : 2)));
+      q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+      if (T == DType::Q5_0) {
+        // Bit j of qh -> byte j: spread the 4 bytes of qh over 8-byte groups, test one bit each.
+        uint32_t qh;
+        std::memcpy(&qh, blk + 2, 4);
+        const __m256i spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(static_cast<int>(qh)),
+            _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+        const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+        q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+      } else {
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+      }
+    }
+    const float dw = h2f(dh);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256i p = dot_signed(q, load32(ra.a(r) + i * 32));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+}
+
+inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(s, j, sc[j], mn[j]);
+}
+
+// Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
+template <int R, bool Q5>
+void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const size_t bs = Q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[R];
+  float mins[R] = {};
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const uint8_t* blk = base + i * bs;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1088, _MM_HINT_T0);
+    uint16_t dh, mh;
+    std::memcpy(&dh, blk, 2);
+    std::memcpy(&mh, blk + 2, 2);
+    uint8_t sc[8], mn[8];
+    k4_scales(blk + 4, sc, mn);
+    const uint8_t* qs = blk + (Q5 ? 48 : 16);
+    const __m256i qh = Q5 ? load32(blk + 16) : _mm256_setzero_si256();
+    __m256i isum[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i raw = load32(qs + 32 * (s / 2));
+      __m256i u = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+      if (Q5) {
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << s));
+        u = _mm256_or_si256(u, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16)));
+      }
+      const __m256i scv = _mm256_set1_epi16(sc[s]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(u, load32(ra.a(r) + i * 256 + 32 * s));
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scv));
+      }
+    }
+    const float d = h2f(dh), dmin = h2f(mh);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float da = ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
+      const int32_t* s32 = ra.s32(r) + i * 8;
+      int32_t ms = 0;
+      for (int j = 0; j < 8; ++j) ms += mn[j] * s32[j];
+      mins[r] += dmin * da * static_cast<float>(ms);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - mins[r];
+}
+
+// Q6_K: codes 0..63 with per-16 int8 scales; the -32 offset through sum_j sc_j * sum16(a_j).
+template <int R>
+void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  const BlockQ6K* b = static_cast<const BlockQ6K*>(row);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[R];
+  float offs[R] = {};
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const BlockQ6K& blk = b[i];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1024, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1088, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1152, _MM_HINT_T0);
+    __m256i isum[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load32(blk.ql + 64 * h), l1 = load32(blk.ql + 64 * h + 32);
+      const __m256i qh = load32(blk.qh + 32 * h);
+      __m256i u[4];
+      u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+      u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+      u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+      u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const int s = 4 * h + q;
+        const __m256i scs = _mm256_set_m128i(_mm_set1_epi16(blk.scales[2 * s + 1]), _mm_set1_epi16(blk.scales[2 * s]));
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(u[q], load32(ra.a(r) + i * 256 + 32 * s));
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scs));
+        }
+      }
+    }
+    const float d = h2f(blk.d);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float dd = d * ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(dd), acc[r]);
+      const int32_t* s16 = ra.s16(r) + i * 16;
+      int32_t o = 0;
+      for (int j = 0; j < 16; ++j) o += blk.scales[j] * s16[j];
+      offs[r] += 32.f * dd * static_cast<float>(o);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - offs[r];
+}
+
+// Float weights: 8-wide FMA, F16 through F16C, BF16 by a 16-bit shift; two accumulators.
+template <int R>
+void row_float(DType t, const void* row, int64_t k, const float* x, float* out) {
+  __m256 acc0[R], acc1[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  auto load8 = [&](int64_t at) -> __m256 {
+    if (t == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(row) + at);
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + at));
+    if (t == DType::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m256 w0 = load8(i), w1 = load8(i + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * k + i), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * k + i + 8), acc1[r]);
+    }
+  }
+  float tail[R] = {};
+  const float* w32 = static_cast<const float*>(row);
+  const uint16_t* w16 = static_cast<const uint16_t*>(row);
+  for (; i < k; ++i) {
+    const float w = t == DType::F32 ? w32[i] : t == DType::F16 ? fp16_to_f32(w16[i]) : bf16_to_f32(w16[i]);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) tail[r] += w * x[r * k + i];
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_add_ps(acc0[r], acc1[r])) + tail[r];
+}
+
+template <int R>
+void row_dispatch(const WeightView& w, const void* row, const float* x, const RowArgs& ra, float* out) {
+  const int64_t k = w.cols;
+  switch (w.type) {
+    case DType::Q8_0: return row_q_32<R, DType::Q8_0>(row, k, ra, out);
+    case DType::Q4_0: return row_q_32<R, DType::Q4_0>(row, k, ra, out);
+    case DType::Q5_0: return row_q_32<R, DType::Q5_0>(row, k, ra, out);
+    case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
+    case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
+    case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
+    default: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+  }
+}
+
+}  // namespace
+
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                        float* y) {
-  generic_matmul_range(w, x, qa, m, n0, n1, y);
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  float out[4];
+  for (int64_t n = n0; n < n1; ++n) {
+    const void* row = base + n * w.row_stride;
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      const RowArgs ra{&qa, r0};
+      const int64_t rr = std::min<int64_t>(4, m - r0);
+      switch (rr) {
+        case 4: row_dispatch<4>(w, row, x, ra, out); break;
+        case 3: row_dispatch<3>(w, row, x, ra, out); break;
+        case 2: row_dispatch<2>(w, row, x, ra, out); break;
+        default: row_dispatch<1>(w, row, x, ra, out); break;
+      }
+      for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
+    }
+  }
 }
 
 }  // namespace ptn::mm

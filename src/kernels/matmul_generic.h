@@ -19,7 +19,7 @@ inline int8_t round_q8(float v) {
   return static_cast<int8_t>(std::nearbyint(v));
 }
 
-void generic_quantize_acts(const float* x, int64_t r0, int64_t r1, QuantActs& qa) {
+inline void generic_quantize_acts(const float* x, int64_t r0, int64_t r1, QuantActs& qa) {
   const int64_t k = qa.k, g = qa.group, ng = qa.groups();
   for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * k;
@@ -46,7 +46,7 @@ void generic_quantize_acts(const float* x, int64_t r0, int64_t r1, QuantActs& qa
 }
 
 template <DType T>
-void generic_quant_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
+inline void generic_quant_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
   using Tr = WTraits<T>;
   using Block = typename Tr::Block;
   const int64_t k = w.cols, nsub = k / 32, ng = qa.groups(), subs_per_group = qa.group / 32;
@@ -80,7 +80,7 @@ void generic_quant_range(const WeightView& w, const QuantActs& qa, int64_t m, in
 }
 
 // Float weights: each row converted to f32 once, then dotted with every x row (16 partial sums).
-void generic_float_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
+inline void generic_float_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
   const int64_t k = w.cols;
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(k));
@@ -111,7 +111,7 @@ void generic_float_range(const WeightView& w, const float* x, int64_t m, int64_t
   }
 }
 
-void generic_matmul_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
+inline void generic_matmul_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                           float* y) {
   switch (w.type) {
     case DType::Q8_0: return generic_quant_range<DType::Q8_0>(w, qa, m, n0, n1, y);
