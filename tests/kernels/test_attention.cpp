@@ -166,8 +166,9 @@ TEST(Attention, UnsortedKvAndInvisibleQueries) {
 }
 
 TEST(Attention, NegativePositionsMatchReference) {
-  // Consecutive kv positions -10..9 (the optimized path computes the visible run directly).
-  const Problem p = make_problem(6, 20, 4, 2, 16, 16, -10, 31);
+  // Consecutive kv positions -30..-11, queries at -16..-11 (the optimized path computes the
+  // visible run directly; chunks need floor division).
+  const Problem p = make_problem(6, 20, 4, 2, 16, 16, -30, 31);
   for (const AttentionParams& a : policies(p.D)) {
     std::vector<float> want(p.T * p.Hq * p.Dv);
     ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), p.T, p.S, p.Hq,
