@@ -328,17 +328,29 @@ TEST(Ops, RopeHandComputedPairings) {
 }
 
 // Rotation of [1, 0] pairs at position pos by frequency f (times attention factor af) gives
-// (af cos(pos f), af sin(pos f)); checks every pair of an 8-wide head.
-void expect_freqs(const RopeParams& p, const double (&freq)[4], double af) {
-  RopeTable t(p, 8);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(t.inv_freq()[i], freq[i], 1e-12 + 1e-9 * freq[i]) << i;
-  EXPECT_NEAR(t.attn_factor(), af, 1e-9);
-  for (int32_t pos : {1, 5, 300}) {
-    float x[8] = {1, 1, 1, 1, 0, 0, 0, 0};  // half-split: pair i = (x[i], x[i + 4])
-    rope(x, &pos, 1, 1, 8, t);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_NEAR(x[i], af * std::cos(pos * freq[i]), 1e-5) << pos << " " << i;
-      EXPECT_NEAR(x[i + 4], af * std::sin(pos * freq[i]), 1e-5) << pos << " " << i;
+// (af cos(pos f), af sin(pos f)); checks every pair of an 8-wide head, for both pairings and
+// for the optimized and reference ops.
+void expect_freqs(RopeParams p, const double (&freq)[4], double af) {
+  for (auto pairing : {RopePairing::HalfSplit, RopePairing::Interleaved}) {
+    p.pairing = pairing;
+    const bool half = pairing == RopePairing::HalfSplit;
+    RopeTable t(p, 8);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(t.inv_freq()[i], freq[i], 1e-12 + 1e-9 * freq[i]) << i;
+    EXPECT_NEAR(t.attn_factor(), af, 1e-9);
+    for (int32_t pos : {1, 5, 300}) {
+      // pair i = (x[i], x[i + 4]) half-split, (x[2i], x[2i + 1]) interleaved
+      float x[8], r[8];
+      for (int i = 0; i < 8; ++i) x[i] = (half ? i < 4 : i % 2 == 0) ? 1.0f : 0.0f;
+      std::memcpy(r, x, sizeof x);
+      rope(x, &pos, 1, 1, 8, t);
+      ref::rope(r, &pos, 1, 1, 8, 8, p);
+      for (int i = 0; i < 4; ++i) {
+        const int a = half ? i : 2 * i, b = half ? i + 4 : 2 * i + 1;
+        EXPECT_NEAR(x[a], af * std::cos(pos * freq[i]), 1e-5) << pos << " " << i << " half=" << half;
+        EXPECT_NEAR(x[b], af * std::sin(pos * freq[i]), 1e-5) << pos << " " << i << " half=" << half;
+        EXPECT_NEAR(r[a], af * std::cos(pos * freq[i]), 1e-5) << "ref " << pos << " " << i;
+        EXPECT_NEAR(r[b], af * std::sin(pos * freq[i]), 1e-5) << "ref " << pos << " " << i;
+      }
     }
   }
 }
