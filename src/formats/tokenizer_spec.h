@@ -12,6 +12,8 @@ namespace ptn {
 enum class TokenizerKind {
   SentencePiece,  // scores + byte fallback (GGUF "llama", HF BPE with byte_fallback and ▁)
   ByteLevelBPE,   // merges by rank over GPT-2 byte-to-unicode symbols (GGUF "gpt2")
+  WordPiece,      // BERT (GGUF "bert"): longest match; word-initial pieces start with ▁, continuations
+                  // are written without "##" (llama.cpp's converter); uncased, accents stripped
 };
 
 enum class TokenType : int32_t {  // GGUF token_type values

@@ -50,12 +50,9 @@ uint32_t compose(uint32_t a, uint32_t b) {
   return it != end && it->first == a && it->second == b ? it->composite : 0;
 }
 
-void nfc_run(std::vector<uint32_t>& cps, std::string& out) {
-  // Decompose, then put each run of non-starters in canonical order (stable by class).
-  std::vector<uint32_t> d;
-  d.reserve(cps.size() + 8);
-  for (uint32_t cp : cps) decompose(cp, d);
-  std::vector<uint8_t> cls(d.size());
+// Puts each run of non-starters in canonical order (stable by class); cls[i] = ccc(d[i]).
+void canonical_order(std::vector<uint32_t>& d, std::vector<uint8_t>& cls) {
+  cls.resize(d.size());
   for (size_t i = 0; i < d.size(); ++i) cls[i] = ccc(d[i]);
   for (size_t i = 0; i < d.size();) {
     if (cls[i] == 0) {
@@ -73,6 +70,14 @@ void nfc_run(std::vector<uint32_t>& cps, std::string& out) {
     }
     i = j;
   }
+}
+
+void nfc_run(std::vector<uint32_t>& cps, std::string& out) {
+  std::vector<uint32_t> d;
+  d.reserve(cps.size() + 8);
+  for (uint32_t cp : cps) decompose(cp, d);
+  std::vector<uint8_t> cls;
+  canonical_order(d, cls);
   // Canonical composition: a character joins the last starter unless blocked by a character
   // of the same or higher class in between (or by any starter).
   std::vector<uint32_t> r;
@@ -101,6 +106,15 @@ void nfc_run(std::vector<uint32_t>& cps, std::string& out) {
 }
 
 }  // namespace
+
+void nfd(std::vector<uint32_t>& cps) {
+  std::vector<uint32_t> d;
+  d.reserve(cps.size() + 8);
+  for (uint32_t cp : cps) decompose(cp, d);
+  std::vector<uint8_t> cls;
+  canonical_order(d, cls);
+  cps.swap(d);
+}
 
 std::string nfc_normalize(std::string_view text) {
   // Fast path: nothing at or above U+0300 (lead byte 0xCC) means nothing decomposes or composes

@@ -5,12 +5,16 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ptn::tok {
 
 // NFC of the well-formed parts of `text`; ill-formed bytes are kept as they are and act as
 // boundaries (nothing composes across them).
 std::string nfc_normalize(std::string_view text);
+
+// Canonical decomposition (NFD) of code points, in place.
+void nfd(std::vector<uint32_t>& cps);
 
 namespace nfc_data {
 struct CombiningClass {

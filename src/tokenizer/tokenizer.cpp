@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unicode_props.h"
 #include "tokenizer/utf8.h"
 
 namespace ptn {
@@ -215,7 +216,11 @@ struct Tokenizer::Impl {
   mutable std::mutex cache_mu;
   mutable StringMap<std::vector<int32_t>> word_cache;
 
+  size_t max_token_bytes = 0;
   bool spm() const { return spec.kind == TokenizerKind::SentencePiece; }
+  bool wpm() const { return spec.kind == TokenizerKind::WordPiece; }
+  // decode drops the space that starts the text: SPM's added ▁, WordPiece's word-initial ▁.
+  bool strips_leading_space() const { return (spm() && spec.add_space_prefix) || wpm(); }
   int32_t n() const { return static_cast<int32_t>(spec.tokens.size()); }
   int32_t lookup(std::string_view s) const {
     auto it = token_to_id.find(s);
@@ -228,6 +233,8 @@ struct Tokenizer::Impl {
   void encode_spm(std::string_view text, bool at_text_start, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_wpm(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_wpm_word(const std::vector<uint32_t>& word, std::vector<int32_t>& out) const;
   void push_unknown(std::vector<int32_t>& out) const {
     if (spec.unk_id) out.push_back(*spec.unk_id);
   }
@@ -281,6 +288,7 @@ void Tokenizer::Impl::build() {
     PTN_CHECK(t.size() <= kMaxTokenBytes, ErrorKind::InvalidArgument, where,
               "token " + std::to_string(i) + " is " + std::to_string(t.size()) + " bytes long");
     if (!t.empty()) token_to_id.emplace(t, id);  // the first of duplicate texts wins
+    max_token_bytes = std::max(max_token_bytes, t.size());
     TokenType& ty = types[i];
     if (spm() && ty == TokenType::Normal && spec.token_types.empty() && parse_byte_token(t) >= 0) ty = TokenType::Byte;
     if (ty == TokenType::Byte && spm()) {
@@ -301,7 +309,7 @@ void Tokenizer::Impl::build() {
         pieces[i].clear();
         break;
       default:
-        if (spm()) {
+        if (spm() || wpm()) {
           pieces[i] = replace_all(t, kSpace, " ");
         } else {
           // Byte-level characters back to bytes; a character outside the map stays as written.
@@ -325,7 +333,8 @@ void Tokenizer::Impl::build() {
 
   // Merges "a b" in rank order -> (id(a), id(b)) -> (rank, id(ab)).
   use_ranks = !spec.merges.empty();
-  PTN_CHECK(spm() || use_ranks, ErrorKind::InvalidArgument, where, "a byte-level BPE tokenizer needs merges");
+  PTN_CHECK(spm() || wpm() || use_ranks, ErrorKind::InvalidArgument, where, "a byte-level BPE tokenizer needs merges");
+  if (wpm()) PTN_CHECK(spec.unk_id.has_value(), ErrorKind::InvalidArgument, where, "a WordPiece tokenizer needs an unknown token");
   // SentencePiece without merges merges by score; without scores every pair ties (leftmost first).
   if (spm() && !use_ranks && spec.scores.empty()) spec.scores.assign(count, 0.0f);
   merges.reserve(spec.merges.size());
@@ -345,7 +354,7 @@ void Tokenizer::Impl::build() {
     merges.insert(a, b, MergeInfo{static_cast<int32_t>(r), ab});
   }
 
-  if (!spm()) {
+  if (spec.kind == TokenizerKind::ByteLevelBPE) {
     std::vector<std::string> patterns;
     if (spec.pre_split_explicit) {
       patterns = spec.pre_split_regexes;
@@ -504,6 +513,105 @@ void Tokenizer::Impl::encode_bpe(std::string_view fragment, std::vector<int32_t>
   for (std::string_view word : splitter->split(text)) encode_bpe_word(word, out);
 }
 
+namespace {
+
+bool is_cjk(uint32_t cp) {  // the CJK ideograph blocks that BERT isolates
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+bool is_bert_space(uint32_t cp) {
+  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x85 ||
+         cp == 0x2028 || cp == 0x2029 || (tok::unicode_flags(cp) & tok::kSpaceSeparator);
+}
+
+bool is_bert_punct(uint32_t cp) {
+  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
+         (tok::unicode_flags(cp) & tok::kPunctuation);
+}
+
+}  // namespace
+
+// BERT normalization (drop NUL, U+FFFD and control characters; lowercase; NFD; drop accents),
+// then words split at whitespace, with every punctuation mark and CJK ideograph a word of its own.
+void Tokenizer::Impl::encode_wpm(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<uint32_t> cps;
+  cps.reserve(text.size());
+  for (size_t p = 0; p < text.size();) {
+    const size_t n = tok::utf8_valid_length(text, p);
+    if (n == 0) {  // ill-formed bytes are U+FFFD, which BERT drops
+      p += tok::utf8_maximal_subpart(text, p);
+      continue;
+    }
+    const uint32_t cp = tok::decode_utf8(text, p, n);
+    p += n;
+    if (cp == 0 || cp == 0xFFFD) continue;
+    if (is_bert_space(cp)) {
+      cps.push_back(' ');
+      continue;
+    }
+    if (tok::unicode_flags(cp) & tok::kOther) continue;
+    tok::append_lowercase(cp, cps);
+  }
+  tok::nfd(cps);
+  std::vector<uint32_t> word;
+  auto flush = [&] {
+    if (!word.empty()) encode_wpm_word(word, out);
+    word.clear();
+  };
+  for (uint32_t cp : cps) {
+    if (tok::unicode_flags(cp) & tok::kNonspacingMark) continue;
+    if (is_bert_space(cp)) {
+      flush();
+    } else if (is_bert_punct(cp) || is_cjk(cp)) {
+      flush();
+      word.push_back(cp);
+      flush();
+    } else {
+      word.push_back(cp);
+    }
+  }
+  flush();
+}
+
+// Longest-match-first over the word; the first piece is looked up with ▁ before it. A word
+// that cannot be covered, or is longer than 100 characters, is one unknown token.
+void Tokenizer::Impl::encode_wpm_word(const std::vector<uint32_t>& word, std::vector<int32_t>& out) const {
+  constexpr size_t kMaxWordChars = 100;
+  if (word.size() > kMaxWordChars) {
+    out.push_back(*spec.unk_id);
+    return;
+  }
+  std::string s;
+  std::vector<size_t> offs;  // byte offset of each character, plus the end
+  for (uint32_t cp : word) {
+    offs.push_back(s.size());
+    tok::append_utf8(s, cp);
+  }
+  offs.push_back(s.size());
+  const size_t first_out = out.size();
+  size_t start = 0;  // in characters
+  while (start < word.size()) {
+    int32_t found = -1;
+    size_t end = word.size();
+    for (; end > start; --end) {
+      const size_t bytes = offs[end] - offs[start];
+      if (bytes > max_token_bytes) continue;
+      const std::string_view piece = std::string_view(s).substr(offs[start], bytes);
+      found = start == 0 ? lookup(std::string(kSpace) + std::string(piece)) : lookup(piece);
+      if (found >= 0) break;
+    }
+    if (found < 0) {
+      out.resize(first_out);
+      out.push_back(*spec.unk_id);
+      return;
+    }
+    out.push_back(found);
+    start = end;
+  }
+}
+
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
@@ -522,6 +630,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   auto encode_text = [&](std::string_view frag) {
     if (frag.empty()) return;
     if (m.spm()) m.encode_spm(frag, frag.data() == text.data(), out);
+    else if (m.wpm()) m.encode_wpm(frag, out);
     else m.encode_bpe(frag, out);
   };
   // Cut the added tokens out of the text, leftmost-longest; encode the text between them.
@@ -556,7 +665,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
     if (is_control(id) && skip_special) continue;  // is_control checks the range
     const std::string& p = impl_->pieces[static_cast<size_t>(id)];
     if (p.empty()) continue;
-    if (at_start && impl_->spm() && impl_->spec.add_space_prefix && p[0] == ' ')
+    if (at_start && impl_->strips_leading_space() && p[0] == ' ')
       out.append(p, 1, std::string::npos);
     else
       out += p;
@@ -615,7 +724,7 @@ std::string StreamDecoder::push(int32_t id) {
   if (tok_.is_control(id) && skip_special_) return {};  // is_control checks the range
   const std::string& p = tok_.impl_->pieces[static_cast<size_t>(id)];
   if (p.empty()) return {};
-  if (at_start_ && tok_.impl_->spm() && tok_.impl_->spec.add_space_prefix && p[0] == ' ')
+  if (at_start_ && tok_.impl_->strips_leading_space() && p[0] == ' ')
     pending_.append(p, 1, std::string::npos);
   else
     pending_ += p;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -28,6 +29,46 @@ std::string resolve(const std::string& path) {
 
 }  // namespace
 
+TokenizerSpec wordpiece_spec_from_gguf(const GgufFile& g) {
+  TokenizerSpec t;
+  t.kind = TokenizerKind::WordPiece;
+  t.tokens = g.get_string_array("tokenizer.ggml.tokens");
+  const size_t n = t.tokens.size();
+  if (n == 0) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.tokens"), "empty vocabulary");
+  if (g.has("tokenizer.ggml.token_type")) {
+    const std::vector<int64_t> types = g.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != n)
+      fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.token_type"),
+           std::to_string(types.size()) + " types for " + std::to_string(n) + " tokens");
+    for (size_t k = 0; k < n; ++k) {
+      if (types[k] < 1 || types[k] > 6)
+        fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.token_type"),
+             "token " + std::to_string(k) + " has unknown type " + std::to_string(types[k]));
+      t.token_types.push_back(static_cast<TokenType>(types[k]));
+    }
+  }
+  auto id = [&](const char* k) -> std::optional<int32_t> {
+    if (!g.has(k)) return std::nullopt;
+    const int64_t v = g.get_i64(k);
+    if (v < 0 || static_cast<uint64_t>(v) >= n)
+      fail(ErrorKind::Corrupt, g.where_key(k), "token id " + std::to_string(v) + " is outside the vocabulary");
+    return static_cast<int32_t>(v);
+  };
+  t.unk_id = id("tokenizer.ggml.unknown_token_id");
+  if (!t.unk_id) fail(ErrorKind::Corrupt, g.where_key("tokenizer.ggml.unknown_token_id"), "a WordPiece vocabulary needs it");
+  t.bos_id = id("tokenizer.ggml.cls_token_id");
+  t.eos_id = id("tokenizer.ggml.seperator_token_id");  // sic: the key's spelling
+  t.pad_id = id("tokenizer.ggml.padding_token_id");
+  t.add_bos = t.bos_id.has_value();
+  t.add_eos = t.eos_id.has_value();
+  t.add_space_prefix = false;
+  t.byte_fallback = false;
+  t.pre_tokenizer = g.opt_string("tokenizer.ggml.pre").value_or("");
+  if (t.bos_id) t.bos_token = t.tokens[*t.bos_id];
+  if (t.eos_id) t.eos_token = t.tokens[*t.eos_id];
+  return t;
+}
+
 TokenizerSource detect_tokenizer_source(const std::string& given) {
   const std::string path = resolve(given);
   std::FILE* f = std::fopen(path.c_str(), "rb");
@@ -52,6 +93,7 @@ TokenizerSpec load_tokenizer_spec(const std::string& given) {
     case TokenizerSource::Gguf: {
       auto g = GgufFile::open(path);
       if (!gguf_has_tokenizer(*g)) fail(ErrorKind::InvalidArgument, path, "the GGUF file holds no tokenizer.ggml.* keys");
+      if (g->get_string("tokenizer.ggml.model") == "bert") return wordpiece_spec_from_gguf(*g);
       return tokenizer_spec_from_gguf(*g);
     }
     case TokenizerSource::HfJson:

@@ -10,6 +10,8 @@
 
 namespace ptn {
 
+class GgufFile;
+
 enum class TokenizerSource { Gguf, HfJson, Ptn };
 
 // Which kind of file `path` is, by its first bytes (then its extension); throws
@@ -18,6 +20,10 @@ TokenizerSource detect_tokenizer_source(const std::string& path);
 
 // The tokenizer spec stored in `path`. Throws Unsupported for .ptn files (not yet wired).
 TokenizerSpec load_tokenizer_spec(const std::string& path);
+
+// A GGUF WordPiece (BERT) vocabulary, which formats/gguf_spec does not cover: tokens, types,
+// unknown/separator/cls/padding ids; [CLS] text [SEP] when adding special tokens.
+TokenizerSpec wordpiece_spec_from_gguf(const GgufFile& g);
 
 // Tokenizer::create(load_tokenizer_spec(path)).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -9,6 +9,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "vectors.h"
@@ -123,4 +124,35 @@ TEST(GgufTokenizer, EndOfGenerationAndSpecialTokens) {
   EXPECT_NE(t->encode("a<|endoftext|>", false, false).back(), *eot);
   EXPECT_EQ(t->decode({64, *eot}, true), "a");
   EXPECT_EQ(t->decode({64, *eot}, false), "a<|endoftext|>");
+}
+
+// WordPiece (BERT): llama.cpp's bert-bge vectors (ids from HF BertTokenizerFast).
+TEST(GgufWordPiece, BertBgeVectors) {
+  const std::string base = kData + "ggml-vocab-bert-bge.gguf";
+  auto t = load_tokenizer(base);
+  EXPECT_EQ(t->kind(), TokenizerKind::WordPiece);
+  const auto cases = test::read_vectors(base);
+  ASSERT_GE(cases.size(), 40u);
+  int failures = 0;
+  for (const auto& c : cases) {
+    const auto got = t->encode(c.text, false, false);
+    if (got != c.ids) {
+      ++failures;
+      ADD_FAILURE() << "bert-bge: text '" << c.text << "'\n  want " << test::show_ids(c.ids) << "\n  got  "
+                    << test::show_ids(got);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  // [CLS] ... [SEP] with special tokens; decode joins pieces (uncased, so not a round trip).
+  const auto ids = t->encode("Hello world", true, false);
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids.front(), *t->bos());
+  EXPECT_EQ(ids.back(), *t->eos());
+  EXPECT_EQ(t->decode(ids, true), "hello world");
+  std::mt19937 rng(13);
+  for (int iter = 0; iter < 100; ++iter) {
+    std::string s(rng() % 48, '\0');
+    for (auto& ch : s) ch = static_cast<char>(rng() & 0xFF);
+    (void)t->encode(s, true, true);  // any bytes: no crash
+  }
 }
