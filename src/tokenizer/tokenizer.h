@@ -1,4 +1,4 @@
-// Tokenizer: text <-> token ids for the two families of LLM vocabularies, built from a
+// Tokenizer: text <-> token ids for the families of LLM vocabularies, built from a
 // TokenizerSpec (GGUF tokenizer.ggml.* keys or an HF tokenizer.json):
 //  - SentencePiece style (Llama 1/2, Gemma, Phi-3): spaces as ▁, a leading ▁ (add_space_prefix),
 //    pairs merged by score (GGUF: highest score first) or by merge rank (tokenizer.json), leftmost
@@ -6,7 +6,8 @@
 //  - Byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek, StarCoder, Falcon, ...): the text is cut into
 //    words by the family's regexes, each byte written as a GPT-2 byte-level character, then merged
 //    by rank. Any bytes encode.
-// Added tokens (control, user-defined, unknown) are cut out of the text before either, longest
+//  - WordPiece (BERT, from GGUF): uncased BERT normalization, then longest-match pieces.
+// Added tokens (control, user-defined, unknown) are cut out of the text first, longest
 // match first; control and unknown ones only when parse_special is set.
 #pragma once
 #include <cstdint>
