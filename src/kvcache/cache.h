@@ -96,6 +96,13 @@ class KVCache {
   virtual void fork(SeqId src, SeqId dst) = 0;         // dst shares all of src's tokens
   virtual void clear(SeqId seq) = 0;                   // drop the sequence entirely
   virtual void rewind(SeqId seq, int64_t length) = 0;  // keep only positions < length
+  // The smallest length rewind(seq, length) accepts: 0 unless the cache has released positions
+  // that every layer's window had passed (PagedCache with only windowed/chunked layers).
+  // Throws InvalidArgument for an unknown sequence.
+  virtual int64_t rewind_floor(SeqId seq) const {
+    (void)length(seq);
+    return 0;
+  }
   virtual bool has_sequence(SeqId seq) const = 0;
   virtual int64_t length(SeqId seq) const = 0;         // tokens held for seq
   virtual bool can_extend(SeqId seq, int64_t n_new) const = 0;

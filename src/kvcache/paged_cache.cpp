@@ -163,6 +163,22 @@ void PagedCache::rewind(SeqId seq, int64_t length) {
   // A partial last block that is still indexed (or shared) is copied before the next write.
 }
 
+int64_t PagedCache::rewind_floor(SeqId seq) const {
+  const Sequence& s = seq_or_throw(seq, "rewind_floor");
+  const int64_t need = s.released * block_size_;  // positions below this are gone
+  if (need == 0) return 0;
+  // visible_floor is non-decreasing in the length: the first length whose floor reaches `need`.
+  int64_t lo = 0, hi = s.length;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (visible_floor(mid) >= need)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 bool PagedCache::has_sequence(SeqId seq) const { return seqs_.count(seq) != 0; }
 
 int64_t PagedCache::length(SeqId seq) const { return seq_or_throw(seq, "length").length; }

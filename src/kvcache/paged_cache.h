@@ -46,6 +46,7 @@ class PagedCache final : public KVCache {
   void fork(SeqId src, SeqId dst) override;
   void clear(SeqId seq) override;
   void rewind(SeqId seq, int64_t length) override;
+  int64_t rewind_floor(SeqId seq) const override;
   bool has_sequence(SeqId seq) const override;
   int64_t length(SeqId seq) const override;
   bool can_extend(SeqId seq, int64_t n_new) const override;

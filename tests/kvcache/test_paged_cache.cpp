@@ -10,6 +10,7 @@
 #include "core/threadpool.h"
 #include "kv_test_util.h"
 #include "kvcache/paged_cache.h"
+#include "kvcache/prefix_index.h"
 #include "kvcache/reference_cache.h"
 
 using namespace ptn;
@@ -378,6 +379,10 @@ TEST(PagedCache, ReleasesBlocksOutOfEveryWindow) {
   const auto table = c.paged.block_table(0);
   EXPECT_EQ(std::count(table.begin(), table.end(), -1), 23);
   EXPECT_THROW(c.paged.rewind(0, 90), Error);  // would need position 85
+  // Floor: the first length whose window (6) and chunk (8) starts are both >= 92 is 97.
+  EXPECT_EQ(c.paged.rewind_floor(0), 97);
+  EXPECT_THROW(c.paged.rewind(0, 96), Error);
+  EXPECT_EQ(c.ref.rewind_floor(0), 0);
   c.paged.rewind(0, 99);
   c.ref.rewind(0, 99);
   c.paged.fork(0, 1);
@@ -392,6 +397,25 @@ TEST(PagedCache, ReleasesBlocksOutOfEveryWindow) {
   c.paged.clear(1);
   EXPECT_EQ(c.paged.stats().used, 0);
   EXPECT_EQ(c.paged.stats().free + c.paged.stats().cached, 16);
+}
+
+TEST(PrefixHash, ChainsParentsTokensAndExtraKeys) {
+  const std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 4, 3};
+  const uint64_t root = kv::prefix_root();
+  EXPECT_EQ(kv::hash_block(root, a.data(), 4), kv::hash_block(root, a.data(), 4));
+  EXPECT_NE(kv::hash_block(root, a.data(), 4), kv::hash_block(root, b.data(), 4));   // order matters
+  EXPECT_NE(kv::hash_block(root, a.data(), 4), kv::hash_block(root + 1, a.data(), 4));  // parent matters
+  EXPECT_NE(kv::hash_block(root, a.data(), 3), kv::hash_block(root, a.data(), 4));
+  EXPECT_NE(kv::prefix_root({}), kv::prefix_root({0}));
+  EXPECT_NE(kv::prefix_root({1, 2}), kv::prefix_root({2, 1}));
+  // The index compares parent and tokens, so a (forced) hash collision attaches nothing.
+  kv::PrefixIndex idx;
+  EXPECT_TRUE(idx.insert(77, root, a.data(), 4, 5));
+  EXPECT_FALSE(idx.insert(77, root, b.data(), 4, 6));
+  EXPECT_EQ(idx.find(77, root, a.data(), 4), 5);
+  EXPECT_EQ(idx.find(77, root, b.data(), 4), -1);
+  EXPECT_EQ(idx.find(77, root + 1, a.data(), 4), -1);
+  EXPECT_EQ(idx.find(78, root, a.data(), 4), -1);
 }
 
 class PagedDtype : public ::testing::TestWithParam<DType> {};
