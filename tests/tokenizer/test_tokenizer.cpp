@@ -332,3 +332,41 @@ TEST(HfTokenizerJson, MetaspacePrependSchemes) {
   EXPECT_EQ(make("never")->encode("a<s>a", false, true), (ids_t{1, 3, 1}));
   EXPECT_THROW(make("sometimes"), ptn::Error);
 }
+
+TEST(ByteLevelSpec, EdgeCasesAreHandledOrRefused) {
+  // A byte-level vocabulary missing most bytes, with odd merges: encodes without crashing,
+  // bytes without a token become <unk> when there is one.
+  TokenizerSpec s;
+  s.kind = TokenizerKind::ByteLevelBPE;
+  s.tokens = {"<unk>", "a", "b", "ab", "", "\xC4\xA0", "\xC4\xA0" "a"};
+  s.token_types = {TokenType::Unknown, TokenType::Normal, TokenType::Normal, TokenType::Normal,
+                   TokenType::Unused,  TokenType::Normal, TokenType::Normal};
+  s.unk_id = 0;
+  s.merges = {"a b", "nospace", "x y", "\xC4\xA0 a", "a  b"};
+  s.pre_tokenizer = "gpt-2";
+  auto t = Tokenizer::create(s);
+  EXPECT_EQ(t->encode("ab a", false, false), (ids_t{3, 6}));
+  EXPECT_EQ(t->encode("abc", false, false), (ids_t{3, 0}));  // 'c' has no token
+  EXPECT_EQ(t->decode({3, 6, 4}, false), "ab a");           // an unused token decodes to nothing
+
+  s.pre_tokenizer = "no-such-family";
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s.pre_tokenizer = "";
+  s.pre_split_regexes = {"[unclosed"};
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s.pre_split_regexes.clear();
+  s.merges.clear();
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);  // byte-level BPE needs merges
+  s.merges = {"a b"};
+  s.rstrip_ids = {99};
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+}
+
+TEST(SentencePiece, ByteTokenTextIsValidated) {
+  auto s = tiny_spm();
+  s.token_types[7] = TokenType::Byte;  // "a" is not <0xXX>
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+  s = tiny_spm();
+  s.token_types[7] = static_cast<TokenType>(9);
+  EXPECT_THROW(Tokenizer::create(s), ptn::Error);
+}
