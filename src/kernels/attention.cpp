@@ -113,7 +113,7 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
   const int64_t k_stride = Hkv * D * static_cast<int64_t>(sizeof(float));
   const int64_t v_stride = Hkv * Dv * static_cast<int64_t>(sizeof(float));
   bool consecutive = S > 0;  // kv_pos[j] == kv_pos[0] + j for every j
-  for (int64_t j = 1; j < S && consecutive; ++j) consecutive = kv_pos[j] == kv_pos[j - 1] + 1;
+  for (int64_t j = 1; j < S && consecutive; ++j) consecutive = int64_t{kv_pos[j]} == int64_t{kv_pos[j - 1]} + 1;
   auto run = [&](int64_t u0, int64_t u1) {
     std::vector<float> acc(static_cast<size_t>(group * Dv));
     std::vector<AttnAccumulator> st(static_cast<size_t>(group));

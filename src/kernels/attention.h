@@ -16,7 +16,7 @@ struct AttentionParams {
   float scale = 1.0f;    // multiplies q·k (usually 1/sqrt(D))
   float softcap = 0.0f;  // scores = softcap * tanh(scores / softcap) after scaling; 0 = off
   AttnKind kind = AttnKind::Full;
-  int64_t span = 0;      // Window: W >= 1 (a query at p sees p-W+1..p); Chunk: C >= 1
+  int64_t span = 0;      // Window: W >= 1 (a query at p sees p-W+1..p); Chunk: C >= 1 (both <= 2^31-1)
 };
 
 // Whether a query at position qp sees the key at position kp: kp <= qp, and within the window
@@ -25,7 +25,7 @@ inline bool attn_visible(int64_t qp, int64_t kp, const AttentionParams& p) {
   if (kp > qp) return false;
   switch (p.kind) {
     case AttnKind::Full: return true;
-    case AttnKind::Window: return kp > qp - p.span;
+    case AttnKind::Window: return qp - kp < p.span;
     case AttnKind::Chunk: {
       auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
       return floor_div(kp, p.span) == floor_div(qp, p.span);

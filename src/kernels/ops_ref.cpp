@@ -118,9 +118,9 @@ void check_attention(const char* op, const float* q, const float* k, const float
   if (!std::isfinite(p.scale)) bad(op, shape + ": scale=" + num(double{p.scale}) + " is not finite");
   if (!std::isfinite(p.softcap) || p.softcap < 0)
     bad(op, shape + ": softcap=" + num(double{p.softcap}) + " must be finite and >= 0");
-  if (p.kind != AttnKind::Full && p.span < 1)
+  if (p.kind != AttnKind::Full && (p.span < 1 || p.span > std::numeric_limits<int32_t>::max()))
     bad(op, shape + ": " + (p.kind == AttnKind::Window ? "window" : "chunk") +
-                " attention needs span >= 1, got " + num(p.span));
+                " attention needs a span in [1, 2^31-1], got " + num(p.span));
   if (T > 0 && (q == nullptr || q_pos == nullptr || out == nullptr))
     bad(op, shape + ": null q, q_pos or out");
   if (S > 0 && (k == nullptr || v == nullptr || kv_pos == nullptr))

@@ -365,6 +365,8 @@ TEST(Attention, BadArgumentsThrow) {
                {"attention", "Hkv=0"});
   expect_error([&] { call(4, 2, AttentionParams{1.0f, 0.0f, AttnKind::Window, 0}); }, {"attention", "window", "span"});
   expect_error([&] { call(4, 2, AttentionParams{1.0f, 0.0f, AttnKind::Chunk, -3}); }, {"attention", "chunk", "span"});
+  expect_error([&] { call(4, 2, AttentionParams{1.0f, 0.0f, AttnKind::Window, int64_t{1} << 40}); },
+               {"attention", "window", "span"});
   expect_error([&] { call(4, 2, AttentionParams{NAN, 0.0f, AttnKind::Full, 0}); }, {"attention", "scale"});
   expect_error([&] { call(4, 2, AttentionParams{1.0f, -1.0f, AttnKind::Full, 0}); }, {"attention", "softcap"});
 
