@@ -29,6 +29,10 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
          "weight type id " + std::to_string(static_cast<uint32_t>(w.type)) + " not supported (" + shapes() + ")");
   if (w.rows < 0 || w.cols < 0 || m < 0)
     fail(ErrorKind::InvalidArgument, op, "negative size (" + shapes() + ")");
+  constexpr int64_t kMax = INT64_C(1) << 50;  // far beyond any memory; keeps m*K, m*N, N*K exact
+  if (w.rows > kMax || w.cols > kMax || m > kMax || (w.cols > 0 && (m > kMax / w.cols || w.rows > kMax / w.cols)) ||
+      (w.rows > 0 && m > kMax / w.rows))
+    fail(ErrorKind::InvalidArgument, op, "sizes too large (" + shapes() + ")");
   const DTypeTraits& tr = traits(w.type);
   if (w.cols % tr.block_size != 0)
     fail(ErrorKind::InvalidArgument, op,

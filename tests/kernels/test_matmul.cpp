@@ -253,6 +253,7 @@ TEST(Matmul, BadShapesThrow) {
   expect_error({DType::F32, 2, 64, buf.data(), 100}, x.data(), 1, y.data(), "row_stride");
   expect_error({DType::Q8_K, 2, 256, buf.data(), 292}, x.data(), 1, y.data(), "not supported");
   expect_error({DType::F32, -1, 64, buf.data(), 256}, x.data(), 1, y.data(), "negative");
+  expect_error({DType::F32, int64_t{1} << 40, int64_t{1} << 40, buf.data(), 256}, x.data(), 1, y.data(), "too large");
 }
 
 }  // namespace
