@@ -1242,7 +1242,7 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "trim" ||
       name == "e" || name == "escape") {
-    if (v.is_undefined() && (name == "e" || name == "escape")) return Value("");
+    if (v.is_undefined()) return Value("");  // Python Jinja: an undefined value is "" here
     if (!v.is_string()) {
       if (name == "e" || name == "escape" || v.is_number() || v.is_bool()) return apply_filter(name, Value(to_output(v)), args, sc, at);
       return bad("a string");

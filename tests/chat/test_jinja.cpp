@@ -89,6 +89,8 @@ TEST(Jinja, UndefinedSemantics) {
             "[][][][d][false][0]");
   EXPECT_EQ(render("{% for x in a %}{{ x }}{% else %}empty{% endfor %}"), "empty");
   EXPECT_EQ(render("{{ 'x' in a }}|{{ 'x' ~ a ~ 'y' }}"), "false|xy");
+  EXPECT_EQ(render("[{{ a | trim }}][{{ a | upper }}][{{ a | string }}][{{ a | tojson }}][{{ a | list | length }}]"),
+            "[][][][null][0]");
 }
 
 TEST(Jinja, JsonInputKeepsJavaScriptKeyOrder) {
