@@ -368,3 +368,79 @@ TEST(CorruptHfDirectory, MissingTensorIsNamed) {
 
 }  // namespace
 }  // namespace ptn
+
+#include <random>
+
+#include "formats/gguf_writer.h"
+
+namespace ptn {
+namespace {
+
+// Random byte mutations of small valid files: each either opens (and then every value and
+// tensor can be read) or throws ptn::Error. Run under PTN_SANITIZE to catch memory errors.
+TEST(CorruptFuzz, MutatedGgufNeverCrashes) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.block_count", 1);
+  w.set_string_array("tokenizer.ggml.tokens", {"a", "bb", "ccc"});
+  w.set_f32_array("tokenizer.ggml.scores", {0.0f, -1.0f, -2.0f});
+  Tensor t = Tensor::zeros(DType::F32, {2, 32});
+  w.add_tensor("x", t);
+  w.add_tensor("y", Tensor::zeros(DType::Q8_0, {1, 32}));
+  const std::string p0 = temp_dir() + "/fuzz_base.gguf";
+  w.write(p0);
+  const std::string base = read_text_file(p0);
+  std::mt19937 rng(1234);
+  int opened = 0;
+  for (int it = 0; it < 3000; ++it) {
+    std::string m = base;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % std::min<size_t>(m.size(), 400);  // the header region
+      m[pos] = static_cast<char>(rng() % 4 == 0 ? 0xff : rng() & 0xff);
+    }
+    if (rng() % 8 == 0) m.resize(rng() % m.size());
+    const std::string p = write_file("fuzz.gguf", m);
+    try {
+      auto g = GgufFile::open(p);
+      for (const auto& [k, v] : g->metadata()) (void)v.describe(1000);
+      for (const auto& ti : g->tensors()) {
+        Tensor x = g->tensor(ti.name);
+        volatile uint8_t sink = 0;
+        for (size_t b = 0; b < x.nbytes(); ++b) sink = sink + static_cast<const uint8_t*>(x.data())[b];
+      }
+      ++opened;
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GT(opened, 0);  // some mutations (e.g. in string bytes) leave the file valid
+}
+
+TEST(CorruptFuzz, MutatedSafetensorsNeverCrashes) {
+  const std::string base = st_bytes(
+      R"({"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, "b": {"dtype": "BF16", "shape": [4], "data_offsets": [16, 24]}})",
+      24);
+  std::mt19937 rng(99);
+  for (int it = 0; it < 3000; ++it) {
+    std::string m = base;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) m[rng() % m.size()] = static_cast<char>(" 0123456789[]{},:\"ABF"[rng() % 21]);
+    if (rng() % 8 == 0) m.resize(rng() % m.size());
+    const std::string p = write_file("fuzz.safetensors", m);
+    try {
+      auto f = SafetensorsFile::open(p);
+      for (const auto& ti : f->tensors()) {
+        try {
+          Tensor x = f->tensor(ti.name);
+          volatile uint8_t sink = 0;
+          for (size_t b = 0; b < x.nbytes(); ++b) sink = sink + static_cast<const uint8_t*>(x.data())[b];
+        } catch (const Error&) {
+        }
+      }
+    } catch (const Error&) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ptn
