@@ -161,6 +161,27 @@ TEST(HfConfig, Llama4ChunkedRopeLayersAndFullNoPeLayers) {
   EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate.weight"), "model.layers.1.feed_forward.gate_proj.weight");
 }
 
+TEST(HfConfig, YarnAndLinearRopeScaling) {
+  nlohmann::json c = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/qwen2.5-0.5b.json"));
+  c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Yarn);
+  EXPECT_FLOAT_EQ(s.rope_scaling.factor, 4.0f);
+  EXPECT_EQ(s.rope_scaling.original_max_position, 32768);
+  EXPECT_FLOAT_EQ(s.rope_scaling.beta_fast, 32.0f);
+  EXPECT_FLOAT_EQ(s.rope_scaling.beta_slow, 1.0f);
+  EXPECT_NEAR(s.rope_scaling.attn_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Linear);
+  EXPECT_FLOAT_EQ(s.rope_scaling.factor, 2.0f);
+  c["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(model_spec_from_hf_config(c, "cfg.json").rope_scaling.type, RopeScalingType::None);
+  c["rope_scaling"] = nullptr;
+  c["partial_rotary_factor"] = 0.5;
+  EXPECT_EQ(model_spec_from_hf_config(c, "cfg.json").rope_dim, 32);
+}
+
 void expect_error(const nlohmann::json& j, ErrorKind kind, const std::string& needle) {
   try {
     model_spec_from_hf_config(j, "cfg.json");
