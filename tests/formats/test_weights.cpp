@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "formats/gguf.h"
 #include "formats/sha256.h"
 #include "formats/weights.h"
@@ -88,6 +89,27 @@ TEST(Weights, SourceFilesCarrySha256) {
   EXPECT_EQ(files[0].size, 1185376u);
   // PROVENANCE.md records this hash.
   EXPECT_EQ(files[0].sha256, "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d");
+}
+
+TEST(Weights, QuantizedStoriesGgufsDequantizeCloseToF32) {
+  auto f32 = open_weights(kModel + "/hf");
+  for (const char* name : {"F16", "Q6_K", "Q4_K_M"}) {
+    auto q = open_weights(kModel + "/quantized/stories260K-" + std::string(name) + ".gguf");
+    EXPECT_EQ(q->names().size(), 48u) << name;
+    for (const char* t : {"blk.0.attn_q.weight", "blk.4.attn_k.weight", "blk.2.ffn_down.weight", "token_embd.weight"}) {
+      Tensor a = f32->get(t), b = q->get(t);
+      ASSERT_EQ(a.shape(), b.shape()) << name << " " << t;
+      std::vector<float> row(b.row_size());
+      double err = 0, ref = 0;
+      for (int64_t r = 0; r < b.rows(); ++r) {
+        dequantize_row(b.dtype(), b.row_ptr(r), row.data(), b.row_size());
+        const float* x = reinterpret_cast<const float*>(a.row_ptr(r));
+        for (int64_t c = 0; c < b.row_size(); ++c) { err += (row[c] - x[c]) * (row[c] - x[c]); ref += x[c] * x[c]; }
+      }
+      // Rows in the wrong order (a missed permutation) would give an NMSE near 2.
+      EXPECT_LT(err / ref, 0.02) << name << " " << t << " (" << dtype_name(b.dtype()) << ")";
+    }
+  }
 }
 
 TEST(Sha256, KnownVectors) {
