@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
@@ -250,6 +251,22 @@ TEST(Jinja, TemplateIsReusable) {
   EXPECT_EQ(t.render(ojson{{"messages", ojson::parse(R"([{"role": "b"}, {"role": "c"}])")}}), "b;c;");
   Template moved = std::move(t);
   EXPECT_EQ(moved.render(ojson{{"messages", ojson::array()}}), "");
+}
+
+TEST(Jinja, OneTemplateRendersFromManyThreads) {
+  Template t("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.role | upper }}"
+             "{{ [m.content, 'lit'] | tojson }}{% endfor %}{{ ns.n }}");
+  ojson ctx = {{"messages", ojson::parse(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])")}};
+  const std::string want = "USER[\"a\", \"lit\"]ASSISTANT[\"b\", \"lit\"]2";
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 300; ++i)
+        if (t.render(ctx) != want) ++bad[static_cast<size_t>(k)];
+    });
+  for (auto& th : threads) th.join();
+  for (int b : bad) EXPECT_EQ(b, 0);
 }
 
 TEST(Jinja, StrftimeNowFormatsTheCurrentDate) {
