@@ -3,7 +3,8 @@
 //   Decode/<type>/<N>x<K>    m = 1: GB/s of weight bytes streamed. Several copies of W (together
 //                            > 96 MB, beyond L3) are used in turn so the weights come from DRAM.
 //                            Counter bw_frac = weight GB/s / the read bandwidth probe below.
-//   DecodeCached/<type>      m = 1 on one small W that stays in cache: the compute ceiling.
+//   DecodeCached/<type>/...  m = 1 on one small W (1024x2048 or 256x8192, 2M weights) that stays
+//                            in cache: the kernels' compute ceiling.
 //   ReadBandwidth            STREAM-like read probe: both threads sum disjoint halves of 256 MB.
 //   Prefill/<type>/<m>       m = 64 / 512 rows on W[2048, 4096]: GOP/s (2 ops per multiply-add)
 //                            and peak_frac, the fraction of the relevant peak measured in this
@@ -291,10 +292,12 @@ int register_all() {
           ->Unit(benchmark::kMicrosecond);
   // The same with one 1024 x 2048 matrix that stays in L2/L3: the kernels' compute ceiling.
   for (DType t : kTypes)
-    benchmark::RegisterBenchmark((std::string("DecodeCached/") + dtype_name(t) + "/1024x2048").c_str(), BM_Decode, t,
-                                 1024, 2048, false)
-        ->MeasureProcessCPUTime()
-        ->Unit(benchmark::kMicrosecond);
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{1024, 2048}, {256, 8192}})
+      benchmark::RegisterBenchmark(
+          (std::string("DecodeCached/") + dtype_name(t) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
+          BM_Decode, t, n, k, false)
+          ->MeasureProcessCPUTime()
+          ->Unit(benchmark::kMicrosecond);
   for (DType t : kTypes)
     for (int64_t m : {64, 512})
       benchmark::RegisterBenchmark((std::string("Prefill/") + dtype_name(t) + "/" + std::to_string(m)).c_str(),

@@ -72,12 +72,14 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
     const size_t sz_d = mm::align64(static_cast<size_t>(m * qa.groups()) * 4);
     const size_t sz_s16 = mm::align64(static_cast<size_t>(m * (k / 16)) * 4);
     const size_t sz_s32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 4);
-    uint8_t* p = scratch.get(sz_q + sz_d + sz_s16 + 2 * sz_s32);
+    const size_t sz_h32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 2);
+    uint8_t* p = scratch.get(sz_q + sz_d + sz_s16 + 2 * sz_s32 + sz_h32);
     qa.q = reinterpret_cast<int8_t*>(p);
     qa.d = reinterpret_cast<float*>(p + sz_q);
     qa.s16 = reinterpret_cast<int32_t*>(p + sz_q + sz_d);
     qa.s32 = reinterpret_cast<int32_t*>(p + sz_q + sz_d + sz_s16);
     qa.fs32 = reinterpret_cast<float*>(p + sz_q + sz_d + sz_s16 + sz_s32);
+    qa.h32 = reinterpret_cast<int16_t*>(p + sz_q + sz_d + sz_s16 + 2 * sz_s32);
     // Split the rows over the threads only when there is enough work to pay for the hand-off.
     if (m * k >= (int64_t{1} << 16) && pool.size() > 1)
       pool.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) { quantize(x, r0, r1, qa); });

@@ -27,12 +27,26 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 struct RowArgs {
-  const QuantActs* qa;
+  // Per-row base pointers, computed once per row tile (the index arithmetic divides).
+  const int8_t* a_[4] = {};
+  const float* d_[4] = {};
+  const int32_t* s16_[4] = {};
+  const int32_t* s32_[4] = {};
   int64_t r0;
-  const int8_t* a(int r) const { return qa->q + (r0 + r) * qa->k; }
-  const float* d(int r) const { return qa->d + (r0 + r) * qa->groups(); }
-  const int32_t* s16(int r) const { return qa->s16 + (r0 + r) * (qa->k / 16); }
-  const int32_t* s32(int r) const { return qa->s32 + (r0 + r) * (qa->k / 32); }
+  RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
+    if (qa->q == nullptr) return;  // float weights: no quantized activations
+    const int64_t k = qa->k, ng = qa->groups();
+    for (int64_t r = 0; r < rows && r < 4; ++r) {
+      a_[r] = qa->q + (r0 + r) * k;
+      d_[r] = qa->d + (r0 + r) * ng;
+      s16_[r] = qa->s16 + (r0 + r) * (k / 16);
+      s32_[r] = qa->s32 + (r0 + r) * (k / 32);
+    }
+  }
+  const int8_t* a(int r) const { return a_[r]; }
+  const float* d(int r) const { return d_[r]; }
+  const int32_t* s16(int r) const { return s16_[r]; }
+  const int32_t* s32(int r) const { return s32_[r]; }
 };
 
 // sum over 32 bytes of q * a for signed codes q (|q| <= 128) and activations a, as 8 s32 lanes.
@@ -253,8 +267,8 @@ void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa,
   for (int64_t n = n0; n < n1; ++n) {
     const void* row = base + n * w.row_stride;
     for (int64_t r0 = 0; r0 < m; r0 += 4) {
-      const RowArgs ra{&qa, r0};
       const int64_t rr = std::min<int64_t>(4, m - r0);
+      const RowArgs ra(&qa, r0, rr);
       switch (rr) {
         case 4: row_dispatch<4>(w, row, x, ra, out); break;
         case 3: row_dispatch<3>(w, row, x, ra, out); break;

@@ -29,6 +29,11 @@ inline float hsum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline float hsum4(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 // ---- activation quantization ---------------------------------------------------------------
@@ -64,6 +69,7 @@ void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa)
       const int32_t s = s16[2 * b] + s16[2 * b + 1];
       qa.s32[r * (k / 32) + b] = s;
       qa.fs32[r * (k / 32) + b] = static_cast<float>(s);
+      qa.h32[r * (k / 32) + b] = static_cast<int16_t>(s);
     }
   }
 }
@@ -75,12 +81,30 @@ namespace {
 // at the weight row, qa/r0 select the activation rows r0..r0+R-1.
 
 struct RowArgs {
-  const QuantActs* qa;
+  // Per-row base pointers, computed once per row tile (not per block: the index arithmetic
+  // includes a division by the group size).
+  const int8_t* a_[4] = {};
+  const float* d_[4] = {};
+  const int32_t* s16_[4] = {};
+  const int32_t* s32_[4] = {};
+  const int16_t* h32_[4] = {};
   int64_t r0;
-  const int8_t* a(int r) const { return qa->q + (r0 + r) * qa->k; }
-  const float* d(int r) const { return qa->d + (r0 + r) * qa->groups(); }
-  const int32_t* s16(int r) const { return qa->s16 + (r0 + r) * (qa->k / 16); }
-  const int32_t* s32(int r) const { return qa->s32 + (r0 + r) * (qa->k / 32); }
+  RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
+    if (qa->q == nullptr) return;  // float weights: no quantized activations
+    const int64_t k = qa->k, ng = qa->groups();
+    for (int64_t r = 0; r < rows && r < 4; ++r) {
+      a_[r] = qa->q + (r0 + r) * k;
+      d_[r] = qa->d + (r0 + r) * ng;
+      s16_[r] = qa->s16 + (r0 + r) * (k / 16);
+      s32_[r] = qa->s32 + (r0 + r) * (k / 32);
+      h32_[r] = qa->h32 + (r0 + r) * (k / 32);
+    }
+  }
+  const int8_t* a(int r) const { return a_[r]; }
+  const float* d(int r) const { return d_[r]; }
+  const int32_t* s16(int r) const { return s16_[r]; }
+  const int32_t* s32(int r) const { return s32_[r]; }
+  const int16_t* h32(int r) const { return h32_[r]; }
 };
 
 // Hint the weight bytes `ahead` bytes on into L1 (the hardware prefetcher alone leaves some
@@ -238,8 +262,10 @@ void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + hsum(tail[r]);
 }
 
-// The 6-bit scales and mins of a Q4_K / Q5_K super-block: sc[0..7], mn[0..7].
-inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block as 8 bytes each (byte j = sub-block
+// j), kept in registers (storing them as two words and reloading 8 bytes would stall on
+// store forwarding).
+inline void k4_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
   uint32_t a0, a1, a2;
   std::memcpy(&a0, s, 4);
   std::memcpy(&a1, s + 4, 4);
@@ -247,10 +273,8 @@ inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
   const uint32_t sc0 = a0 & 0x3f3f3f3f, mn0 = a1 & 0x3f3f3f3f;
   const uint32_t sc1 = (a2 & 0x0f0f0f0f) | (((a0 >> 6) & 0x03030303) << 4);
   const uint32_t mn1 = ((a2 >> 4) & 0x0f0f0f0f) | (((a1 >> 6) & 0x03030303) << 4);
-  std::memcpy(sc, &sc0, 4);
-  std::memcpy(sc + 4, &sc1, 4);
-  std::memcpy(mn, &mn0, 4);
-  std::memcpy(mn + 4, &mn1, 4);
+  sc = sc0 | (static_cast<uint64_t>(sc1) << 32);
+  mn = mn0 | (static_cast<uint64_t>(mn1) << 32);
 }
 
 // Q4_K / Q5_K: per super-block, sum_j sc_j * dot(u_j, a_j) in int32 (maddubs to int16 pairs,
@@ -264,11 +288,11 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   constexpr int64_t f4 = 0x0004000400040004;  // 16-bit shift counts 4 for the upper 256 bits
   const __m512i shifts = _mm512_set_epi64(f4, f4, f4, f4, 0, 0, 0, 0);
   __m512 acc[R];
-  __m256 mins[R];
+  __m128 mins[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm512_setzero_ps();
-    mins[r] = _mm256_setzero_ps();
+    mins[r] = _mm_setzero_ps();
   }
   for (int64_t i = 0; i < k / 256; ++i) {
     const uint8_t* blk = base + i * bs;
@@ -278,9 +302,9 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     uint16_t dh, mh;
     std::memcpy(&dh, blk, 2);
     std::memcpy(&mh, blk + 2, 2);
-    alignas(8) uint8_t sc[8], mn[8];
+    uint64_t sc, mn;
     k4_scales(blk + 4, sc, mn);
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
     const uint8_t* qs = blk + (Q5 ? 48 : 16);
     __m512i qh = _mm512_setzero_si512();
     if (Q5) qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)));
@@ -310,17 +334,18 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       }
     }
     const float d = h2f(dh), dmin = h2f(mh);
-    const __m256i mv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+    // sum_j m_j * sum(a_j): int16 pairs (madd) of the mins and the activation sums.
+    const __m128i mv = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float da = ra.d(r)[i];
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[r], isum2[r])), _mm512_set1_ps(d * da), acc[r]);
-      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.s32(r) + i * 8));
-      mins[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(mv, s)), _mm256_set1_ps(dmin * da), mins[r]);
+      const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ra.h32(r) + i * 8));
+      mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mv, s)), _mm_set1_ps(dmin * da), mins[r]);
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum(mins[r]);
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum4(mins[r]);
 }
 
 // Q6_K: 6-bit codes u (0..63), w = d * sc16 * (u - 32); the -32 term is sum_j sc_j * sum16(a_j).
@@ -442,8 +467,8 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   for (int64_t n = n0; n < n1; ++n) {
     const void* row = base + n * w.row_stride;
     for (int64_t r0 = 0; r0 < m; r0 += 4) {
-      const RowArgs ra{&qa, r0};
       const int64_t rr = std::min<int64_t>(4, m - r0);
+      const RowArgs ra(&qa, r0, rr);
       switch (rr) {
         case 4: row_dispatch<4>(w, row, x, ra, out); break;
         case 3: row_dispatch<3>(w, row, x, ra, out); break;
@@ -608,10 +633,19 @@ inline int32_t load4(const int8_t* p) {
 // scales (Q6_K); MINS: per-sub-block mins (Q4_K/Q5_K).
 template <int MR, int OFF, bool SPLIT, bool MINS>
 void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
-  const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32;
+  const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32, ng = qa.groups();
+  // Per-row pointers at this chunk's first sub-block / group.
   const int8_t* a[MR];
+  const float *dr[MR], *fsr[MR];
+  const int32_t *s32r[MR], *s16r[MR];
 #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) a[r] = qa.q + (r0 + r) * k + sb0 * 32;
+  for (int r = 0; r < MR; ++r) {
+    a[r] = qa.q + (r0 + r) * k + sb0 * 32;
+    dr[r] = qa.d + (r0 + r) * ng + sb0 / gsub;
+    fsr[r] = qa.fs32 + (r0 + r) * nsub + sb0;
+    s32r[r] = qa.s32 + (r0 + r) * nsub + sb0;
+    s16r[r] = qa.s16 + (r0 + r) * (k / 16) + 2 * sb0;
+  }
   __m512 acc[MR][2];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -633,8 +667,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
         for (int r = 0; r < MR; ++r) {
           int32_t init = 0;
           if (OFF) {
-            init = SPLIT ? -OFF * qa.s16[(r0 + r) * (k / 16) + 2 * (sb0 + b) + h]
-                         : -OFF * qa.s32[(r0 + r) * nsub + sb0 + b];
+            init = SPLIT ? -OFF * s16r[r][2 * b + h] : -OFF * s32r[r][b];
           }
           ai[r][0] = ai[r][1] = _mm512_set1_epi32(init);
         }
@@ -661,16 +694,15 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
         const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
-          const __m512 sv = _mm512_set1_ps(qa.fs32[(r0 + r) * nsub + sb0 + b]);
+          const __m512 sv = _mm512_set1_ps(fsr[r][b]);
           tmp[r][0] = _mm512_fnmadd_ps(sv, m0, tmp[r][0]);
           tmp[r][1] = _mm512_fnmadd_ps(sv, m1, tmp[r][1]);
         }
       }
     }
-    const int64_t gi = (sb0 + g0) / gsub;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 da = _mm512_set1_ps(qa.d[(r0 + r) * qa.groups() + gi]);
+      const __m512 da = _mm512_set1_ps(*dr[r]++);
       acc[r][0] = _mm512_fmadd_ps(tmp[r][0], da, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(tmp[r][1], da, acc[r][1]);
     }

@@ -41,6 +41,7 @@ inline void generic_quantize_acts(const float* x, int64_t r0, int64_t r1, QuantA
       const int32_t s = qa.s16[r * (k / 16) + 2 * b] + qa.s16[r * (k / 16) + 2 * b + 1];
       qa.s32[r * (k / 32) + b] = s;
       qa.fs32[r * (k / 32) + b] = static_cast<float>(s);
+      qa.h32[r * (k / 32) + b] = static_cast<int16_t>(s);
     }
   }
 }

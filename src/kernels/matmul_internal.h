@@ -21,6 +21,7 @@ struct QuantActs {
   int32_t* s16 = nullptr;    // [m][k / 16]
   int32_t* s32 = nullptr;    // [m][k / 32]
   float* fs32 = nullptr;     // [m][k / 32], s32 as float
+  int16_t* h32 = nullptr;    // [m][k / 32], s32 as int16 (|s32| <= 32 * 127)
   int64_t groups() const { return k / group; }
 };
 
