@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/attention.h"
 
 namespace ptn::kv {
 
@@ -29,5 +30,12 @@ struct PagedLayerView {
 // table[lo / block_size .. hi / block_size] must be valid blocks.
 void paged_attend_group(const PagedLayerView& view, int64_t kv_head, const float* q, int64_t group, int64_t lo,
                         int64_t hi, float scale, float softcap, float* out);
+
+// Folds the visible positions lo..hi that lie in blocks [block_begin, block_end) into the
+// group's begun accumulators states[group] (one share of a span split over threads; merge the
+// shares with attn_merge). An empty block range leaves the states unchanged.
+void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const float* q, int64_t group, int64_t lo,
+                            int64_t hi, int64_t block_begin, int64_t block_end, float scale, float softcap,
+                            AttnAccumulator* states);
 
 }  // namespace ptn::kv

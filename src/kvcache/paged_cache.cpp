@@ -342,30 +342,77 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   p->layer_done[static_cast<size_t>(layer)] = true;
 
   // 2. Attend, one work item per (row, kv head): its query group over the sequence's blocks.
+  //    With fewer items than threads (decoding few sequences), each item's blocks are split
+  //    into `splits` shares accumulated separately and merged (online-softmax merge).
   const int64_t group = n_q_heads / hkv;
   const float scale = params.scale, softcap = params.softcap;
   ThreadPool& tp = threads_ ? *threads_ : default_pool();
-  tp.parallel_for(T * hkv, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t item = b; item < e; ++item) {
+  const int64_t items = T * hkv;
+  int64_t max_blocks = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = rows[static_cast<size_t>(t)].pos;
+    max_blocks = std::max(max_blocks, pos / block_size_ - kv::first_visible(L, pos) / block_size_ + 1);
+  }
+  constexpr int64_t kMinBlocksPerShare = 4;
+  int64_t splits = items > 0 && items < tp.size() ? (tp.size() + items - 1) / items : 1;
+  splits = std::max<int64_t>(1, std::min(splits, max_blocks / kMinBlocksPerShare));
+
+  auto view_of = [&](const Pending::Seq& ps) {
+    kv::PagedLayerView view;
+    view.base = pool_.data(0);
+    view.block_bytes = pool_.block_bytes();
+    view.table = ps.table.data();
+    view.block_size = block_size_;
+    view.k_off = lay.k_off;
+    view.v_off = lay.v_off;
+    view.k_row = lay.k_row;
+    view.v_row = lay.v_row;
+    view.dk = dk;
+    view.dv = dv;
+    view.dtype = dt;
+    return view;
+  };
+  auto seq_of_row = [&](int64_t t) -> const Pending::Seq& {
+    return p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
+  };
+
+  if (splits == 1) {
+    tp.parallel_for(items, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t t = item / hkv, h = item % hkv;
+        const int64_t pos = rows[static_cast<size_t>(t)].pos;
+        kv::paged_attend_group(view_of(seq_of_row(t)), h, q + (t * n_q_heads + h * group) * dk, group,
+                               kv::first_visible(L, pos), pos, scale, softcap, out + (t * n_q_heads + h * group) * dv);
+      }
+    });
+    return;
+  }
+  // Split path: share s of item i accumulates into states[(i * splits + s) * group + g].
+  const int64_t units = items * splits;
+  std::vector<AttnAccumulator> states(static_cast<size_t>(units * group));
+  std::vector<float> acc(static_cast<size_t>(units * group * dv));
+  tp.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t item = u / splits, share = u % splits;
       const int64_t t = item / hkv, h = item % hkv;
-      const Pending::Seq& ps = p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
-      kv::PagedLayerView view;
-      view.base = pool_.data(0);
-      view.block_bytes = pool_.block_bytes();
-      view.table = ps.table.data();
-      view.block_size = block_size_;
-      view.k_off = lay.k_off;
-      view.v_off = lay.v_off;
-      view.k_row = lay.k_row;
-      view.v_row = lay.v_row;
-      view.dk = dk;
-      view.dv = dv;
-      view.dtype = dt;
       const int64_t pos = rows[static_cast<size_t>(t)].pos;
-      kv::paged_attend_group(view, h, q + (t * n_q_heads + h * group) * dk, group, kv::first_visible(L, pos), pos,
-                             scale, softcap, out + (t * n_q_heads + h * group) * dv);
+      const int64_t lo = kv::first_visible(L, pos);
+      const int64_t b0 = lo / block_size_, nb = pos / block_size_ - b0 + 1;
+      AttnAccumulator* st = states.data() + u * group;
+      for (int64_t g = 0; g < group; ++g) attn_begin(st[g], acc.data() + (u * group + g) * dv, dv);
+      kv::paged_accumulate_group(view_of(seq_of_row(t)), h, q + (t * n_q_heads + h * group) * dk, group, lo, pos,
+                                 b0 + share * nb / splits, b0 + (share + 1) * nb / splits, scale, softcap, st);
     }
   });
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t t = item / hkv, h = item % hkv;
+    for (int64_t g = 0; g < group; ++g) {
+      AttnAccumulator& into = states[static_cast<size_t>(item * splits * group + g)];
+      for (int64_t share = 1; share < splits; ++share)
+        attn_merge(into, states[static_cast<size_t>((item * splits + share) * group + g)]);
+      attn_finish(into, out + (t * n_q_heads + h * group + g) * dv);
+    }
+  }
 }
 
 void PagedCache::do_commit(const StepBatch& batch, void* state) {

@@ -482,3 +482,21 @@ TEST(PagedCache, ThreadPoolSplitGivesSameResult) {
   for (SeqId s : {0, 1, 2}) append_rows(c.paged, s, {s}, &d);
   EXPECT_LT(c.step(d), 1e-10);
 }
+
+// Decoding one sequence on more threads than (row, kv head) pairs splits each span into shares
+// that are merged; the result is the same.
+TEST(PagedCache, LongSpanSplitOverThreadsGivesSameResult) {
+  for (int threads : {3, 4, 8}) {
+    ThreadPool pool(threads);
+    Pair c(spec3(), opts(1024, 8), &pool);
+    c.add(0);
+    StepBatch b;
+    append_rows(c.paged, 0, tokens_range(1, 300), &b);
+    EXPECT_LT(c.step(b), 1e-10);
+    for (int i = 0; i < 3; ++i) {
+      StepBatch d;
+      append_rows(c.paged, 0, {7 + i}, &d);  // 1 row x 2 kv heads: fewer items than threads
+      EXPECT_LT(c.step(d), 1e-10) << threads << " threads";
+    }
+  }
+}
