@@ -228,12 +228,15 @@ template <int R, bool Q5>
   std::memcpy(&d0, blk, 2);
   std::memcpy(&d1, b1, 2);
   const __m128 dw = two_halves(d0, d1);
+  // Signed codes q = u - off; dot(q, a) = dot(|q|, a * sign(q)) as for Q8_0.
+  const __m512i q = _mm512_sub_epi8(u, _mm512_set1_epi8(off));
+  const __m512i aq = _mm512_abs_epi8(q);
+  const __mmask64 neg = _mm512_movepi8_mask(q);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 32);
-    const __m128i s = _mm_mullo_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ra.s32(r) + i)), _mm_set1_epi32(-off));
-    const __m512i init = _mm512_maskz_expand_epi32(0x0101, _mm512_castsi128_si512(s));
-    const __m512i p = _mm512_dpbusd_epi32(init, u, a);
+    const __m512i sa = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aq, sa);
     acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(dw, ra.d(r) + i), acc[r]);
   }
 }
