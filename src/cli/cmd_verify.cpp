@@ -1,0 +1,84 @@
+// `ptn verify`: re-run a program's golden samples through the runtime with every cache.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "runtime/verify.h"
+
+namespace {
+
+struct VerifyArgs {
+  std::string file;
+  std::string cache = "all";
+  std::string mode = "optimized";
+  double max_nmse = 1e-3;
+  int threads = 0;
+};
+
+std::function<int()> setup(CLI::App& app) {
+  auto a = std::make_shared<VerifyArgs>();
+  auto* c = app.add_subcommand("verify", "Check that the runtime reproduces a program's golden samples");
+  using ptn::cli::opt;
+  c->add_option("file", a->file, "the .ptn program")->required();
+  c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, or all (default)");
+  c->add_option(opt("mode"), a->mode, "optimized (default) or reference executor");
+  c->add_option(opt("max-nmse"), a->max_nmse, "pass threshold on the logits' NMSE (default 1e-3)");
+  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  return [a] {
+    if (a->threads > 0) ptn::set_default_threads(a->threads);
+    auto program = ptn::Program::load(a->file, ptn::VerifyLevel::Full);
+    const auto& meta = program->meta();
+    std::printf("%s: %zu golden samples, %s cache program\n", a->file.c_str(), meta.samples.size(),
+                meta.static_cache ? "static" : "off-graph");
+    if (meta.samples.empty()) {
+      std::printf("no golden samples to verify (export with --samples K)\n");
+      return 1;
+    }
+    struct Variant {
+      std::string label, kind;
+      ptn::DType dtype;
+      double nmse;
+    };
+    std::vector<Variant> variants;
+    if (meta.static_cache) {
+      variants.push_back({"static", "static", ptn::DType::F32, a->max_nmse});
+    } else {
+      std::vector<Variant> all = {{"reference", "reference", ptn::DType::F32, a->max_nmse},
+                                  {"paged-f32", "paged", ptn::DType::F32, a->max_nmse},
+                                  {"paged-f16", "paged", ptn::DType::F16, std::max(a->max_nmse, 3e-3)},
+                                  {"paged-bf16", "paged", ptn::DType::BF16, std::max(a->max_nmse, 1e-2)},
+                                  {"paged-q8_0", "paged", ptn::DType::Q8_0, std::max(a->max_nmse, 1e-2)}};
+      for (auto& v : all)
+        if (a->cache == "all" || a->cache == v.label || (a->cache == "paged" && v.label == "paged-f32"))
+          variants.push_back(v);
+      if (variants.empty()) throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--cache", "unknown cache '" + a->cache + "'");
+    }
+    bool ok = true;
+    for (const auto& v : variants) {
+      ptn::VerifyOptions vo;
+      vo.mode = a->mode == "reference" ? ptn::ExecMode::Reference : ptn::ExecMode::Optimized;
+      vo.cache_kind = v.kind;
+      vo.cache.dtype = v.dtype;
+      vo.max_nmse = v.nmse;
+      if (v.dtype == ptn::DType::Q8_0 && meta.cache_spec.layers.front().head_dim_k % 32 != 0) {
+        std::printf("  %-11s skipped: head dim %lld is not a multiple of 32\n", v.label.c_str(),
+                    static_cast<long long>(meta.cache_spec.layers.front().head_dim_k));
+        continue;
+      }
+      for (const auto& r : ptn::verify_samples(program, vo)) {
+        std::printf("  %-11s sample %d (%lld prompt + %lld decode): max|err| %.3g  nmse %.3g  top1 %.0f%%  top5 %.0f%%  %s\n",
+                    v.label.c_str(), r.sample, static_cast<long long>(r.prompt_tokens),
+                    static_cast<long long>(r.decode_tokens), r.cmp.max_abs_err, r.cmp.nmse, 100 * r.cmp.top1,
+                    100 * r.cmp.top5, r.pass ? "ok" : "FAIL");
+        ok = ok && r.pass;
+      }
+    }
+    std::printf("%s\n", ok ? "verify: all samples pass" : "verify: FAILED");
+    return ok ? 0 : 1;
+  };
+}
+
+PTN_COMMAND("verify", setup);
+
+}  // namespace

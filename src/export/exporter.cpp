@@ -1,0 +1,304 @@
+#include "export/exporter.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "core/quant.h"
+#include "core/threadpool.h"
+#include "export/golden.h"
+#include "formats/hf_config.h"
+#include "formats/ptn_file.h"
+#include "formats/random_weights.h"
+#include "formats/weights.h"
+#include "graph/checks.h"
+#include "kernels/matmul.h"
+#include "models/decoder.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
+#include "tokenizer/hf_tokenizer_json.h"
+
+#ifndef PTN_VERSION
+#define PTN_VERSION "0.1.0"
+#endif
+
+namespace ptn {
+
+namespace {
+
+// Progress on stderr: a bar when stderr is a terminal, plain lines (every 10%) otherwise.
+class Progress {
+ public:
+  Progress(std::string what, int64_t total) : what_(std::move(what)), total_(total), tty_(isatty(2)) {}
+  void update(int64_t done) {
+    const int pct = total_ > 0 ? static_cast<int>(100 * done / total_) : 100;
+    if (tty_) {
+      const int w = 30, filled = pct * w / 100;
+      std::fprintf(stderr, "\r%-28s [%.*s%*s] %3d%%", what_.c_str(), filled, "##############################",
+                   w - filled, "", pct);
+      if (done >= total_) std::fputc('\n', stderr);
+    } else if (pct / 10 != last_ / 10 || done >= total_) {
+      if (pct != last_) std::fprintf(stderr, "%s: %d%%\n", what_.c_str(), pct);
+    }
+    last_ = pct;
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string what_;
+  int64_t total_;
+  bool tty_;
+  int last_ = -1;
+};
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+std::string dir_of(const std::string& path) {
+  auto p = path.find_last_of('/');
+  return p == std::string::npos ? "." : path.substr(0, p);
+}
+
+// llama.cpp's Q4_K_M rule picks more bits for attn_v / ffn_down in the first and last eighth of
+// the layers and in every third layer between them.
+bool more_bits_layer(int64_t layer, int64_t n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::strtoll(name.c_str() + 4, nullptr, 10);
+}
+
+// A block type that cannot hold rows of `cols` falls back as llama.cpp does: the K-quants to
+// Q5_0 (Q4_K, Q5_K) or Q8_0 (Q6_K), and anything that still does not fit to F16.
+DType fit_rows(DType t, int64_t cols) {
+  if (cols % traits(t).block_size == 0) return t;
+  if (t == DType::Q4_K || t == DType::Q5_K) t = DType::Q5_0;
+  if (t == DType::Q6_K) t = DType::Q8_0;
+  if (cols % traits(t).block_size == 0) return t;
+  return DType::F16;
+}
+
+}  // namespace
+
+DType export_weight_type(const std::string& policy, const std::string& name, DType source,
+                         const std::vector<int64_t>& shape, const ModelSpec& spec) {
+  const bool matrix = shape.size() == 2;
+  if (!matrix) return DType::F32;  // norms and biases
+  const int64_t cols = shape[1];
+  if (policy.empty()) {
+    if (matmul_supports(source) && cols % traits(source).block_size == 0) return source;
+    return DType::F32;
+  }
+  if (policy == "f32") return DType::F32;
+  if (policy == "f16") return DType::F16;
+  if (policy == "bf16") return DType::BF16;
+  if (policy == "q8_0") return fit_rows(DType::Q8_0, cols);
+  const bool is_output = name == "output.weight" || (spec.tie_word_embeddings && name == "token_embd.weight");
+  if (policy == "q4_0") return fit_rows(is_output ? DType::Q6_K : DType::Q4_0, cols);
+  if (policy == "q4_k_m") {
+    if (is_output) return fit_rows(DType::Q6_K, cols);
+    const int64_t l = layer_of(name);
+    const bool v_or_down = name.find(".attn_v.") != std::string::npos || name.find(".ffn_down.") != std::string::npos;
+    if (l >= 0 && v_or_down && more_bits_layer(l, spec.n_layers)) return fit_rows(DType::Q6_K, cols);
+    return fit_rows(DType::Q4_K, cols);
+  }
+  fail(ErrorKind::InvalidArgument, "--quantize", "unknown type '" + policy + "' (f32, f16, bf16, q8_0, q4_0, q4_k_m)");
+}
+
+void validate_export_options(const ExportOptions& o) {
+  if (o.model.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--model is required");
+  if (o.output.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--output is required");
+  if (o.static_cache && o.offgraph_cache)
+    fail(ErrorKind::InvalidArgument, "ptn export", "--static_cache and --offgraph_cache exclude each other");
+  if (!o.static_cache && (o.max_context_length > 0 || !o.kv_cache_dtype.empty()))
+    fail(ErrorKind::InvalidArgument, "ptn export",
+         "--max_context_length and --kv_cache_dtype describe an in-graph cache and cannot be combined with the "
+         "off-graph cache (the default): its capacity and dtype are chosen when the program runs, with "
+         "`ptn run --ctx N --cache-type T` or `ptn serve --kv-memory BYTES|--ctx N --cache-type T` "
+         "(T: f32, f16, bf16, q8_0). Use --static_cache to export the in-graph baseline instead.");
+  if (o.static_cache && o.max_context_length <= 0)
+    fail(ErrorKind::InvalidArgument, "ptn export", "--static_cache needs --max_context_length N (N > 0)");
+  if (o.static_cache && !o.kv_cache_dtype.empty()) {
+    auto t = dtype_from_name(o.kv_cache_dtype);
+    if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16))
+      fail(ErrorKind::InvalidArgument, "--kv_cache_dtype", "must be f32, f16 or bf16 for the static cache");
+  }
+  if (o.max_seq_length < 1 || o.max_seq_length > 65536)
+    fail(ErrorKind::InvalidArgument, "--max_seq_length", "must be 1..65536");
+  if (o.samples < 0 || o.samples > 64) fail(ErrorKind::InvalidArgument, "--samples", "must be 0..64");
+  if (o.sample_decode_tokens < 4 || o.sample_decode_tokens > 256)
+    fail(ErrorKind::InvalidArgument, "ptn export", "golden samples need 4..256 decode steps");
+  if (!o.quantize.empty()) export_weight_type(o.quantize, "x.weight", DType::F32, {1, 256}, ModelSpec{});
+}
+
+ExportResult export_program(const ExportOptions& o, std::ostream& log) {
+  validate_export_options(o);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // --- the source --------------------------------------------------------------------------
+  std::unique_ptr<WeightSource> src;
+  std::string hf_dir;
+  if (o.random_weights) {
+    std::string cfg = o.model;
+    if (is_directory(cfg)) cfg += "/config.json";
+    if (!ends_with(cfg, ".json"))
+      fail(ErrorKind::InvalidArgument, "--random_weights", "needs --model to be a config.json or a directory with one");
+    src = random_weights(model_spec_from_hf_config_file(cfg), o.seed);
+    hf_dir = dir_of(cfg);
+  } else {
+    if (ends_with(o.model, ".json") && !is_directory(o.model))
+      fail(ErrorKind::InvalidArgument, "--model",
+           "only a config.json was given: add --random_weights, or --gguf FILE for the weights");
+    src = open_weights(o.model, o.gguf);
+    if (is_directory(o.model)) hf_dir = o.model;
+  }
+  ModelSpec spec = src->spec();
+  log << "source: " << src->describe() << "\n";
+  log << "model: " << spec.family << " (" << spec.architecture << "), " << spec.n_layers << " layers, hidden "
+      << spec.hidden_size << ", heads " << spec.n_heads << "/" << spec.n_kv_heads << ", vocab " << spec.vocab_size
+      << "\n";
+
+  // --- attention policies the cache op must honour --------------------------------------------
+  std::vector<std::string> windowed;
+  for (size_t l = 0; l < spec.layers.size(); ++l)
+    if (spec.layers[l].kind != AttnKind::Full)
+      windowed.push_back(std::to_string(l) + " (" + attn_kind_name(spec.layers[l].kind) + " " +
+                         std::to_string(spec.layers[l].span) + ")");
+  if (!windowed.empty() && !o.allow_windows) {
+    std::string list;
+    for (size_t i = 0; i < windowed.size() && i < 8; ++i) list += (i ? ", " : "") + windowed[i];
+    if (windowed.size() > 8) list += ", ...";
+    fail(ErrorKind::Unsupported, "ptn export",
+         "layers " + list + " use sliding-window or chunked attention (config fields sliding_window / layer_types / "
+         "use_sliding_window / attention_chunk_size), which this cache cannot express");
+  }
+
+  // --- graph and checks ---------------------------------------------------------------------
+  BuildOptions bo;
+  bo.static_cache = o.static_cache;
+  bo.max_context_length = o.max_context_length;
+  if (!o.kv_cache_dtype.empty()) bo.static_cache_dtype = *dtype_from_name(o.kv_cache_dtype);
+  ProgramMeta meta;
+  meta.spec = spec;
+  meta.graph = build_decoder_graph(spec, bo);
+  if (o.static_cache) check_static_cache(meta.graph, spec.n_layers);
+  else check_offgraph(meta.graph, spec.n_layers);
+  OpSupportReport rep = op_support(meta.graph, engine_ops());
+  log << rep.to_string() << "\n";
+  if (!rep.ok()) fail(ErrorKind::Unsupported, "ptn export", "the engine cannot run this graph:\n" + rep.to_string());
+  meta.cache_spec = cache_spec_from_model(spec);
+  meta.max_seq_length = o.max_seq_length;
+  meta.static_cache = o.static_cache;
+  meta.static_context = o.max_context_length;
+  meta.static_cache_dtype = bo.static_cache_dtype;
+  if (o.static_cache && meta.cache_spec.max_positions > 0)
+    meta.cache_spec.max_positions = std::min(meta.cache_spec.max_positions, o.max_context_length);
+
+  // --- weights ------------------------------------------------------------------------------
+  std::set<std::string> needed;
+  for (const Node& n : meta.graph.nodes)
+    for (const auto& w : n.weights) needed.insert(w);
+  std::map<std::string, Tensor> tensors;
+  Progress prog("converting weights", static_cast<int64_t>(needed.size()));
+  int64_t done = 0;
+  std::map<std::string, int> type_counts;
+  for (const auto& name : needed) {
+    if (!src->has(name))
+      fail(ErrorKind::Corrupt, src->describe(), "tensor '" + name + "' needed by the graph is missing");
+    Tensor t = src->get(name);
+    const DType to = export_weight_type(o.quantize, name, t.dtype(), t.shape(), spec);
+    if (t.dtype() == to) {
+      tensors[name] = t;
+    } else {
+      Tensor out = Tensor::zeros(to, t.shape());
+      const int64_t rows = t.rows(), cols = t.row_size();
+      const Tensor& in = t;
+      default_pool().parallel_for(rows, 16, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) convert_row(in.dtype(), in.row_ptr(r), to, out.row_ptr(r), cols);
+      });
+      tensors[name] = out;
+    }
+    ++type_counts[dtype_name(to)];
+    prog.update(++done);
+  }
+  log << "weights:";
+  for (const auto& [t, n] : type_counts) log << " " << t << " x" << n;
+  log << "\n";
+
+  // --- tokenizer ----------------------------------------------------------------------------
+  std::optional<TokenizerSpec> tok;
+  if (!hf_dir.empty() && file_exists(hf_dir + "/tokenizer.json")) tok = load_hf_tokenizer(hf_dir + "/tokenizer.json");
+  else tok = src->tokenizer();
+  if (!tok && !o.gguf.empty()) tok = open_weights(o.gguf)->tokenizer();
+  if (tok) {
+    if (static_cast<int64_t>(tok->tokens.size()) > spec.vocab_size)
+      fail(ErrorKind::Corrupt, "tokenizer", "has " + std::to_string(tok->tokens.size()) +
+                                                " tokens, more than the model's vocabulary of " +
+                                                std::to_string(spec.vocab_size));
+    log << "tokenizer: " << tok->tokens.size() << " tokens ("
+        << (tok->kind == TokenizerKind::SentencePiece ? "sentencepiece" : "byte-level BPE") << ")"
+        << (tok->chat_template.empty() ? "" : ", with chat template") << "\n";
+  } else {
+    log << "tokenizer: none (the program runs on token ids only)\n";
+  }
+  meta.tokenizer = tok;
+
+  // --- provenance ---------------------------------------------------------------------------
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : src->source_files()) files.push_back({{"path", f.path}, {"bytes", f.size}, {"sha256", f.sha256}});
+  meta.provenance = {{"exporter", std::string("ptn ") + PTN_VERSION},
+                     {"source", src->describe()},
+                     {"files", files},
+                     {"random_weights", o.random_weights},
+                     {"seed", o.seed},
+                     {"quantize", o.quantize.empty() ? "source types" : o.quantize},
+                     {"command_line", o.command_line}};
+
+  // --- golden samples (reference ops, reference cache) --------------------------------------
+  std::map<std::string, Tensor> extra;
+  if (o.samples > 0) {
+    auto program = Program::from_memory(meta, tensors, o.output);
+    GoldenOptions go;
+    go.samples = o.samples;
+    go.prompt_tokens = o.sample_prompt_tokens > 0 ? std::min(o.sample_prompt_tokens, o.max_seq_length)
+                                                   : std::min<int64_t>(o.max_seq_length, 24);
+    go.decode_tokens = o.sample_decode_tokens;
+    go.seed = o.seed ^ 0x9e3779b97f4a7c15ull;
+    Progress gp("computing golden samples", o.samples);
+    meta.samples = compute_golden_samples(program, go, extra, [&](int i) { gp.update(i); });
+  }
+
+  // --- write --------------------------------------------------------------------------------
+  nlohmann::json manifest = meta_to_json(meta, extra);
+  PtnWriter w(o.output);
+  Progress wp("writing", static_cast<int64_t>(tensors.size() + extra.size()));
+  done = 0;
+  for (const auto& [name, t] : tensors) {
+    w.add_tensor(name, t);
+    wp.update(++done);
+  }
+  for (const auto& [name, t] : extra) {
+    w.add_tensor(name, t);
+    wp.update(++done);
+  }
+  w.finish(manifest);
+  ExportResult r;
+  r.bytes = w.bytes_written();
+  r.meta = std::move(meta);
+  r.op_report = rep.to_string();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log << "wrote " << o.output << " (" << r.bytes << " bytes, " << r.meta.samples.size() << " golden samples) in "
+      << secs << " s\n";
+  return r;
+}
+
+}  // namespace ptn

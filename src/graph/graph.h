@@ -1,0 +1,81 @@
+// The graph IR of a .ptn program: typed ops over values whose shapes are symbolic in T (the
+// token rows of a step) and R (the rows whose logits are wanted), with attributes and weights by
+// name. The off-graph program has exactly one UpdateAndAttend per attention layer and no state;
+// the static-cache baseline instead keeps K/V buffers in the program (Buffer values written by
+// CacheWrite), which is what the exporter's checks tell apart.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace ptn {
+
+enum class OpType : uint16_t {
+  Embedding,        // ids[T] (i32) -> [T, H]            weights: table [V, H]; attrs: scale
+  RMSNorm,          // x[T, N] -> [T, N]                 weights: w [G]; attrs: eps, plus_one, group (G; N % G == 0)
+  Linear,           // x[T, K] -> [T, N]                 weights: W [N, K], optional bias [N]
+  Rope,             // x[T, Hd*D], pos[T] -> same         attrs: heads, head_dim, rope_dim, theta, pairing, scaling...
+  UpdateAndAttend,  // q[T, Hq*D], k[T, Hkv*D], v[T, Hkv*Dv], pos[T] -> [T, Hq*Dv]; attrs: layer, heads, kv_heads, head_dim, head_dim_v, scale, softcap
+  Add,              // a, b -> a + b (same shape)
+  Mul,              // a, b -> a * b
+  Scale,            // x -> x * attrs.scale
+  Softcap,          // x -> cap * tanh(x / cap)
+  SwiGLU,           // gate, up -> silu(gate) * up
+  GeGLU,            // gate, up -> gelu_tanh(gate) * up
+  SelectRows,       // x[T, H] -> [R, H]: the rows whose logits the step wants (step descriptor)
+  CacheWrite,       // static cache only: buffer, x[T, Hkv*D], pos[T] -> (writes buffer rows at pos)
+  StaticAttention,  // static cache only: q, k_buffer, v_buffer, pos -> [T, Hq*Dv]; attrs as UpdateAndAttend
+};
+
+const char* op_name(OpType op);
+std::optional<OpType> op_from_name(const std::string& name);
+
+// Symbolic dimensions.
+constexpr int64_t kDimT = -1;  // token rows of the step
+constexpr int64_t kDimR = -2;  // selected output rows
+
+enum class ValueKind : uint8_t { Input, Activation, Buffer };
+
+struct Value {
+  std::string name;
+  ValueKind kind = ValueKind::Activation;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // may contain kDimT / kDimR
+};
+
+struct Node {
+  OpType op;
+  std::vector<int32_t> inputs;  // value ids
+  int32_t output = -1;          // value id (-1: none, e.g. CacheWrite)
+  std::vector<std::string> weights;
+  nlohmann::json attrs = nlohmann::json::object();
+};
+
+struct Graph {
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  int32_t input_ids = -1;       // i32 [T]
+  int32_t cache_position = -1;  // i32 [T]
+  int32_t logits = -1;          // f32 [R, vocab]
+
+  int32_t add_value(Value v);
+  int32_t add_node(OpType op, std::vector<int32_t> inputs, Value out, std::vector<std::string> weights = {},
+                   nlohmann::json attrs = nlohmann::json::object());
+
+  nlohmann::json to_json() const;
+  // Parses and validates structure: value ids in range, inputs defined before use, shapes of
+  // at most 4 dims, known ops; throws Corrupt naming `where` and the node.
+  static Graph from_json(const nlohmann::json& j, const std::string& where);
+
+  std::map<std::string, int> op_histogram() const;
+};
+
+// Concrete size of a symbolic dim given T and R.
+inline int64_t resolve_dim(int64_t d, int64_t T, int64_t R) { return d == kDimT ? T : d == kDimR ? R : d; }
+
+}  // namespace ptn

@@ -1,0 +1,144 @@
+#include "models/decoder.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ptn {
+
+namespace {
+
+const char* kFamilies[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4"};
+
+struct Builder {
+  const ModelSpec& s;
+  const BuildOptions& o;
+  Graph g;
+  int32_t pos = -1;
+
+  Value act(const std::string& name, int64_t width, int64_t rows = kDimT) {
+    return Value{name, ValueKind::Activation, DType::F32, {rows, width}};
+  }
+  int32_t norm(int32_t x, const std::string& w, int64_t width, const std::string& name, int64_t group = 0,
+               int64_t rows = kDimT) {
+    return g.add_node(OpType::RMSNorm, {x}, act(name, width, rows), {w},
+                      {{"eps", s.norm_eps}, {"plus_one", s.norm_weight_plus_one}, {"group", group ? group : width}});
+  }
+  int32_t linear(int32_t x, const std::string& w, int64_t out, const std::string& name, bool bias = false,
+                 int64_t rows = kDimT) {
+    std::vector<std::string> ws{w};
+    if (bias) {
+      std::string b = w.substr(0, w.size() - std::string("weight").size()) + "bias";
+      ws.push_back(b);
+    }
+    return g.add_node(OpType::Linear, {x}, act(name, out, rows), ws, {{"out_features", out}});
+  }
+  int32_t rope(int32_t x, int64_t heads, const LayerAttention& la, const std::string& name) {
+    const float theta = la.rope_theta > 0 ? la.rope_theta : s.rope_theta;
+    // Gemma 3 scales only its global layers' RoPE; its local layers keep their own base unscaled.
+    const bool scaled = !(s.family == "gemma3" && la.kind == AttnKind::Window);
+    const RopeScaling& rs = s.rope_scaling;
+    nlohmann::json a = {{"heads", heads},
+                        {"head_dim", s.head_dim},
+                        {"rope_dim", s.rope_dim > 0 ? s.rope_dim : s.head_dim},
+                        {"theta", theta},
+                        {"pairing", "half"},
+                        {"scaling", scaled ? rope_scaling_name(rs.type) : "none"},
+                        {"factor", rs.factor},
+                        {"low_freq_factor", rs.low_freq_factor},
+                        {"high_freq_factor", rs.high_freq_factor},
+                        {"original_max_position", rs.original_max_position},
+                        {"beta_fast", rs.beta_fast},
+                        {"beta_slow", rs.beta_slow},
+                        {"attn_factor", rs.attn_factor}};
+    return g.add_node(OpType::Rope, {x, pos}, act(name, heads * s.head_dim), {}, a);
+  }
+
+  void build() {
+    if (s.n_layers <= 0 || s.hidden_size <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
+        s.vocab_size <= 0 || s.intermediate_size <= 0 || static_cast<int64_t>(s.layers.size()) != s.n_layers)
+      fail(ErrorKind::InvalidArgument, "graph builder", "model spec has missing or inconsistent sizes");
+    if (s.n_heads % s.n_kv_heads != 0)
+      fail(ErrorKind::Unsupported, "graph builder",
+           "attention heads (" + std::to_string(s.n_heads) + ") not a multiple of kv heads (" +
+               std::to_string(s.n_kv_heads) + ")");
+    const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
+    g.input_ids = g.add_value(Value{"input_ids", ValueKind::Input, DType::I32, {kDimT}});
+    pos = g.cache_position = g.add_value(Value{"cache_position", ValueKind::Input, DType::I32, {kDimT}});
+    int32_t x = g.add_node(OpType::Embedding, {g.input_ids}, act("embed", H), {"token_embd.weight"},
+                           {{"scale", s.embed_scale}});
+    const float scale = s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
+    for (int64_t l = 0; l < s.n_layers; ++l) {
+      const LayerAttention& la = s.layers[l];
+      auto t = [&](const char* what) { return layer_tensor(l, what); };
+      auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
+      int32_t h = norm(x, t("attn_norm.weight"), H, nm("attn_in"));
+      int32_t q = linear(h, t("attn_q.weight"), Hq * D, nm("q"), s.attn_bias);
+      int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
+      int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
+      if (s.qk_norm) {
+        q = norm(q, t("attn_q_norm.weight"), Hq * D, nm("q_normed"), D);
+        k = norm(k, t("attn_k_norm.weight"), Hkv * D, nm("k_normed"), D);
+      }
+      if (la.use_rope) {
+        q = rope(q, Hq, la, nm("q_rope"));
+        k = rope(k, Hkv, la, nm("k_rope"));
+      }
+      nlohmann::json aa = {{"layer", l},        {"heads", Hq},         {"kv_heads", Hkv},
+                           {"head_dim", D},     {"head_dim_v", D},     {"scale", scale},
+                           {"softcap", s.attn_logit_softcap}};
+      int32_t a;
+      if (!o.static_cache) {
+        a = g.add_node(OpType::UpdateAndAttend, {q, k, v, pos}, act(nm("attn"), Hq * D), {}, aa);
+      } else {
+        Value kb{nm("k_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
+        Value vb{nm("v_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
+        int32_t kbi = g.add_value(kb), vbi = g.add_value(vb);
+        g.add_node(OpType::CacheWrite, {kbi, k, pos}, Value{}, {}, {{"layer", l}});
+        g.add_node(OpType::CacheWrite, {vbi, v, pos}, Value{}, {}, {{"layer", l}});
+        a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), {}, aa);
+      }
+      int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"));
+      if (s.sandwich_norms) ao = norm(ao, t("post_attention_norm.weight"), H, nm("attn_post"));
+      x = g.add_node(OpType::Add, {x, ao}, act(nm("resid_attn"), H));
+      int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
+      const int64_t I = s.intermediate_size;
+      int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"));
+      int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"));
+      int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
+                             act(nm("glu"), I), {},
+                             {{"activation", activation_name(s.activation)}});
+      int32_t d = linear(m, t("ffn_down.weight"), H, nm("ffn_out"));
+      if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
+      x = g.add_node(OpType::Add, {x, d}, act(nm("resid_ffn"), H));
+    }
+    int32_t xs = g.add_node(OpType::SelectRows, {x}, act("selected", H, kDimR));
+    xs = norm(xs, "output_norm.weight", H, "final_norm", 0, kDimR);
+    const std::string head = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
+    int32_t logits = linear(xs, head, s.vocab_size, "logits_raw", false, kDimR);
+    if (s.final_logit_softcap > 0)
+      logits = g.add_node(OpType::Softcap, {logits}, act("logits_capped", s.vocab_size, kDimR), {},
+                          {{"cap", s.final_logit_softcap}});
+    g.logits = logits;
+  }
+};
+
+}  // namespace
+
+bool family_supported(const std::string& family) {
+  for (const char* f : kFamilies)
+    if (family == f) return true;
+  return false;
+}
+
+Graph build_decoder_graph(const ModelSpec& spec, const BuildOptions& options) {
+  if (!family_supported(spec.family))
+    fail(ErrorKind::Unsupported, "graph builder", "no graph builder for model family '" + spec.family + "'");
+  if (options.static_cache && options.max_context_length <= 0)
+    fail(ErrorKind::InvalidArgument, "graph builder", "the static cache needs --max_context_length > 0");
+  Builder b{spec, options, {}};
+  b.build();
+  return std::move(b.g);
+}
+
+}  // namespace ptn

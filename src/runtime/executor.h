@@ -1,0 +1,75 @@
+// Runs a program step by step. A step is T token rows, possibly from several sequences; which
+// sequence a row belongs to travels beside the graph in the StepBatch, never inside it.
+//
+//   Executor exec(program, ExecMode::Optimized, /*max_rows=*/512, &pool);
+//   auto cache = make_cache("paged", program->meta().cache_spec, options);
+//   CacheScope scope(exec, *cache);        // the cache is installed only inside this scope
+//   const float* logits = exec.step(batch, OutputRows::LastPerSequence, &n_out);
+//
+// Activation memory is planned once for the largest step (no heap allocation per step).
+// ExecMode::Reference uses the plain reference ops on one thread: the independent path that
+// golden samples come from.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "kvcache/cache.h"
+#include "runtime/program.h"
+
+namespace ptn {
+
+enum class ExecMode { Reference, Optimized };
+enum class OutputRows { LastPerSequence, All };
+
+// The ops this engine can run (for the exporter's op-support report).
+const std::set<OpType>& engine_ops();
+
+class Executor {
+ public:
+  Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_t max_rows, ThreadPool* pool = nullptr);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs one step and returns its logits, [n_out, vocab] row-major, valid until the next step.
+  // LastPerSequence: one row per sequence, in the order sequences first appear in the batch.
+  // Off-graph programs need a cache installed (CacheScope); the step is a cache transaction:
+  // if anything fails, the cache is left as it was. Static-cache programs use their own buffers
+  // and accept one sequence.
+  const float* step(const StepBatch& batch, OutputRows rows, int64_t* n_out);
+
+  const Program& program() const { return *program_; }
+  int64_t max_rows() const { return max_rows_; }
+  int64_t vocab_size() const { return program_->meta().spec.vocab_size; }
+  size_t arena_bytes() const;
+  KVCache* installed_cache() const { return cache_; }
+  // Static-cache programs: forget what the buffers hold (a new sequence).
+  void reset_static_cache();
+
+ private:
+  friend class CacheScope;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<const Program> program_;
+  int64_t max_rows_;
+  KVCache* cache_ = nullptr;
+};
+
+// Installs `cache` for `exec` for the lifetime of the scope; leaving it (also by an exception)
+// uninstalls it. At most one cache is installed per executor at a time. The cache must fit
+// the program's cache spec.
+class CacheScope {
+ public:
+  CacheScope(Executor& exec, KVCache& cache);
+  ~CacheScope();
+  CacheScope(const CacheScope&) = delete;
+  CacheScope& operator=(const CacheScope&) = delete;
+
+ private:
+  Executor& exec_;
+};
+
+}  // namespace ptn

@@ -1,0 +1,84 @@
+#include "runtime/inspect.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "runtime/program.h"
+
+namespace ptn {
+
+bool is_ptn_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[8] = {};
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  static const char kMagic[8] = {'P', 'T', 'N', 0, 'P', 'R', 'O', 'G'};
+  return n == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0;
+}
+
+int inspect_ptn_file(const std::string& path) {
+  auto program = Program::load(path, VerifyLevel::Cheap);
+  const ProgramMeta& m = program->meta();
+  const ModelSpec& s = m.spec;
+  const PtnFile* f = program->file();
+  std::printf("file: %s\n", path.c_str());
+  std::printf("format: .ptn version %u, %llu bytes, %zu tensors\n", f->format_version(),
+              static_cast<unsigned long long>(f->file_size()), f->tensor_infos().size());
+  std::printf("cache: %s\n", m.static_cache ? "static (in-graph buffers)" : "off-graph (supplied by the runtime)");
+  if (m.static_cache)
+    std::printf("  static context %lld positions, dtype %s\n", static_cast<long long>(m.static_context),
+                dtype_name(m.static_cache_dtype));
+  std::printf("max_seq_length: %lld\n", static_cast<long long>(m.max_seq_length));
+  std::printf("\nprovenance:\n%s\n", m.provenance.dump(2).c_str());
+  std::printf("\nmodel: %s (%s)\n", s.family.c_str(), s.architecture.c_str());
+  std::printf("  vocab %lld, hidden %lld, ffn %lld, layers %lld, heads %lld, kv heads %lld, head dim %lld\n",
+              static_cast<long long>(s.vocab_size), static_cast<long long>(s.hidden_size),
+              static_cast<long long>(s.intermediate_size), static_cast<long long>(s.n_layers),
+              static_cast<long long>(s.n_heads), static_cast<long long>(s.n_kv_heads),
+              static_cast<long long>(s.head_dim));
+  std::printf("  context %lld, norm eps %g%s, activation %s, rope theta %g (%s scaling, factor %g)\n",
+              static_cast<long long>(s.max_position_embeddings), s.norm_eps, s.norm_weight_plus_one ? " (1+w)" : "",
+              activation_name(s.activation), s.rope_theta, rope_scaling_name(s.rope_scaling.type),
+              s.rope_scaling.factor);
+  std::printf("  tied embeddings %s, attention bias %s, q/k norm %s, sandwich norms %s, softcap attn %g final %g\n",
+              s.tie_word_embeddings ? "yes" : "no", s.attn_bias ? "yes" : "no", s.qk_norm ? "yes" : "no",
+              s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
+  std::printf("\ncache spec (per layer: kv heads x head dim k/v, policy):\n");
+  for (size_t l = 0; l < m.cache_spec.layers.size(); ++l) {
+    const auto& c = m.cache_spec.layers[l];
+    std::printf("  layer %3zu: %lld x %lld/%lld, %s", l, static_cast<long long>(c.n_kv_heads),
+                static_cast<long long>(c.head_dim_k), static_cast<long long>(c.head_dim_v), attn_kind_name(c.kind));
+    if (c.kind != AttnKind::Full) std::printf(" %lld", static_cast<long long>(c.span));
+    std::printf("\n");
+  }
+  std::printf("\nops:");
+  for (const auto& [op, n] : m.graph.op_histogram()) std::printf(" %s x%d", op.c_str(), n);
+  std::printf("\n\nweights by dtype:\n");
+  std::map<std::string, std::pair<int, uint64_t>> by_type;
+  for (const auto& t : f->tensor_infos()) {
+    if (t.name.rfind("golden.", 0) == 0 || t.name.rfind("tokenizer.", 0) == 0) continue;
+    auto& e = by_type[dtype_name(t.dtype)];
+    ++e.first;
+    e.second += t.nbytes;
+  }
+  for (const auto& [t, e] : by_type)
+    std::printf("  %-6s %4d tensors %12llu bytes\n", t.c_str(), e.first, static_cast<unsigned long long>(e.second));
+  if (m.tokenizer) {
+    const auto& t = *m.tokenizer;
+    std::printf("\ntokenizer: %s, %zu tokens, bos %d, eos %d, chat template %s\n",
+                t.kind == TokenizerKind::SentencePiece ? "sentencepiece" : "byte-level BPE", t.tokens.size(),
+                t.bos_id ? *t.bos_id : -1, t.eos_id ? *t.eos_id : -1, t.chat_template.empty() ? "no" : "yes");
+  } else {
+    std::printf("\ntokenizer: none\n");
+  }
+  std::printf("\ngolden samples: %zu\n", m.samples.size());
+  for (size_t i = 0; i < m.samples.size(); ++i)
+    std::printf("  sample %zu: %zu prompt tokens + %zu decode steps\n", i, m.samples[i].prompt.size(),
+                m.samples[i].decode.size());
+  return 0;
+}
+
+}  // namespace ptn

@@ -1,0 +1,361 @@
+#include "runtime/manifest.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ptn {
+
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& field, const std::string& what) {
+  fail(ErrorKind::Corrupt, where + ": manifest field '" + field + "'", what);
+}
+
+template <class T>
+T get(const json& j, const char* key, const std::string& where, T def) {
+  if (!j.contains(key)) return def;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    bad(where, key, "has the wrong type");
+  }
+}
+
+int64_t get_count(const json& j, const char* key, const std::string& where, int64_t lo, int64_t hi) {
+  int64_t v = get<int64_t>(j, key, where, 0);
+  if (v < lo || v > hi)
+    bad(where, key, "value " + std::to_string(v) + " outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  return v;
+}
+
+AttnKind kind_from(const std::string& s, const std::string& where) {
+  if (s == "full") return AttnKind::Full;
+  if (s == "window") return AttnKind::Window;
+  if (s == "chunk") return AttnKind::Chunk;
+  bad(where, "kind", "unknown attention policy '" + s + "'");
+}
+
+}  // namespace
+
+json spec_to_json(const ModelSpec& s) {
+  json layers = json::array();
+  for (const auto& l : s.layers)
+    layers.push_back({{"kind", attn_kind_name(l.kind)}, {"span", l.span}, {"use_rope", l.use_rope}, {"rope_theta", l.rope_theta}});
+  return {{"family", s.family},
+          {"architecture", s.architecture},
+          {"vocab_size", s.vocab_size},
+          {"hidden_size", s.hidden_size},
+          {"intermediate_size", s.intermediate_size},
+          {"n_layers", s.n_layers},
+          {"n_heads", s.n_heads},
+          {"n_kv_heads", s.n_kv_heads},
+          {"head_dim", s.head_dim},
+          {"max_position_embeddings", s.max_position_embeddings},
+          {"norm_eps", s.norm_eps},
+          {"norm_weight_plus_one", s.norm_weight_plus_one},
+          {"activation", activation_name(s.activation)},
+          {"rope_theta", s.rope_theta},
+          {"rope_dim", s.rope_dim},
+          {"rope_scaling", rope_scaling_name(s.rope_scaling.type)},
+          {"rope_factor", s.rope_scaling.factor},
+          {"attn_scale", s.attn_scale},
+          {"attn_logit_softcap", s.attn_logit_softcap},
+          {"final_logit_softcap", s.final_logit_softcap},
+          {"embed_scale", s.embed_scale},
+          {"tie_word_embeddings", s.tie_word_embeddings},
+          {"attn_bias", s.attn_bias},
+          {"qk_norm", s.qk_norm},
+          {"sandwich_norms", s.sandwich_norms},
+          {"layers", layers}};
+}
+
+ModelSpec spec_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) bad(where, "model", "is not an object");
+  ModelSpec s;
+  s.family = get<std::string>(j, "family", where, "");
+  s.architecture = get<std::string>(j, "architecture", where, "");
+  const int64_t big = int64_t{1} << 31;
+  s.vocab_size = get_count(j, "vocab_size", where, 1, big);
+  s.hidden_size = get_count(j, "hidden_size", where, 1, big);
+  s.intermediate_size = get_count(j, "intermediate_size", where, 1, big);
+  s.n_layers = get_count(j, "n_layers", where, 1, 4096);
+  s.n_heads = get_count(j, "n_heads", where, 1, 65536);
+  s.n_kv_heads = get_count(j, "n_kv_heads", where, 1, 65536);
+  s.head_dim = get_count(j, "head_dim", where, 1, 65536);
+  s.max_position_embeddings = get_count(j, "max_position_embeddings", where, 0, big);
+  s.norm_eps = get<float>(j, "norm_eps", where, 1e-5f);
+  s.norm_weight_plus_one = get<bool>(j, "norm_weight_plus_one", where, false);
+  std::string act = get<std::string>(j, "activation", where, "silu");
+  s.activation = act == "gelu_tanh" ? Activation::GeLUTanh : act == "gelu" ? Activation::GeLU : Activation::SiLU;
+  s.rope_theta = get<float>(j, "rope_theta", where, 10000.f);
+  s.rope_dim = get_count(j, "rope_dim", where, 0, 65536);
+  std::string rs = get<std::string>(j, "rope_scaling", where, "none");
+  s.rope_scaling.type = rs == "linear" ? RopeScalingType::Linear
+                        : rs == "llama3" ? RopeScalingType::Llama3
+                        : rs == "yarn"   ? RopeScalingType::Yarn
+                                         : RopeScalingType::None;
+  s.rope_scaling.factor = get<float>(j, "rope_factor", where, 1.f);
+  s.attn_scale = get<float>(j, "attn_scale", where, 0.f);
+  s.attn_logit_softcap = get<float>(j, "attn_logit_softcap", where, 0.f);
+  s.final_logit_softcap = get<float>(j, "final_logit_softcap", where, 0.f);
+  s.embed_scale = get<float>(j, "embed_scale", where, 1.f);
+  s.tie_word_embeddings = get<bool>(j, "tie_word_embeddings", where, false);
+  s.attn_bias = get<bool>(j, "attn_bias", where, false);
+  s.qk_norm = get<bool>(j, "qk_norm", where, false);
+  s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
+  if (!j.contains("layers") || !j["layers"].is_array() || static_cast<int64_t>(j["layers"].size()) != s.n_layers)
+    bad(where, "model.layers", "must list one entry per layer");
+  for (const auto& l : j["layers"]) {
+    LayerAttention la;
+    la.kind = kind_from(get<std::string>(l, "kind", where, "full"), where);
+    la.span = get_count(l, "span", where, 0, big);
+    la.use_rope = get<bool>(l, "use_rope", where, true);
+    la.rope_theta = get<float>(l, "rope_theta", where, 0.f);
+    s.layers.push_back(la);
+  }
+  return s;
+}
+
+json cache_spec_to_json(const CacheSpec& c) {
+  json layers = json::array();
+  for (const auto& l : c.layers)
+    layers.push_back({{"kv_heads", l.n_kv_heads}, {"head_dim_k", l.head_dim_k}, {"head_dim_v", l.head_dim_v},
+                      {"policy", attn_kind_name(l.kind)}, {"span", l.span}});
+  return {{"layers", layers}, {"max_positions", c.max_positions}};
+}
+
+CacheSpec cache_spec_from_json(const json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array()) bad(where, "cache", "missing layers");
+  CacheSpec c;
+  c.max_positions = get_count(j, "max_positions", where, 0, int64_t{1} << 31);
+  if (j["layers"].size() > 4096) bad(where, "cache.layers", "too many layers");
+  for (const auto& l : j["layers"]) {
+    LayerCacheSpec s;
+    s.n_kv_heads = get_count(l, "kv_heads", where, 1, 65536);
+    s.head_dim_k = get_count(l, "head_dim_k", where, 1, 65536);
+    s.head_dim_v = get_count(l, "head_dim_v", where, 1, 65536);
+    s.kind = kind_from(get<std::string>(l, "policy", where, "full"), where);
+    s.span = get_count(l, "span", where, 0, int64_t{1} << 31);
+    if (s.kind != AttnKind::Full && s.span < 1) bad(where, "cache.layers.span", "window/chunk needs a span >= 1");
+    c.layers.push_back(s);
+  }
+  return c;
+}
+
+CacheSpec cache_spec_from_model(const ModelSpec& s) {
+  CacheSpec c;
+  c.max_positions = s.max_position_embeddings;
+  for (const auto& l : s.layers) c.layers.push_back({s.n_kv_heads, s.head_dim, s.head_dim, l.kind, l.span});
+  return c;
+}
+
+void pack_strings(const std::vector<std::string>& strs, const std::string& name, std::map<std::string, Tensor>& out) {
+  size_t total = 0;
+  for (const auto& s : strs) total += s.size();
+  Tensor bytes = Tensor::zeros(DType::I8, {static_cast<int64_t>(total)});
+  Tensor offs = Tensor::zeros(DType::I64, {static_cast<int64_t>(strs.size() + 1)});
+  int64_t* o = offs.data_as<int64_t>();
+  char* b = bytes.data_as<char>();
+  size_t pos = 0;
+  for (size_t i = 0; i < strs.size(); ++i) {
+    o[i] = static_cast<int64_t>(pos);
+    if (!strs[i].empty()) std::memcpy(b + pos, strs[i].data(), strs[i].size());
+    pos += strs[i].size();
+  }
+  o[strs.size()] = static_cast<int64_t>(pos);
+  out[name + ".bytes"] = bytes;
+  out[name + ".offsets"] = offs;
+}
+
+std::vector<std::string> unpack_strings(const std::map<std::string, Tensor>& tensors, const std::string& name,
+                                        const std::string& where) {
+  auto ib = tensors.find(name + ".bytes");
+  auto io = tensors.find(name + ".offsets");
+  if (ib == tensors.end() || io == tensors.end()) bad(where, name, "string tensors missing");
+  const Tensor& b = ib->second;
+  const Tensor& o = io->second;
+  if (b.dtype() != DType::I8 || b.ndim() != 1 || o.dtype() != DType::I64 || o.ndim() != 1 || o.dim(0) < 1)
+    bad(where, name, "string tensors have the wrong type or shape");
+  const int64_t n = o.dim(0) - 1;
+  const int64_t* off = o.data_as<int64_t>();
+  const char* bytes = b.data_as<char>();
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > b.dim(0))
+      bad(where, name, "string " + std::to_string(i) + " has bad offsets");
+    out.emplace_back(bytes + off[i], static_cast<size_t>(off[i + 1] - off[i]));
+  }
+  return out;
+}
+
+json tokenizer_to_manifest(const TokenizerSpec& t, std::map<std::string, Tensor>& tensors) {
+  pack_strings(t.tokens, "tokenizer.tokens", tensors);
+  if (!t.merges.empty()) pack_strings(t.merges, "tokenizer.merges", tensors);
+  if (!t.scores.empty()) {
+    Tensor s = Tensor::zeros(DType::F32, {static_cast<int64_t>(t.scores.size())});
+    std::memcpy(s.data(), t.scores.data(), t.scores.size() * sizeof(float));
+    tensors["tokenizer.scores"] = s;
+  }
+  if (!t.token_types.empty()) {
+    Tensor s = Tensor::zeros(DType::I32, {static_cast<int64_t>(t.token_types.size())});
+    for (size_t i = 0; i < t.token_types.size(); ++i) s.data_as<int32_t>()[i] = static_cast<int32_t>(t.token_types[i]);
+    tensors["tokenizer.token_types"] = s;
+  }
+  pack_strings(t.pre_split_regexes, "tokenizer.pre_split", tensors);
+  pack_strings({t.chat_template, t.bos_token, t.eos_token, t.pre_tokenizer, t.normalizer}, "tokenizer.text", tensors);
+  json j = {{"kind", t.kind == TokenizerKind::SentencePiece ? "spm" : "bpe"},
+            {"add_bos", t.add_bos},
+            {"add_eos", t.add_eos},
+            {"add_space_prefix", t.add_space_prefix},
+            {"byte_fallback", t.byte_fallback},
+            {"ignore_merges", t.ignore_merges},
+            {"pre_split_explicit", t.pre_split_explicit},
+            {"bpe_add_prefix_space", t.bpe_add_prefix_space},
+            {"space_prefix_first_only", t.space_prefix_first_only},
+            {"lstrip_ids", t.lstrip_ids},
+            {"rstrip_ids", t.rstrip_ids},
+            {"extra_eos_ids", t.extra_eos_ids}};
+  auto opt = [&](const char* k, const std::optional<int32_t>& v) {
+    if (v) j[k] = *v;
+  };
+  opt("bos_id", t.bos_id);
+  opt("eos_id", t.eos_id);
+  opt("unk_id", t.unk_id);
+  opt("pad_id", t.pad_id);
+  opt("eot_id", t.eot_id);
+  return j;
+}
+
+TokenizerSpec tokenizer_from_manifest(const json& j, const std::map<std::string, Tensor>& tensors,
+                                      const std::string& where) {
+  if (!j.is_object()) bad(where, "tokenizer", "is not an object");
+  TokenizerSpec t;
+  t.kind = get<std::string>(j, "kind", where, "spm") == "bpe" ? TokenizerKind::ByteLevelBPE : TokenizerKind::SentencePiece;
+  t.tokens = unpack_strings(tensors, "tokenizer.tokens", where);
+  if (tensors.count("tokenizer.merges.bytes")) t.merges = unpack_strings(tensors, "tokenizer.merges", where);
+  const int64_t V = static_cast<int64_t>(t.tokens.size());
+  if (auto it = tensors.find("tokenizer.scores"); it != tensors.end()) {
+    if (it->second.dtype() != DType::F32 || it->second.numel() != V) bad(where, "tokenizer.scores", "wrong size");
+    t.scores.assign(it->second.data_as<float>(), it->second.data_as<float>() + V);
+  }
+  if (auto it = tensors.find("tokenizer.token_types"); it != tensors.end()) {
+    if (it->second.dtype() != DType::I32 || it->second.numel() != V) bad(where, "tokenizer.token_types", "wrong size");
+    for (int64_t i = 0; i < V; ++i) t.token_types.push_back(static_cast<TokenType>(it->second.data_as<int32_t>()[i]));
+  }
+  t.pre_split_regexes = unpack_strings(tensors, "tokenizer.pre_split", where);
+  auto text = unpack_strings(tensors, "tokenizer.text", where);
+  if (text.size() != 5) bad(where, "tokenizer.text", "expected 5 strings");
+  t.chat_template = text[0];
+  t.bos_token = text[1];
+  t.eos_token = text[2];
+  t.pre_tokenizer = text[3];
+  t.normalizer = text[4];
+  t.add_bos = get<bool>(j, "add_bos", where, false);
+  t.add_eos = get<bool>(j, "add_eos", where, false);
+  t.add_space_prefix = get<bool>(j, "add_space_prefix", where, true);
+  t.byte_fallback = get<bool>(j, "byte_fallback", where, true);
+  t.ignore_merges = get<bool>(j, "ignore_merges", where, false);
+  t.pre_split_explicit = get<bool>(j, "pre_split_explicit", where, false);
+  t.bpe_add_prefix_space = get<bool>(j, "bpe_add_prefix_space", where, false);
+  t.space_prefix_first_only = get<bool>(j, "space_prefix_first_only", where, false);
+  t.extra_eos_ids = get<std::vector<int32_t>>(j, "extra_eos_ids", where, {});
+  t.lstrip_ids = get<std::vector<int32_t>>(j, "lstrip_ids", where, {});
+  t.rstrip_ids = get<std::vector<int32_t>>(j, "rstrip_ids", where, {});
+  auto id = [&](const char* k) -> std::optional<int32_t> {
+    if (!j.contains(k)) return std::nullopt;
+    int64_t v = get<int64_t>(j, k, where, -1);
+    if (v < 0 || v >= V) bad(where, std::string("tokenizer.") + k, "token id out of range");
+    return static_cast<int32_t>(v);
+  };
+  t.bos_id = id("bos_id");
+  t.eos_id = id("eos_id");
+  t.unk_id = id("unk_id");
+  t.pad_id = id("pad_id");
+  t.eot_id = id("eot_id");
+  for (const auto* ids : {&t.extra_eos_ids, &t.lstrip_ids, &t.rstrip_ids})
+    for (int32_t e : *ids)
+      if (e < 0 || e >= V) bad(where, "tokenizer ids", "token id out of range");
+  return t;
+}
+
+json meta_to_json(const ProgramMeta& m, std::map<std::string, Tensor>& extra) {
+  json j;
+  j["schema_version"] = kProgramSchemaVersion;
+  j["model"] = spec_to_json(m.spec);
+  j["graph"] = m.graph.to_json();
+  j["cache"] = cache_spec_to_json(m.cache_spec);
+  j["max_seq_length"] = m.max_seq_length;
+  j["cache_mode"] = m.static_cache ? "static" : "offgraph";
+  if (m.static_cache) {
+    j["static_context"] = m.static_context;
+    j["static_cache_dtype"] = dtype_name(m.static_cache_dtype);
+  }
+  if (m.tokenizer) j["tokenizer"] = tokenizer_to_manifest(*m.tokenizer, extra);
+  json samples = json::array();
+  for (const auto& s : m.samples)
+    samples.push_back({{"prompt", s.prompt}, {"decode", s.decode}, {"logits", s.logits_tensor}});
+  j["golden_samples"] = samples;
+  j["provenance"] = m.provenance;
+  return j;
+}
+
+ProgramMeta meta_from_json(const json& j, const std::map<std::string, Tensor>& tensors, const std::string& where) {
+  if (!j.is_object()) bad(where, "", "manifest is not an object");
+  ProgramMeta m;
+  int64_t sv = get<int64_t>(j, "schema_version", where, 0);
+  if (sv < 1) bad(where, "schema_version", "missing");
+  if (sv > kProgramSchemaVersion)
+    fail(ErrorKind::Unsupported, where,
+         "program schema version " + std::to_string(sv) + " is newer than this ptn understands (" +
+             std::to_string(kProgramSchemaVersion) + "); upgrade ptn");
+  if (!j.contains("model")) bad(where, "model", "missing");
+  m.spec = spec_from_json(j["model"], where);
+  if (!j.contains("graph")) bad(where, "graph", "missing");
+  m.graph = Graph::from_json(j["graph"], where);
+  if (!j.contains("cache")) bad(where, "cache", "missing");
+  m.cache_spec = cache_spec_from_json(j["cache"], where);
+  if (static_cast<int64_t>(m.cache_spec.layers.size()) != m.spec.n_layers)
+    bad(where, "cache.layers", "count differs from the model's layers");
+  m.max_seq_length = get_count(j, "max_seq_length", where, 1, int64_t{1} << 20);
+  std::string mode = get<std::string>(j, "cache_mode", where, "offgraph");
+  if (mode != "offgraph" && mode != "static") bad(where, "cache_mode", "unknown mode '" + mode + "'");
+  m.static_cache = mode == "static";
+  if (m.static_cache) {
+    m.static_context = get_count(j, "static_context", where, 1, int64_t{1} << 24);
+    auto dt = dtype_from_name(get<std::string>(j, "static_cache_dtype", where, "f32"));
+    if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16))
+      bad(where, "static_cache_dtype", "must be f32, f16 or bf16");
+    m.static_cache_dtype = *dt;
+  }
+  if (j.contains("tokenizer")) m.tokenizer = tokenizer_from_manifest(j["tokenizer"], tensors, where);
+  if (j.contains("golden_samples")) {
+    const auto& gs = j["golden_samples"];
+    if (!gs.is_array() || gs.size() > 1024) bad(where, "golden_samples", "must be an array of at most 1024");
+    for (const auto& s : gs) {
+      GoldenSample g;
+      g.prompt = get<std::vector<int32_t>>(s, "prompt", where, {});
+      g.decode = get<std::vector<int32_t>>(s, "decode", where, {});
+      g.logits_tensor = get<std::string>(s, "logits", where, "");
+      if (g.prompt.empty()) bad(where, "golden_samples.prompt", "empty");
+      for (int32_t id : g.prompt)
+        if (id < 0 || id >= m.spec.vocab_size) bad(where, "golden_samples.prompt", "token id out of range");
+      for (int32_t id : g.decode)
+        if (id < 0 || id >= m.spec.vocab_size) bad(where, "golden_samples.decode", "token id out of range");
+      auto it = tensors.find(g.logits_tensor);
+      if (it == tensors.end()) bad(where, "golden_samples.logits", "tensor '" + g.logits_tensor + "' missing");
+      const Tensor& t = it->second;
+      if (t.dtype() != DType::F32 || t.ndim() != 2 || t.dim(0) != static_cast<int64_t>(1 + g.decode.size()) ||
+          t.dim(1) != m.spec.vocab_size)
+        bad(where, "golden_samples.logits", "tensor '" + g.logits_tensor + "' has the wrong shape " + t.describe());
+      m.samples.push_back(std::move(g));
+    }
+  }
+  if (j.contains("provenance")) m.provenance = j["provenance"];
+  return m;
+}
+
+}  // namespace ptn

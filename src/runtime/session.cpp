@@ -1,0 +1,65 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kvcache/factory.h"
+
+namespace ptn {
+
+Session::Session(std::shared_ptr<const Program> program, const SessionOptions& o, ThreadPool* pool)
+    : program_(std::move(program)) {
+  const ProgramMeta& meta = program_->meta();
+  int64_t model_ctx = meta.static_cache ? meta.static_context : meta.spec.max_position_embeddings;
+  if (model_ctx <= 0) model_ctx = 4096;
+  if (o.context < 0) fail(ErrorKind::InvalidArgument, "--ctx", "must be >= 0");
+  context_ = o.context > 0 ? std::min(o.context, model_ctx) : model_ctx;
+  exec_ = std::make_unique<Executor>(program_, o.mode, meta.max_seq_length, pool);
+  if (!meta.static_cache) {
+    CacheOptions co;
+    co.dtype = o.cache_dtype;
+    co.block_size = o.block_size;
+    co.capacity_tokens = context_ + o.block_size;
+    cache_ = make_cache(o.cache_kind, meta.cache_spec, co);
+    scope_ = std::make_unique<CacheScope>(*exec_, *cache_);
+    cache_->add_sequence(0);
+  }
+}
+
+Session::~Session() = default;
+
+const float* Session::feed(const std::vector<int32_t>& tokens,
+                           const std::function<void(int64_t, const float*)>& on_logits) {
+  if (tokens.empty()) fail(ErrorKind::InvalidArgument, "session", "nothing to feed");
+  if (position_ + static_cast<int64_t>(tokens.size()) > context_)
+    fail(ErrorKind::Capacity, "session",
+         "the context of " + std::to_string(context_) + " tokens is full (" + std::to_string(position_) + " used, " +
+             std::to_string(tokens.size()) + " more requested)");
+  const int64_t chunk = program_->meta().max_seq_length;
+  const float* logits = nullptr;
+  const int64_t vocab = program_->meta().spec.vocab_size;
+  for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(chunk)) {
+    const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
+    StepBatch batch;
+    for (size_t i = b; i < e; ++i)
+      batch.rows.push_back({0, static_cast<int32_t>(position_ + static_cast<int64_t>(i - b)), tokens[i]});
+    int64_t n = 0;
+    logits = exec_->step(batch, on_logits ? OutputRows::All : OutputRows::LastPerSequence, &n);
+    if (on_logits)
+      for (int64_t r = 0; r < n; ++r) on_logits(static_cast<int64_t>(b) + r, logits + r * vocab);
+    if (on_logits) logits += (n - 1) * vocab;
+    position_ += static_cast<int64_t>(e - b);
+  }
+  return logits;
+}
+
+void Session::rewind(int64_t n) {
+  if (n < 0 || n > position_)
+    fail(ErrorKind::InvalidArgument, "session rewind",
+         "cannot rewind to " + std::to_string(n) + " (position " + std::to_string(position_) + ")");
+  if (cache_) cache_->rewind(0, n);
+  else if (n == 0) exec_->reset_static_cache();
+  position_ = n;
+}
+
+}  // namespace ptn
