@@ -197,7 +197,7 @@ Value Interp::eval_binary(const Node& n, const Value& l, const Value& r) {
       out.insert(out.end(), r.items().begin(), r.items().end());
       return Value::list(std::move(out));
     }
-    if ((l.is_string() || r.is_string()) && !l.is_undefined() && !r.is_undefined()) {
+    if ((l.is_string() || r.is_string()) && !l.is_undefined() && !r.is_undefined() && !l.is_none() && !r.is_none()) {
       std::string s = concat_text(l) + concat_text(r);
       check_string(s.size(), n);
       return Value(std::move(s));

@@ -143,6 +143,7 @@ TEST(Jinja, ErrorsNameConstructAndPosition) {
       {"\n\n  {{ 1 is frob }}", "unknown test 'frob'", "line 3"},
       {"{% break %}", "outside a loop", ""},
       {"{{ 'a' - 1 }}", "operator '-' is not defined for string and integer", "line 1 col 8"},
+      {"{{ 'role: ' + none }}", "operator '+' is not defined for string and none", "line 1"},
       {"{{ 'abc'.nope() }}", "has no method 'nope'", "line 1"},
       {"{% set x = 1 %}{% set x.y = 2 %}", "only works on a namespace()", "line 1 col 16"},
       {"{{ 1 / 0 }}", "division by zero", "line 1"},
