@@ -1,0 +1,127 @@
+// `ptn run`: generate text from a prompt, streamed to stdout; timings to stderr.
+#include <chrono>
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "runtime/session.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+struct RunArgs {
+  std::string model, prompt, cache = "paged", cache_type = "f32";
+  int64_t n_predict = 128;
+  int64_t ctx = 0;
+  int threads = 0;
+  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  int64_t top_k = 40;
+  uint64_t seed = 0;
+  bool seed_set = false;
+  bool print_ids = false;
+  bool no_bos_stop = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::function<int()> setup(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* c = app.add_subcommand("run", "Generate text from a prompt with a .ptn program");
+  using ptn::cli::opt;
+  c->add_option(opt("model", "m"), a->model, "the .ptn program")->required();
+  c->add_option(opt("prompt", "p"), a->prompt, "the prompt text")->required();
+  c->add_option(opt("n-predict", "n"), a->n_predict, "tokens to generate (default 128)");
+  c->add_option(opt("temp"), a->temp, "temperature (0 = greedy; default 0.8)");
+  c->add_option(opt("top-k"), a->top_k, "top-k (0 = off; default 40)");
+  c->add_option(opt("top-p"), a->top_p, "top-p (default 1 = off)");
+  c->add_option(opt("min-p"), a->min_p, "min-p (default 0 = off)");
+  c->add_option(opt("repeat-penalty"), a->repeat_penalty, "repetition penalty (default 1 = off)");
+  auto* seed = c->add_option(opt("seed", "s"), a->seed, "random seed (default: from the clock)");
+  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  c->add_option(opt("ctx"), a->ctx, "context size in tokens (default: the model's)");
+  c->add_flag(opt("print-ids"), a->print_ids, "print the generated token ids to stderr as a JSON array");
+  c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop,
+              "keep generating when the model emits BOS (by default a BOS ends the text, as llama2.c does)");
+  return [a, seed] {
+    using namespace ptn;
+    if (a->threads < 0 || a->threads > 1024) throw Error(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
+    if (a->threads > 0) set_default_threads(a->threads);
+    if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
+    auto t_load = std::chrono::steady_clock::now();
+    auto program = Program::load(a->model);
+    if (!program->meta().tokenizer)
+      throw Error(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
+    auto tok = Tokenizer::create(*program->meta().tokenizer);
+    SessionOptions so;
+    so.cache_kind = a->cache;
+    auto dt = dtype_from_name(a->cache_type);
+    if (!dt) throw Error(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
+    so.cache_dtype = *dt;
+    so.context = a->ctx;
+    Session session(program, so);
+    const double load_s = seconds_since(t_load);
+
+    SamplingParams sp;
+    sp.temperature = a->temp;
+    sp.top_k = a->top_k;
+    sp.top_p = a->top_p;
+    sp.min_p = a->min_p;
+    sp.repetition_penalty = a->repeat_penalty;
+    sp.seed = seed->count() ? a->seed
+                            : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    const int64_t vocab = program->meta().spec.vocab_size;
+    auto chain = make_sampler_chain(validate_sampling_params(sp, vocab), vocab);
+
+    std::vector<int32_t> ids = tok->encode(a->prompt, /*add_special=*/true, /*parse_special=*/true);
+    if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "--prompt", "encodes to no tokens");
+    if (static_cast<int64_t>(ids.size()) >= session.context())
+      throw Error(ErrorKind::InvalidArgument, "--prompt",
+                  std::to_string(ids.size()) + " tokens do not fit the context of " +
+                      std::to_string(session.context()));
+    const int64_t n_gen = std::min<int64_t>(a->n_predict, session.context() - static_cast<int64_t>(ids.size()));
+    std::fputs(a->prompt.c_str(), stdout);
+    std::fflush(stdout);
+
+    StreamDecoder dec(*tok, /*skip_special=*/true);
+    for (int32_t id : ids) dec.push(id);  // so the continuation keeps its leading space
+    auto t_prompt = std::chrono::steady_clock::now();
+    const float* logits = session.feed(ids);
+    const double prompt_s = seconds_since(t_prompt);
+
+    std::vector<int32_t> generated;
+    auto t_gen = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n_gen; ++i) {
+      const int32_t next = chain->sample(logits, vocab);
+      chain->accept(next);
+      if (tok->is_eog(next) || (!a->no_bos_stop && tok->bos() && next == *tok->bos())) break;
+      generated.push_back(next);
+      std::string piece = dec.push(next);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      if (i + 1 < n_gen) logits = session.feed({next});
+    }
+    std::string rest = dec.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    const double gen_s = seconds_since(t_gen);
+    if (a->print_ids) {
+      std::string s = "[";
+      for (size_t i = 0; i < generated.size(); ++i) s += (i ? ", " : "") + std::to_string(generated[i]);
+      std::fprintf(stderr, "generated ids: %s]\n", s.c_str());
+    }
+    std::fprintf(stderr, "load: %.3f s | prompt: %zu tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s\n",
+                 load_s, ids.size(), static_cast<double>(ids.size()) / std::max(prompt_s, 1e-9), generated.size(),
+                 static_cast<double>(generated.size()) / std::max(gen_s, 1e-9));
+    return 0;
+  };
+}
+
+PTN_COMMAND("run", setup);
+
+}  // namespace
