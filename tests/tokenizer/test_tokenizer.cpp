@@ -303,7 +303,8 @@ TEST(HfTokenizerJson, MangledFilesFailCleanly) {
     if (iter % 3 == 0) {
       s.resize(rng() % s.size());
     } else {
-      for (int k = 0; k < 4; ++k) s[rng() % s.size()] = static_cast<char>("{}[]\":,0-9a \\"[rng() % 16]);
+      static const char kChars[] = "{}[]\":,0-9a \\";
+      for (int k = 0; k < 4; ++k) s[rng() % s.size()] = kChars[rng() % (sizeof kChars - 1)];
     }
     try {
       auto spec = parse_hf_tokenizer(s, "", "mangled.json");
