@@ -109,6 +109,7 @@ std::function<int()> setup(CLI::App& app) {
     std::string rest = dec.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
+    std::fflush(stdout);
     const double gen_s = seconds_since(t_gen);
     if (a->print_ids) {
       std::string s = "[";
