@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer_file.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -28,6 +29,22 @@ std::string resolve(const std::string& path) {
 }
 
 }  // namespace
+
+void apply_gguf_strip_rules(const GgufFile& g, TokenizerSpec& spec) {
+  std::string name = g.opt_string("general.name").value_or("");
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string arch = g.opt_string("general.architecture").value_or("");
+  if (arch != "phi3" && name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  // Phi-3's tokenizer.json marks its chat markers (and </s>) rstrip; GGUF does not carry the flag.
+  spec.rstrip_ids.clear();
+  for (size_t i = 0; i < spec.tokens.size() && i < spec.token_types.size(); ++i) {
+    const std::string& t = spec.tokens[i];
+    const TokenType ty = spec.token_types[i];
+    const bool special = ty == TokenType::Control || ty == TokenType::UserDefined || ty == TokenType::Unknown;
+    if ((special || t == "</s>") && t != "<unk>" && t != "<s>" && t != "<|endoftext|>")
+      spec.rstrip_ids.push_back(static_cast<int32_t>(i));
+  }
+}
 
 TokenizerSpec wordpiece_spec_from_gguf(const GgufFile& g) {
   TokenizerSpec t;
@@ -94,7 +111,9 @@ TokenizerSpec load_tokenizer_spec(const std::string& given) {
       auto g = GgufFile::open(path);
       if (!gguf_has_tokenizer(*g)) fail(ErrorKind::InvalidArgument, path, "the GGUF file holds no tokenizer.ggml.* keys");
       if (g->get_string("tokenizer.ggml.model") == "bert") return wordpiece_spec_from_gguf(*g);
-      return tokenizer_spec_from_gguf(*g);
+      TokenizerSpec spec = tokenizer_spec_from_gguf(*g);
+      apply_gguf_strip_rules(*g, spec);
+      return spec;
     }
     case TokenizerSource::HfJson:
       return load_hf_tokenizer(path);

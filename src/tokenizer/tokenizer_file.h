@@ -25,6 +25,10 @@ TokenizerSpec load_tokenizer_spec(const std::string& path);
 // unknown/separator/cls/padding ids; [CLS] text [SEP] when adding special tokens.
 TokenizerSpec wordpiece_spec_from_gguf(const GgufFile& g);
 
+// Flags that GGUF files do not store but the reference tokenizer has, added by model: Phi-3's
+// chat markers swallow the whitespace after them (rstrip). load_tokenizer_spec applies it.
+void apply_gguf_strip_rules(const GgufFile& g, TokenizerSpec& spec);
+
 // Tokenizer::create(load_tokenizer_spec(path)).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 

@@ -156,3 +156,17 @@ TEST(GgufWordPiece, BertBgeVectors) {
     (void)t->encode(s, true, true);  // any bytes: no crash
   }
 }
+
+// Phi-3: the chat markers swallow the whitespace after them (rstrip in its tokenizer.json);
+// <s> and <|endoftext|> do not.
+TEST(GgufTokenizer, Phi3ChatMarkersStripFollowingWhitespace) {
+  auto t = load_tokenizer(kData + "ggml-vocab-phi-3.gguf");
+  const auto user = t->token_id("<|user|>"), end = t->token_id("<|end|>"), bos = t->token_id("<s>");
+  ASSERT_TRUE(user && end && bos);
+  EXPECT_EQ(t->encode("<|user|>\nHi<|end|>\n", false, true), t->encode("<|user|>Hi<|end|>", false, true));
+  EXPECT_EQ(t->encode("<|user|>\nHi", false, true).size(), 2u);  // <|user|> ▁Hi
+  EXPECT_NE(t->encode("<s>\nHi", false, true), t->encode("<s>Hi", false, true));
+  // Other vocabularies are untouched.
+  auto g = load_tokenizer(kData + "ggml-vocab-llama-spm.gguf");
+  EXPECT_TRUE(g->spec().rstrip_ids.empty());
+}
