@@ -57,6 +57,14 @@ std::vector<std::string> pre_tokenizer_patterns(const std::string& name) {
         "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
         R"(\p{N}+)",
     };
+  if (name == "deepseek-v3")
+    return {R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
+            R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  if (name == "tekken")  // Mistral Nemo: words split at case changes
+    return {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  if (name == "bloom" || name == "poro-chat" || name == "gpt3-finnish")
+    return {" ?[^(\\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+"};
+  if (name == "viking") return {" ?[^(\\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+", R"(\p{N})"};
   if (name.empty() || name == "default")
     return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2NoTail, R"(\p{N}+)", "[0-9][0-9][0-9]"};
   fail(ErrorKind::Unsupported, "tokenizer.ggml.pre", "unknown pre-tokenizer '" + name + "'");

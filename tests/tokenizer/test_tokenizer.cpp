@@ -371,3 +371,29 @@ TEST(SentencePiece, ByteTokenTextIsValidated) {
   s.token_types[7] = static_cast<TokenType>(9);
   EXPECT_THROW(Tokenizer::create(s), ptn::Error);
 }
+
+TEST(PreTokenizer, EveryKnownFamilyCompilesAndCoversTheText) {
+  const std::string text = "Hello World's 12345 caf\xC3\xA9 \xE4\xB8\x96\xE7\x95\x8C!! \n\n  x \xFF end";
+  for (const char* name : {"llama-bpe", "llama3", "qwen2", "gpt-2", "mpt", "starcoder", "refact", "falcon",
+                           "deepseek-coder", "deepseek-llm", "deepseek-v3", "tekken", "bloom", "viking", "default",
+                           ""}) {
+    ptn::tok::RegexSplitter s(ptn::tok::pre_tokenizer_patterns(name));
+    std::string joined;
+    size_t pieces = 0;
+    for (auto p : s.split(text)) {
+      EXPECT_FALSE(p.empty()) << name;
+      joined += p;
+      ++pieces;
+    }
+    EXPECT_EQ(joined, text) << name;
+    EXPECT_GT(pieces, 5u) << name;
+  }
+  // Llama 3 keeps up to three digits together, Qwen 2 one.
+  auto digits = [](const char* name) {
+    ptn::tok::RegexSplitter s(ptn::tok::pre_tokenizer_patterns(name));
+    return s.split("12345").size();
+  };
+  EXPECT_EQ(digits("llama-bpe"), 2u);
+  EXPECT_EQ(digits("qwen2"), 5u);
+  EXPECT_EQ(digits("gpt-2"), 1u);
+}
