@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 #include <tuple>
+#include <atomic>
+#include <thread>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -182,4 +184,21 @@ TEST(GgufPreNames, LlamaBpeAndQwen2ByName) {
       EXPECT_EQ(t->encode("he\xCC\x81llo", false, false), t->encode("h\xC3\xA9llo", false, false));
     }
   }
+}
+
+TEST(Llama3Json, ConcurrentEncodesAgree) {
+  const Tokenizer* t = load("tokenizer-llama3");
+  ASSERT_NE(t, nullptr);
+  const auto cases = test::read_vectors(kData + "ggml-vocab-llama-bpe.gguf");
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = (k + rep) % cases.size(), n = 0; n < cases.size(); ++n, i = (i + 1) % cases.size())
+          if (t->encode(cases[i].text, false, false) != cases[i].ids) ++mismatches;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
