@@ -397,3 +397,25 @@ TEST(PreTokenizer, EveryKnownFamilyCompilesAndCoversTheText) {
   EXPECT_EQ(digits("qwen2"), 5u);
   EXPECT_EQ(digits("gpt-2"), 1u);
 }
+
+TEST(HfTokenizerJson, ConfigDecidesBosEosAndTemplate) {
+  const std::string json = read_text_file(kStoriesJson);
+  // add_bos_token false in the config wins over the post-processor's <s>.
+  auto spec = parse_hf_tokenizer(json, R"({"add_bos_token": false, "eos_token": {"content": "</s>"},
+      "pad_token": "<pad-not-in-vocab>", "chat_template": [{"name": "tool_use", "template": "T"},
+      {"name": "default", "template": "D"}]})", "stories.json");
+  EXPECT_FALSE(spec.add_bos);
+  EXPECT_EQ(spec.eos_id, 2);
+  EXPECT_EQ(spec.eos_token, "</s>");
+  EXPECT_FALSE(spec.pad_id.has_value());
+  EXPECT_EQ(spec.chat_template, "D");
+  EXPECT_EQ(Tokenizer::create(spec)->encode("Once", true, false), (ids_t{403}));
+  // add_eos_token without an eos token in the vocabulary is an error naming the config field.
+  try {
+    parse_hf_tokenizer(json, R"({"add_eos_token": true, "eos_token": "<nope>"})", "stories.json");
+    ADD_FAILURE() << "no error";
+  } catch (const ptn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_eos_token"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_hf_tokenizer(json, "{not json", "stories.json"), ptn::Error);
+}
