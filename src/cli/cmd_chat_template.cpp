@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "formats/gguf.h"
+#include "runtime/program.h"
 
 namespace {
 
@@ -53,8 +54,15 @@ ptn::chat::ChatTemplateInfo load_template(const Args& a) {
   std::string path = a.model;
   if (ptn::is_directory(path)) path += "/tokenizer_config.json";
   if (!ptn::file_exists(path)) ptn::fail(ptn::ErrorKind::Io, path, "no such file");
-  if (starts_with_bytes(path, "PTN\0PROG", 8))
-    ptn::fail(ptn::ErrorKind::Unsupported, path, "reading the chat template of a .ptn program is not supported yet");
+  if (starts_with_bytes(path, "PTN\0PROG", 8)) {  // the template and tokens exported with the program
+    auto program = ptn::Program::load(path);
+    const auto& tok = program->meta().tokenizer;
+    if (!tok) ptn::fail(ptn::ErrorKind::InvalidArgument, path, "the program was exported without a tokenizer");
+    if (a.template_name != "default")
+      ptn::fail(ptn::ErrorKind::Unsupported, path, "a .ptn program holds only the default chat template");
+    if (tok->chat_template.empty()) ptn::fail(ptn::ErrorKind::Unsupported, path, "the program has no chat template");
+    return {tok->chat_template, tok->bos_token, tok->eos_token};
+  }
   if (ptn::looks_like_gguf(path)) {
     auto g = ptn::GgufFile::open(path);
     ptn::chat::ChatTemplateInfo info;

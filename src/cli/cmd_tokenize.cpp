@@ -1,8 +1,9 @@
 // `ptn tokenize` and `ptn detokenize`: the model's tokenizer from the command line.
 //   ptn tokenize --model FILE --text STRING [--no-add-special]   -> [1, 15043, 3186]
 //   ptn detokenize --model FILE --ids "[1, 15043, 3186]" [--skip-special] -> text
-// FILE: a GGUF, a tokenizer.json (tokenizer_config.json beside it is read too) or a directory
-// holding tokenizer.json. Special tokens written in the text are always recognised;
+// FILE: a GGUF, a tokenizer.json (tokenizer_config.json beside it is read too), a directory
+// holding tokenizer.json, or a .ptn program (the tokenizer exported with it). Special tokens
+// written in the text are always recognised;
 // --no-add-special leaves out the BOS/EOS the model adds (HF add_special_tokens=False).
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,12 +12,26 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/file.h"
+#include "runtime/inspect.h"
+#include "runtime/program.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_file.h"
 
 namespace {
 
 constexpr size_t kMaxIdsText = 64u << 20;
+
+// The tokenizer of any model file the commands accept; a .ptn program's is in its manifest.
+std::unique_ptr<ptn::Tokenizer> open_tokenizer(const std::string& path) {
+  if (ptn::file_exists(path) && !ptn::is_directory(path) && ptn::is_ptn_file(path)) {
+    auto program = ptn::Program::load(path);
+    if (!program->meta().tokenizer)
+      ptn::fail(ptn::ErrorKind::InvalidArgument, path, "the program was exported without a tokenizer");
+    return ptn::Tokenizer::create(*program->meta().tokenizer);
+  }
+  return ptn::load_tokenizer(path);
+}
 
 struct TokenizeOptions {
   std::string model, text;
@@ -26,14 +41,14 @@ struct TokenizeOptions {
 std::function<int()> setup_tokenize(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
-  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, or model directory")
+  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, model directory or .ptn program")
       ->required();
   cmd->add_option(ptn::cli::opt("text", "t"), opts->text, "The text to tokenize")->required();
   cmd->add_flag(ptn::cli::opt("no-add-special"), opts->no_add_special,
                 "Do not add the BOS/EOS tokens the model adds (special tokens in the text still count)");
   return [opts] {
     try {
-      auto tok = ptn::load_tokenizer(opts->model);
+      auto tok = open_tokenizer(opts->model);
       const auto ids = tok->encode(opts->text, !opts->no_add_special, true);
       std::string out = "[";
       for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
@@ -72,13 +87,13 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 std::function<int()> setup_detokenize(CLI::App& app) {
   auto opts = std::make_shared<DetokenizeOptions>();
   auto* cmd = app.add_subcommand("detokenize", "Print the text of a JSON array of token ids");
-  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, or model directory")
+  cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, model directory or .ptn program")
       ->required();
   cmd->add_option(ptn::cli::opt("ids"), opts->ids, "Token ids as a JSON array, e.g. \"[1, 15043]\"")->required();
   cmd->add_flag(ptn::cli::opt("skip-special"), opts->skip_special, "Leave out control tokens such as BOS/EOS");
   return [opts] {
     try {
-      auto tok = ptn::load_tokenizer(opts->model);
+      auto tok = open_tokenizer(opts->model);
       const std::string text = tok->decode(parse_ids(opts->ids), opts->skip_special);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fputc('\n', stdout);
