@@ -1,0 +1,122 @@
+// `ptn serve`: an OpenAI-compatible HTTP server over a .ptn program (docs/http-api.md).
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "serve/server.h"
+
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int threads = 0;
+  std::string kv_memory;
+  int64_t ctx = 0;
+  std::string cache_type = "f32";
+  int64_t max_batch_tokens = 0;
+  int64_t max_queue = 256;
+  int64_t parallel = 64;
+  int64_t block_size = 16;
+  std::string api_key;
+  std::string model_name;
+  int timeout = 600;
+  int shutdown_deadline = 10;
+};
+
+// "512M", "2G", "1048576" -> bytes.
+size_t parse_bytes(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || !(v > 0)) ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory", "expected bytes like 512M, got '" + s + "'");
+  std::string unit = s.substr(used);
+  double mul = 1;
+  if (unit == "" || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mul = 1024.0;
+  else if (unit == "M" || unit == "MiB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  else ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory", "unknown unit '" + unit + "' (use K, M or G)");
+  const double bytes = v * mul;
+  if (bytes > 1e15) ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory", "too large");
+  return static_cast<size_t>(bytes);
+}
+
+std::function<int()> setup(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* c = app.add_subcommand("serve", "Serve a .ptn program over an OpenAI-compatible HTTP API");
+  using ptn::cli::opt;
+  c->add_option(opt("model", "m"), a->model, "the .ptn program")->required();
+  c->add_option(opt("host"), a->host, "address to bind (default 127.0.0.1)");
+  c->add_option(opt("port"), a->port, "port (default 8080; 0 picks a free port)");
+  c->add_option(opt("threads", "t"), a->threads, "compute threads (default: all CPUs)");
+  c->add_option(opt("kv-memory"), a->kv_memory, "KV cache budget in bytes (e.g. 256M)");
+  c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts)");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  c->add_option(opt("max-batch-tokens"), a->max_batch_tokens, "token rows per step (default: the program's max_seq_length)");
+  c->add_option(opt("max-queue"), a->max_queue, "requests waiting before 503 (default 256)");
+  c->add_option(opt("parallel"), a->parallel, "sequences generating at once (default 64)");
+  c->add_option(opt("block-size"), a->block_size, "tokens per KV block (default 16)");
+  c->add_option(opt("api-key"), a->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  c->add_option(opt("model-name"), a->model_name, "model id reported and accepted (default: the file's name)");
+  c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
+  c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
+  return [a] {
+    if (!a->kv_memory.empty() && a->ctx > 0)
+      ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory/--ctx", "give one of them, not both");
+    if (a->port < 0 || a->port > 65535) ptn::fail(ptn::ErrorKind::InvalidArgument, "--port", "must be 0..65535");
+    if (a->ctx < 0) ptn::fail(ptn::ErrorKind::InvalidArgument, "--ctx", "must be >= 0");
+    if (a->timeout < 1 || a->shutdown_deadline < 0)
+      ptn::fail(ptn::ErrorKind::InvalidArgument, "--timeout", "must be >= 1 (deadline >= 0)");
+    if (a->threads > 0) ptn::set_default_threads(a->threads);
+    auto dtype = ptn::dtype_from_name(a->cache_type);
+    if (!dtype) ptn::fail(ptn::ErrorKind::InvalidArgument, "--cache-type", "unknown dtype '" + a->cache_type + "'");
+
+    // SIGINT / SIGTERM are taken by sigwait below; every thread started from here inherits the mask.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+    ptn::serve::ServerOptions so;
+    so.host = a->host;
+    so.port = a->port;
+    so.api_key = a->api_key;
+    so.model_name = a->model_name;
+    so.request_timeout_s = a->timeout;
+    so.engine.cache_dtype = *dtype;
+    so.engine.capacity_tokens = a->ctx;
+    so.engine.capacity_bytes = a->kv_memory.empty() ? 0 : parse_bytes(a->kv_memory);
+    so.engine.max_batch_tokens = a->max_batch_tokens;
+    so.engine.max_queue = a->max_queue;
+    so.engine.max_running = a->parallel;
+    so.engine.block_size = a->block_size;
+    auto program = ptn::Program::load(a->model);
+    ptn::serve::Server server(program, so, &ptn::default_pool());
+    const int port = server.bind();
+    server.start();
+    std::printf("ptn serve: model '%s', context %lld tokens, listening on http://%s:%d\n",
+                server.model().name.c_str(), static_cast<long long>(server.model().context), a->host.c_str(), port);
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::printf("ptn serve: signal %d, finishing running requests (up to %d s)\n", sig, a->shutdown_deadline);
+    std::fflush(stdout);
+    server.shutdown(std::chrono::seconds(a->shutdown_deadline));
+    std::printf("ptn serve: stopped\n");
+    return 0;
+  };
+}
+
+PTN_COMMAND("serve", setup);
+
+}  // namespace

@@ -1,0 +1,397 @@
+#include "serve/api.h"
+
+#include <cmath>
+#include <limits>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "sampling/logprobs.h"
+
+namespace ptn::serve {
+
+using json = nlohmann::json;
+
+json error_body(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return json{{"error", e}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+
+ApiError bad(const std::string& param, const std::string& message) {
+  return ApiError(400, "invalid_request_error", param.empty() ? message : "'" + param + "': " + message, param);
+}
+
+// Nesting depth of the JSON text, counting brackets outside strings.
+int json_depth(const std::string& s) {
+  int depth = 0, max_depth = 0;
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
+    else if (c == ']' || c == '}') --depth;
+  }
+  return max_depth;
+}
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double get_number(const json& body, const char* name, double lo, double hi, double def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number()) throw bad(name, "must be a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    throw bad(name, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return x;
+}
+
+int64_t get_int(const json& body, const char* name, int64_t lo, int64_t hi, int64_t def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number_integer()) throw bad(name, "must be an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) throw bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+bool get_bool(const json& body, const char* name, bool def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_boolean()) throw bad(name, "must be a boolean");
+  return v->get<bool>();
+}
+
+void check_model(const json& body, const ModelInfo& model) {
+  const json* v = field(body, "model");
+  if (!v) return;
+  if (!v->is_string()) throw bad("model", "must be a string");
+  if (v->get<std::string>() != model.name)
+    throw ApiError(404, "invalid_request_error",
+                   "The model '" + v->get<std::string>() + "' does not exist; this server serves '" + model.name + "'",
+                   "model", "model_not_found");
+}
+
+// The fields shared by both endpoints; the prompt is already in r.gen.prompt.
+void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
+  check_model(body, model);
+  const int64_t n_prompt = static_cast<int64_t>(r.gen.prompt.size());
+  if (n_prompt == 0) throw bad(chat ? "messages" : "prompt", "the prompt is empty");
+  if (n_prompt >= model.context)
+    throw ApiError(400, "invalid_request_error",
+                   "the prompt has " + std::to_string(n_prompt) + " tokens; this model's context holds " +
+                       std::to_string(model.context) + " tokens including the output",
+                   chat ? "messages" : "prompt", "context_length_exceeded");
+  const int64_t room = model.context - n_prompt;
+  const char* mt_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  int64_t max_tokens = get_int(body, mt_name, 1, INT64_MAX, chat ? room : 16);
+  r.gen.max_tokens = std::min(max_tokens, room);  // clamped to what the context still holds
+
+  SamplingParams& sp = r.gen.sampling;
+  sp.temperature = static_cast<float>(get_number(body, "temperature", 0.0, 2.0, 1.0));
+  sp.top_p = static_cast<float>(get_number(body, "top_p", 0.0, 1.0, 1.0));
+  if (sp.top_p <= 0.0f) throw bad("top_p", "must be greater than 0 and at most 1");
+  sp.top_k = get_int(body, "top_k", 0, INT32_MAX, 0);
+  sp.min_p = static_cast<float>(get_number(body, "min_p", 0.0, 1.0, 0.0));
+  sp.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2.0, 2.0, 0.0));
+  sp.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2.0, 2.0, 0.0));
+  sp.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 1e-3, 100.0, 1.0));
+  sp.seed = static_cast<uint64_t>(get_int(body, "seed", INT64_MIN, INT64_MAX, 0));
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) throw bad("logit_bias", "must be an object mapping token ids to biases");
+    if (lb->size() > 1024) throw bad("logit_bias", "at most 1024 entries");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& key = it.key();
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (key.empty() || used != key.size() || id < 0 || id >= model.vocab)
+        throw bad("logit_bias", "key '" + key + "' is not a token id in [0, " + std::to_string(model.vocab) + ")");
+      if (!it.value().is_number()) throw bad("logit_bias", "the bias of token " + key + " must be a number");
+      const double b = it.value().get<double>();
+      if (!std::isfinite(b) || b < -100.0 || b > 100.0)
+        throw bad("logit_bias", "the bias of token " + key + " must be between -100 and 100");
+      sp.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(b);
+    }
+  }
+  try {
+    sp = validate_sampling_params(sp, model.vocab);
+  } catch (const Error& e) {
+    std::string param = e.where();
+    if (param.rfind("sampling.", 0) == 0) param = param.substr(9);
+    throw bad(param, e.detail());
+  }
+
+  if (const json* st = field(body, "stop")) {
+    std::vector<std::string> stops;
+    if (st->is_string()) {
+      stops.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      if (st->size() > 4) throw bad("stop", "at most 4 stop sequences");
+      for (const auto& x : *st) {
+        if (!x.is_string()) throw bad("stop", "must be a string or an array of strings");
+        stops.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad("stop", "must be a string or an array of strings");
+    }
+    for (const auto& s : stops) {
+      if (s.empty()) throw bad("stop", "stop sequences must not be empty");
+      if (s.size() > 256) throw bad("stop", "stop sequences are limited to 256 bytes");
+    }
+    r.gen.stop = std::move(stops);
+  }
+
+  if (get_int(body, "n", 1, INT64_MAX, 1) != 1) throw bad("n", "only n = 1 is supported");
+  if (get_int(body, "best_of", 1, INT64_MAX, 1) != 1) throw bad("best_of", "only best_of = 1 is supported");
+  if (chat) {
+    const bool lp = get_bool(body, "logprobs", false);
+    const int64_t top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
+    if (field(body, "top_logprobs") && !lp) throw bad("top_logprobs", "needs 'logprobs': true");
+    r.gen.logprobs = lp ? static_cast<int>(top) : -1;
+  } else {
+    const json* lp = field(body, "logprobs");
+    if (lp && lp->is_boolean()) throw bad("logprobs", "must be an integer 0..20 for completions");
+    r.gen.logprobs = static_cast<int>(get_int(body, "logprobs", 0, kMaxTopLogprobs, -1));
+    if (get_bool(body, "echo", false)) throw bad("echo", "echo is not supported");
+  }
+  r.stream = get_bool(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!r.stream) throw bad("stream_options", "only allowed with 'stream': true");
+    if (!so->is_object()) throw bad("stream_options", "must be an object");
+    r.include_usage = get_bool(*so, "include_usage", false);
+  }
+}
+
+}  // namespace
+
+json parse_body(const std::string& body, int max_depth) {
+  if (json_depth(body) > max_depth)
+    throw ApiError(400, "invalid_request_error", "the JSON body nests deeper than " + std::to_string(max_depth));
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    throw ApiError(400, "invalid_request_error", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError(400, "invalid_request_error", "the body must be a JSON object");
+  return j;
+}
+
+ParsedRequest parse_completion_request(const json& body, const ModelInfo& model) {
+  ParsedRequest r;
+  const json* p = field(body, "prompt");
+  if (!p) throw bad("prompt", "is required");
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+  if (p->is_string()) {
+    const std::string& text = p->get_ref<const std::string&>();
+    r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  } else if (p->is_array()) {
+    if (p->empty()) throw bad("prompt", "the prompt is empty");
+    if (static_cast<int64_t>(p->size()) >= model.context) throw bad("prompt", "longer than the context");
+    for (const auto& x : *p) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model.vocab)
+        throw bad("prompt", "must be a string, or an array of token ids in [0, " + std::to_string(model.vocab) + ")");
+      r.gen.prompt.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+  } else {
+    throw bad("prompt", "must be a string or an array of token ids (one prompt only)");
+  }
+  parse_common(body, model, false, r);
+  return r;
+}
+
+ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
+  ParsedRequest r;
+  const TokenizerSpec& ts = model.tokenizer->spec();
+  if (ts.chat_template.empty())
+    throw ApiError(400, "invalid_request_error",
+                   "this model has no chat template; use /v1/completions with a plain prompt", "messages",
+                   "no_chat_template");
+  const json* m = field(body, "messages");
+  if (!m) throw bad("messages", "is required");
+  if (!m->is_array() || m->empty()) throw bad("messages", "must be a non-empty array");
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) throw bad(where, "must be an object");
+    const json* role = field(msg, "role");
+    if (!role || !role->is_string()) throw bad(where + ".role", "must be a string");
+    std::string content;
+    const json* c = field(msg, "content");
+    if (c && c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c && c->is_array()) {
+      for (const auto& part : *c) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          throw bad(where + ".content", "only text parts {\"type\": \"text\", \"text\": ...} are supported");
+        content += part["text"].get<std::string>();
+      }
+    } else if (c) {
+      throw bad(where + ".content", "must be a string or an array of text parts");
+    }
+    msgs.push_back({{"role", role->get<std::string>()}, {"content", content}});
+  }
+  chat::ChatOptions co;
+  co.add_generation_prompt = true;
+  co.bos_token = ts.bos_token;
+  co.eos_token = ts.eos_token;
+  std::string text;
+  try {
+    text = chat::render_chat(ts.chat_template, msgs, co);
+  } catch (const Error& e) {
+    throw bad("messages", std::string("the chat template failed: ") + e.what());
+  }
+  r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/false, /*parse_special=*/true);
+  parse_common(body, model, true, r);
+  return r;
+}
+
+// --- responses ---------------------------------------------------------------------------------
+
+ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs)
+    : chat_(chat), model_(model), id_(std::move(id)), created_(created), logprobs_(logprobs) {}
+
+namespace {
+double finite_lp(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+}  // namespace
+
+json ResponseBuilder::logprobs_json(const std::vector<TokenOut>& tokens, size_t text_offset) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  if (chat_) {
+    json content = json::array();
+    for (const auto& t : tokens) {
+      const std::string piece = tok.token_piece(t.id);
+      json top = json::array();
+      for (const auto& a : t.top) {
+        const std::string ap = tok.token_piece(a.id);
+        top.push_back({{"token", ap}, {"logprob", finite_lp(a.logprob)}, {"bytes", bytes_of(ap)}});
+      }
+      content.push_back(
+          {{"token", piece}, {"logprob", finite_lp(t.logprob)}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}};
+  }
+  json toks = json::array(), vals = json::array(), tops = json::array(), offs = json::array();
+  for (const auto& t : tokens) {
+    const std::string piece = tok.token_piece(t.id);
+    toks.push_back(piece);
+    vals.push_back(finite_lp(t.logprob));
+    json top = json::object();
+    for (const auto& a : t.top) top[tok.token_piece(a.id)] = finite_lp(a.logprob);
+    tops.push_back(top);
+    offs.push_back(text_offset);
+    text_offset += piece.size();
+  }
+  return json{{"tokens", toks}, {"token_logprobs", vals}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+json ResponseBuilder::base(const char* object) const {
+  return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_.name}};
+}
+
+json ResponseBuilder::usage(const Event& d) const {
+  return json{{"prompt_tokens", d.prompt_tokens},
+              {"completion_tokens", d.completion_tokens},
+              {"total_tokens", d.prompt_tokens + d.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", d.cached_tokens}}}};
+}
+
+json ResponseBuilder::chunk(const Event& e) {
+  const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
+  if (e.text.empty() && !want_lp && (sent_role_ || !chat_)) return nullptr;
+  json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  if (chat_) {
+    json delta = {{"content", e.text}};
+    if (!sent_role_) delta["role"] = "assistant";
+    sent_role_ = true;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = e.text;
+  }
+  choice["logprobs"] = want_lp ? logprobs_json(e.tokens, text_.size()) : json(nullptr);
+  text_ += e.text;
+  c["choices"] = json::array({choice});
+  return c;
+}
+
+json ResponseBuilder::final_chunk(const Event& d) const {
+  json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", d.finish_reason}};
+  if (chat_)
+    choice["delta"] = json::object();
+  else
+    choice["text"] = "";
+  c["choices"] = json::array({choice});
+  return c;
+}
+
+json ResponseBuilder::usage_chunk(const Event& d) const {
+  json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
+  c["choices"] = json::array();
+  c["usage"] = usage(d);
+  return c;
+}
+
+void ResponseBuilder::add(const Event& e) {
+  if (logprobs_ >= 0 && !e.tokens.empty()) {
+    json lp = logprobs_json(e.tokens, text_.size());
+    if (chat_) {
+      for (auto& x : lp["content"]) lp_content_.push_back(std::move(x));
+    } else {
+      for (auto& x : lp["tokens"]) lp_tokens_.push_back(std::move(x));
+      for (auto& x : lp["token_logprobs"]) lp_values_.push_back(std::move(x));
+      for (auto& x : lp["top_logprobs"]) lp_top_.push_back(std::move(x));
+      for (auto& x : lp["text_offset"]) lp_offsets_.push_back(std::move(x));
+    }
+  }
+  text_ += e.text;
+}
+
+json ResponseBuilder::response(const Event& d) const {
+  json r = base(chat_ ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
+  if (chat_) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    if (logprobs_ >= 0) choice["logprobs"] = {{"content", lp_content_}};
+  } else {
+    choice["text"] = text_;
+    if (logprobs_ >= 0)
+      choice["logprobs"] = {
+          {"tokens", lp_tokens_}, {"token_logprobs", lp_values_}, {"top_logprobs", lp_top_}, {"text_offset", lp_offsets_}};
+  }
+  r["choices"] = json::array({choice});
+  r["usage"] = usage(d);
+  return r;
+}
+
+}  // namespace ptn::serve

@@ -1,0 +1,83 @@
+// The OpenAI-compatible request and response bodies: parsing with every field checked (an
+// ApiError naming the field otherwise; unknown fields are ignored) and the JSON the server
+// sends back. See docs/http-api.md.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "serve/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ptn::serve {
+
+// An error reply: HTTP status plus the OpenAI error object fields.
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string type, std::string message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type, param, code;
+};
+
+// {"error": {"message", "type", "param", "code"}} (param / code null when empty).
+nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param,
+                          const std::string& code);
+
+// Parses a request body: JSON of at most `max_depth` nesting levels (checked before parsing,
+// so a deeply nested body cannot exhaust the stack). Throws ApiError 400.
+nlohmann::json parse_body(const std::string& body, int max_depth = 64);
+
+// What the request handlers need to know about the model.
+struct ModelInfo {
+  std::string name;
+  const Tokenizer* tokenizer = nullptr;
+  int64_t context = 0;     // most tokens one sequence may hold
+  int64_t vocab = 0;
+};
+
+struct ParsedRequest {
+  GenRequest gen;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// POST /v1/completions body.
+ParsedRequest parse_completion_request(const nlohmann::json& body, const ModelInfo& model);
+// POST /v1/chat/completions body. Models without a chat template get a 400.
+ParsedRequest parse_chat_request(const nlohmann::json& body, const ModelInfo& model);
+
+// Accumulates the events of one request into the response objects.
+class ResponseBuilder {
+ public:
+  ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs);
+  // The streaming chunk for a Delta (null when there is nothing to send).
+  nlohmann::json chunk(const Event& delta);
+  // The final streaming chunk (finish_reason) and, when asked, the usage chunk.
+  nlohmann::json final_chunk(const Event& done) const;
+  nlohmann::json usage_chunk(const Event& done) const;
+  // Non-streaming: add a Delta, then the whole response for the Done event.
+  void add(const Event& delta);
+  nlohmann::json response(const Event& done) const;
+
+ private:
+  nlohmann::json logprobs_json(const std::vector<TokenOut>& tokens, size_t text_offset) const;
+  nlohmann::json usage(const Event& done) const;
+  nlohmann::json base(const char* object) const;
+  bool chat_;
+  const ModelInfo& model_;
+  std::string id_;
+  int64_t created_;
+  int logprobs_;
+  bool sent_role_ = false;
+  std::string text_;
+  nlohmann::json lp_tokens_ = nlohmann::json::array(), lp_values_ = nlohmann::json::array(),
+                 lp_top_ = nlohmann::json::array(), lp_offsets_ = nlohmann::json::array(),
+                 lp_content_ = nlohmann::json::array();
+};
+
+// JSON text with invalid UTF-8 replaced (token pieces can be partial characters).
+std::string dump(const nlohmann::json& j);
+
+}  // namespace ptn::serve

@@ -1,0 +1,398 @@
+#include "serve/engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kvcache/factory.h"
+#include "kvcache/paged_cache.h"
+
+namespace ptn::serve {
+
+void Channel::push(Event e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+bool Channel::pop(Event* e, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  *e = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+struct Engine::Seq {
+  SeqId id = 0;
+  GenRequest req;
+  std::shared_ptr<Channel> ch;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t computed = 0;         // tokens held in the cache
+  int64_t generated = 0;
+  int64_t cached = -1;          // prompt tokens reused at first admission (-1: not yet admitted)
+  bool in_cache = false;
+  std::unique_ptr<SamplerChain> chain;
+  std::unique_ptr<StreamDecoder> decoder;
+  std::string held;             // decoded text not yet sent (may start a stop string)
+  std::vector<TokenOut> pending;
+  Clock::time_point last_token;
+};
+
+Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
+               ThreadPool* threads, Metrics* metrics)
+    : program_(std::move(program)), tok_(tokenizer), opt_(options), metrics_(metrics) {
+  const ProgramMeta& meta = program_->meta();
+  if (meta.static_cache)
+    ptn::fail(ErrorKind::Unsupported, "serve",
+              "the program bakes in a static cache; export it with the off-graph cache to serve it");
+  vocab_ = meta.spec.vocab_size;
+  if (tok_.vocab_size() > vocab_)
+    ptn::fail(ErrorKind::Corrupt, "serve", "the tokenizer has more tokens than the model's vocabulary");
+  if (opt_.max_batch_tokens == 0) opt_.max_batch_tokens = meta.max_seq_length;
+  PTN_CHECK(opt_.max_batch_tokens >= 1 && opt_.max_batch_tokens <= 65536, ErrorKind::InvalidArgument,
+            "--max-batch-tokens", "must be 1..65536");
+  PTN_CHECK(opt_.max_running >= 1 && opt_.max_running <= 4096, ErrorKind::InvalidArgument, "--parallel",
+            "must be 1..4096");
+  PTN_CHECK(opt_.max_queue >= 0 && opt_.max_queue <= 1000000, ErrorKind::InvalidArgument, "--max-queue",
+            "must be 0..1000000");
+  int64_t model_ctx = meta.cache_spec.max_positions > 0 ? meta.cache_spec.max_positions : meta.spec.max_position_embeddings;
+  if (model_ctx <= 0) model_ctx = 4096;
+
+  CacheOptions co;
+  co.dtype = opt_.cache_dtype;
+  co.block_size = opt_.block_size;
+  co.capacity_tokens = opt_.capacity_tokens;
+  co.capacity_bytes = opt_.capacity_bytes;
+  if (co.capacity_tokens == 0 && co.capacity_bytes == 0) co.capacity_tokens = model_ctx * 16;
+  exec_ = std::make_unique<Executor>(program_, ExecMode::Optimized, opt_.max_batch_tokens, threads);
+  cache_ = make_cache("paged", meta.cache_spec, co, threads);
+  scope_ = std::make_unique<CacheScope>(*exec_, *cache_);
+  auto* paged = dynamic_cast<PagedCache*>(cache_.get());
+  const int64_t cache_tokens = paged ? paged->stats().total * paged->block_size() : co.capacity_tokens;
+  context_ = std::min(model_ctx, cache_tokens);
+  PTN_CHECK(context_ >= 2, ErrorKind::InvalidArgument, "--kv-memory", "the KV cache holds fewer than 2 tokens");
+  publish_gauges();
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { stop(); }
+
+std::shared_ptr<Channel> Engine::submit(GenRequest request) {
+  auto s = std::make_unique<Seq>();
+  s->req = std::move(request);
+  s->ch = std::make_shared<Channel>();
+  s->tokens = s->req.prompt;
+  auto ch = s->ch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || draining_) ptn::fail(ErrorKind::Capacity, "server", "the server is shutting down");
+    if (queued_ >= opt_.max_queue)
+      ptn::fail(ErrorKind::Capacity, "server",
+                "too many requests waiting (" + std::to_string(opt_.max_queue) + "); retry later");
+    s->id = next_id_;
+    next_id_ = next_id_ == INT32_MAX ? 1 : next_id_ + 1;
+    incoming_.push_back(std::move(s));
+    ++queued_;
+    ++active_;
+  }
+  cv_.notify_all();
+  return ch;
+}
+
+bool Engine::idle() const { return active_ == 0; }
+
+void Engine::drain(std::chrono::milliseconds deadline) {
+  draining_ = true;
+  const auto end = Clock::now() + deadline;
+  while (!idle() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stop();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::run() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100),
+                   [&] { return stop_ || !incoming_.empty() || !running_.empty() || !waiting_.empty(); });
+      while (!incoming_.empty()) {
+        waiting_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      if (stop_) break;
+    }
+    try {
+      drop_cancelled();
+      admit();
+      if (!running_.empty()) step_once();
+    } catch (const std::exception& e) {
+      // A broken invariant: fail what is in flight, keep serving.
+      for (auto& s : running_) fail(*s, 500, "server_error", std::string("engine error: ") + e.what());
+      running_.clear();
+    }
+    publish_gauges();
+  }
+  for (auto& s : running_) fail(*s, 503, "server_error", "the server is shutting down");
+  for (auto& s : waiting_) fail(*s, 503, "server_error", "the server is shutting down");
+  running_.clear();
+  waiting_.clear();
+  publish_gauges();
+}
+
+void Engine::drop_cancelled() {
+  for (size_t i = 0; i < running_.size();) {
+    if (running_[i]->ch->cancelled()) {
+      if (running_[i]->in_cache) cache_->clear(running_[i]->id);
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      --active_;
+    } else {
+      ++i;
+    }
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->ch->cancelled()) {
+      it = waiting_.erase(it);
+      --queued_;
+      --active_;
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::admit() {
+  auto* paged = dynamic_cast<PagedCache*>(cache_.get());
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_running) {
+    Seq& s = *waiting_.front();
+    try {
+      cache_->add_sequence(s.id);
+      const int64_t reused = cache_->reuse_prefix(s.id, s.tokens);
+      const int64_t rest = static_cast<int64_t>(s.tokens.size()) - reused;
+      // Headroom: a block for every running sequence's next decode rows, so that admitting
+      // does not immediately force a preemption.
+      const int64_t headroom = paged ? paged->block_size() * static_cast<int64_t>(running_.size()) : 0;
+      if (!cache_->can_extend(s.id, rest + headroom)) {
+        const bool fits_alone = running_.empty() && cache_->can_extend(s.id, rest);
+        if (!fits_alone) {
+          cache_->clear(s.id);
+          if (!running_.empty()) return;  // wait for running sequences to free blocks
+          fail(s, 400, "invalid_request_error",
+               "the prompt needs more KV cache than this server has (" + std::to_string(s.tokens.size()) +
+                   " tokens)");
+          waiting_.pop_front();
+          --queued_;
+          continue;
+        }
+      }
+      s.in_cache = true;
+      s.computed = reused;
+      if (s.cached < 0) {
+        s.cached = reused;
+        metrics_->add_prompt_tokens(static_cast<int64_t>(s.req.prompt.size()));
+        metrics_->add_cached_tokens(reused);
+        s.chain = make_sampler_chain(s.req.sampling, vocab_);
+        s.decoder = std::make_unique<StreamDecoder>(tok_, /*skip_special=*/true, /*text_start=*/false);
+      }
+    } catch (const std::exception& e) {
+      if (cache_->has_sequence(s.id)) cache_->clear(s.id);
+      s.in_cache = false;
+      fail(s, 500, "server_error", std::string("admission failed: ") + e.what());
+      waiting_.pop_front();
+      --queued_;
+      continue;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    --queued_;
+  }
+}
+
+void Engine::step_once() {
+  StepBatch batch;
+  std::vector<std::pair<Seq*, int64_t>> order;  // sequence, rows in this step (first-appearance order)
+  for (;;) {
+    batch.rows.clear();
+    order.clear();
+    int64_t budget = opt_.max_batch_tokens;
+    auto add = [&](Seq& s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t p = s.computed + i;
+        batch.rows.push_back({s.id, static_cast<int32_t>(p), s.tokens[static_cast<size_t>(p)]});
+      }
+      order.push_back({&s, n});
+      budget -= n;
+    };
+    for (auto& s : running_)  // decode rows first: every generating sequence advances each step
+      if (budget > 0 && static_cast<int64_t>(s->tokens.size()) - s->computed == 1) add(*s, 1);
+    for (auto& s : running_) {
+      const int64_t n = static_cast<int64_t>(s->tokens.size()) - s->computed;
+      if (budget > 0 && n > 1) add(*s, std::min(n, budget));
+    }
+    if (batch.rows.empty()) return;
+    int64_t n_out = 0;
+    const float* logits = nullptr;
+    try {
+      logits = exec_->step(batch, OutputRows::LastPerSequence, &n_out);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Capacity) throw;
+      // Out of blocks: preempt the youngest sequence (recomputed later), or end the only one.
+      std::unique_ptr<Seq> victim = std::move(running_.back());
+      running_.pop_back();
+      cache_->clear(victim->id);
+      victim->in_cache = false;
+      victim->computed = 0;
+      if (running_.empty()) {
+        finish(*victim, "length", true);
+        return;
+      }
+      metrics_->add_preemption();
+      waiting_.push_front(std::move(victim));
+      ++queued_;
+      continue;
+    }
+    if (n_out != static_cast<int64_t>(order.size()))
+      ptn::fail(ErrorKind::Internal, "serve", "the step returned " + std::to_string(n_out) + " logit rows for " +
+                                                  std::to_string(order.size()) + " sequences");
+    bool any_done = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+      Seq& s = *order[i].first;
+      s.computed += order[i].second;
+      if (s.computed == static_cast<int64_t>(s.tokens.size())) {
+        sample(s, logits + static_cast<int64_t>(i) * vocab_);
+        any_done = any_done || s.ch == nullptr;
+      }
+    }
+    if (any_done)
+      running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& s) { return s->ch == nullptr; }),
+                     running_.end());
+    return;
+  }
+}
+
+void Engine::sample(Seq& s, const float* logits) {
+  TokenOut out;
+  try {
+    out.id = s.chain->sample(logits, vocab_);
+    if (s.req.logprobs >= 0) {
+      out.logprob = token_logprob(logits, vocab_, out.id);
+      out.top = top_logprobs(logits, vocab_, s.req.logprobs);
+    }
+  } catch (const Error& e) {
+    fail(s, 400, "invalid_request_error", std::string("sampling failed: ") + e.what());
+    return;
+  }
+  s.chain->accept(out.id);
+  s.tokens.push_back(out.id);
+  ++s.generated;
+  metrics_->add_generated_tokens(1);
+  const auto now = Clock::now();
+  if (s.generated == 1)
+    metrics_->observe_ttft(std::chrono::duration<double>(now - s.req.arrival).count());
+  else
+    metrics_->observe_itl(std::chrono::duration<double>(now - s.last_token).count());
+  s.last_token = now;
+
+  if (tok_.is_eog(out.id)) {
+    s.pending.push_back(std::move(out));
+    finish(s, "stop", true);
+    return;
+  }
+  s.held += s.decoder->push(out.id);
+  s.pending.push_back(std::move(out));
+  // A stop string ends the output; it may span several tokens, so `held` keeps any tail that
+  // could still grow into one.
+  size_t cut = std::string::npos;
+  for (const auto& st : s.req.stop) cut = std::min(cut, s.held.find(st));
+  if (cut != std::string::npos) {
+    s.held.resize(cut);
+    finish(s, "stop", false);
+    return;
+  }
+  if (s.generated >= s.req.max_tokens) {
+    finish(s, "length", true);
+    return;
+  }
+  emit(s, false);
+}
+
+void Engine::emit(Seq& s, bool final) {
+  size_t keep = 0;  // bytes at the end of `held` that start some stop string
+  if (!final)
+    for (const auto& st : s.req.stop)
+      for (size_t k = std::min(st.size() - 1, s.held.size()); k > keep; --k)
+        if (s.held.compare(s.held.size() - k, k, st, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+  Event e;
+  e.kind = Event::Kind::Delta;
+  e.text = s.held.substr(0, s.held.size() - keep);
+  s.held.erase(0, s.held.size() - keep);
+  e.tokens = std::move(s.pending);
+  s.pending.clear();
+  if (!e.text.empty() || !e.tokens.empty()) s.ch->push(std::move(e));
+}
+
+void Engine::finish(Seq& s, const std::string& reason, bool flush_decoder) {
+  if (flush_decoder) s.held += s.decoder->finish();
+  emit(s, true);
+  Event d;
+  d.kind = Event::Kind::Done;
+  d.finish_reason = reason;
+  d.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
+  d.completion_tokens = s.generated;
+  d.cached_tokens = std::max<int64_t>(s.cached, 0);
+  s.ch->push(std::move(d));
+  if (s.in_cache) cache_->clear(s.id);
+  s.in_cache = false;
+  s.ch = nullptr;  // marks it finished for step_once
+  --active_;
+}
+
+void Engine::fail(Seq& s, int status, const std::string& type, const std::string& message) {
+  if (s.ch == nullptr) return;
+  Event e;
+  e.kind = Event::Kind::Error;
+  e.status = status;
+  e.error_type = type;
+  e.message = message;
+  s.ch->push(std::move(e));
+  if (s.in_cache) {
+    try {
+      cache_->clear(s.id);
+    } catch (const std::exception&) {
+    }
+    s.in_cache = false;
+  }
+  --active_;
+  s.ch = nullptr;
+}
+
+void Engine::publish_gauges() {
+  EngineGauges g;
+  g.queue_length = queued_;
+  g.running = static_cast<int64_t>(running_.size());
+  if (auto* paged = dynamic_cast<PagedCache*>(cache_.get())) {
+    const BlockStats st = paged->stats();
+    g.kv_blocks_total = st.total;
+    g.kv_blocks_used = st.used;
+    g.kv_blocks_cached = st.cached;
+    g.kv_blocks_free = st.free;
+  }
+  g.kv_bytes_used = cache_->bytes_used();
+  peak_bytes_ = std::max<uint64_t>(peak_bytes_, g.kv_bytes_used);
+  g.kv_bytes_peak = peak_bytes_;
+  metrics_->set_gauges(g);
+}
+
+}  // namespace ptn::serve

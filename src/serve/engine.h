@@ -1,0 +1,151 @@
+// The serving engine: one thread owns the executor and the paged KV cache and runs a
+// continuous-batching loop; HTTP threads submit requests and read their results from a
+// per-request Channel.
+//
+// Each iteration packs one decode row for every running sequence whose prompt is done, then
+// prompt rows of the others (chunked prefill), within max_batch_tokens rows, runs one
+// Executor::step, and samples one token for every sequence whose rows are all computed.
+// Prompts reuse cached prefix blocks (KVCache::reuse_prefix). Admission waits while the cache
+// cannot hold a new prompt; when a step does not fit, the youngest running sequence is
+// preempted (its blocks freed, its tokens recomputed when it is admitted again).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "runtime/executor.h"
+#include "sampling/logprobs.h"
+#include "sampling/sampling_params.h"
+#include "serve/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ptn::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// A validated generation request (the HTTP layer parses and checks the fields).
+struct GenRequest {
+  std::vector<int32_t> prompt;    // token ids, 1..context-1 of them
+  int64_t max_tokens = 16;        // >= 1, prompt + max_tokens <= context
+  SamplingParams sampling;        // already validated against the vocabulary
+  std::vector<std::string> stop;  // up to 4 non-empty strings, cut from the output
+  int logprobs = -1;              // -1: none; else the number of top alternatives (0..20)
+  Clock::time_point arrival = Clock::now();
+};
+
+struct TokenOut {
+  int32_t id = 0;
+  float logprob = 0.0f;            // when logprobs were requested
+  std::vector<TokenLogprob> top;   // the requested number of alternatives
+};
+
+struct Event {
+  enum class Kind { Delta, Done, Error };
+  Kind kind = Kind::Delta;
+  std::string text;             // Delta: new output text (stop strings held back and cut)
+  std::vector<TokenOut> tokens; // Delta: the tokens generated since the last Delta
+  // Done:
+  std::string finish_reason;    // "stop" or "length"
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  // Error:
+  int status = 500;
+  std::string error_type, message;
+};
+
+// One request's results, engine -> HTTP thread. cancel() is how the HTTP side says the
+// client went away; the engine drops the request at its next iteration.
+class Channel {
+ public:
+  void push(Event e);
+  // Waits up to `timeout` for the next event; false on timeout.
+  bool pop(Event* e, std::chrono::milliseconds timeout);
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineOptions {
+  int64_t max_batch_tokens = 0;  // rows per step; 0: the program's max_seq_length
+  int64_t max_running = 64;      // sequences generating at once
+  int64_t max_queue = 256;       // requests waiting for admission before submit() refuses
+  DType cache_dtype = DType::F32;
+  int64_t capacity_tokens = 0;   // KV token slots in total (0: use capacity_bytes)
+  size_t capacity_bytes = 0;     // alternatively a byte budget (0 and 0: 16 contexts' worth)
+  int64_t block_size = 16;
+};
+
+class Engine {
+ public:
+  // The program must use the off-graph cache. `threads` runs the matmuls and attention.
+  Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
+         ThreadPool* threads, Metrics* metrics);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws ptn::Error (Capacity) when the queue is full or the engine is
+  // draining or stopped.
+  std::shared_ptr<Channel> submit(GenRequest request);
+
+  // The most tokens one sequence may hold (the model's context, capped by the cache size).
+  int64_t context() const { return context_; }
+  int64_t vocab_size() const { return vocab_; }
+  // No request queued or running.
+  bool idle() const;
+  // Refuses new requests, waits until the accepted ones finish or `deadline` passes, then
+  // stops (requests still running get an error event). Safe to call more than once.
+  void drain(std::chrono::milliseconds deadline);
+  void stop();
+
+ private:
+  struct Seq;
+  void run();
+  void drop_cancelled();
+  void admit();
+  void step_once();
+  void sample(Seq& s, const float* logits);
+  void emit(Seq& s, bool final);
+  void finish(Seq& s, const std::string& reason, bool flush_decoder);
+  void fail(Seq& s, int status, const std::string& type, const std::string& message);
+  void publish_gauges();
+
+  std::shared_ptr<const Program> program_;
+  const Tokenizer& tok_;
+  EngineOptions opt_;
+  Metrics* metrics_;
+  int64_t context_ = 0;
+  int64_t vocab_ = 0;
+  std::unique_ptr<Executor> exec_;
+  std::unique_ptr<KVCache> cache_;
+  std::unique_ptr<CacheScope> scope_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Seq>> incoming_;  // guarded by mu_
+  std::atomic<int64_t> queued_{0};             // incoming + waiting
+  std::atomic<int64_t> active_{0};             // queued + running
+  bool stop_ = false;                          // guarded by mu_
+  std::atomic<bool> draining_{false};
+  SeqId next_id_ = 1;                          // guarded by mu_
+
+  // Engine thread only:
+  std::deque<std::unique_ptr<Seq>> waiting_;
+  std::vector<std::unique_ptr<Seq>> running_;  // oldest admission first
+  uint64_t peak_bytes_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace ptn::serve

@@ -1,0 +1,265 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <ctime>
+
+#include "core/error.h"
+
+namespace ptn::serve {
+
+using json = nlohmann::json;
+
+bool keys_equal(const std::string& presented, const std::string& expected) {
+  unsigned diff = presented.size() == expected.size() ? 0u : 1u;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char a = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    diff |= a ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+namespace {
+
+void send_error(httplib::Response& res, int status, const std::string& type, const std::string& message,
+                const std::string& param = "", const std::string& code = "") {
+  res.status = status;
+  res.set_content(dump(error_body(message, type, param, code)), "application/json");
+}
+
+std::string endpoint_label(const std::string& path) {
+  static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                                "/metrics",        "/tokenize",            "/detokenize"};
+  for (const char* k : known)
+    if (path == k) return k;
+  return "other";
+}
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace
+
+Server::Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads)
+    : program_(std::move(program)), opt_(options) {
+  const auto& meta = program_->meta();
+  if (!meta.tokenizer)
+    fail(ErrorKind::Unsupported, program_->name(), "the program has no tokenizer; the server needs one");
+  tokenizer_ = Tokenizer::create(*meta.tokenizer);
+  engine_ = std::make_unique<Engine>(program_, *tokenizer_, opt_.engine, threads, &metrics_);
+  model_.name = opt_.model_name;
+  if (model_.name.empty()) {  // the file's name without directories and extension
+    std::string n = program_->name();
+    if (auto slash = n.find_last_of('/'); slash != std::string::npos) n = n.substr(slash + 1);
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".ptn") == 0) n.resize(n.size() - 4);
+    model_.name = n.empty() ? "ptn" : n;
+  }
+  model_.tokenizer = tokenizer_.get();
+  model_.context = engine_->context();
+  model_.vocab = engine_->vocab_size();
+  created_ = static_cast<int64_t>(std::time(nullptr));
+  http_ = std::make_unique<httplib::Server>();
+  routes();
+}
+
+Server::~Server() { shutdown(std::chrono::milliseconds(0)); }
+
+void Server::routes() {
+  httplib::Server& s = *http_;
+  int n_threads = opt_.http_threads > 0 ? opt_.http_threads
+                                        : static_cast<int>(std::min<int64_t>(opt_.engine.max_running + 8, 256));
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  s.set_payload_max_length(opt_.max_body_bytes);
+  s.set_read_timeout(opt_.read_timeout_s, 0);
+  s.set_write_timeout(opt_.write_timeout_s, 0);
+  s.set_keep_alive_timeout(5);
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    const std::string presented = auth.rfind(prefix, 0) == 0 ? auth.substr(prefix.size()) : std::string();
+    if (keys_equal(presented, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, "invalid_request_error", "missing or wrong API key (send 'Authorization: Bearer <key>')",
+               "", "invalid_api_key");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404)
+      send_error(res, 404, "invalid_request_error", "no such endpoint: " + req.method + " " + req.path);
+    else if (res.status == 413)
+      send_error(res, 413, "invalid_request_error", "the request body is too large");
+    else
+      send_error(res, res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status));
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, "server_error", "internal error: " + what);
+  });
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(json{{"status", "ok"}}), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", model_.name}, {"object", "model"}, {"created", created_}, {"owned_by", "ptn"},
+              {"context_length", model_.context}};
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      json body = parse_body(req.body);
+      const json* c = nullptr;
+      for (const char* name : {"content", "prompt"})
+        if (body.contains(name)) c = &body[name];
+      if (!c || !c->is_string()) throw ApiError(400, "invalid_request_error", "'content': must be a string", "content");
+      bool add_special = true;
+      if (body.contains("add_special")) {
+        if (!body["add_special"].is_boolean())
+          throw ApiError(400, "invalid_request_error", "'add_special': must be a boolean", "add_special");
+        add_special = body["add_special"].get<bool>();
+      }
+      auto ids = tokenizer_->encode(c->get<std::string>(), add_special, /*parse_special=*/true);
+      res.set_content(dump(json{{"tokens", ids}}), "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.type, e.what(), e.param, e.code);
+    }
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      json body = parse_body(req.body);
+      if (!body.contains("tokens") || !body["tokens"].is_array())
+        throw ApiError(400, "invalid_request_error", "'tokens': must be an array of token ids", "tokens");
+      std::vector<int32_t> ids;
+      for (const auto& t : body["tokens"]) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer_->vocab_size())
+          throw ApiError(400, "invalid_request_error",
+                         "'tokens': every entry must be a token id in [0, " +
+                             std::to_string(tokenizer_->vocab_size()) + ")",
+                         "tokens");
+        ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+      res.set_content(dump(json{{"content", tokenizer_->decode(ids, false)}}), "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.type, e.what(), e.param, e.code);
+    }
+  });
+  s.Post("/v1/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
+  s.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
+}
+
+void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const auto arrival = Clock::now();
+  ParsedRequest pr;
+  std::shared_ptr<Channel> ch;
+  try {
+    const json body = parse_body(req.body);
+    pr = chat ? parse_chat_request(body, model_) : parse_completion_request(body, model_);
+    pr.gen.arrival = arrival;
+    ch = engine_->submit(pr.gen);
+  } catch (const ApiError& e) {
+    send_error(res, e.status, e.type, e.what(), e.param, e.code);
+    return;
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Capacity) {
+      res.set_header("Retry-After", "1");
+      send_error(res, 503, "server_error", e.detail(), "", "server_busy");
+    } else {
+      send_error(res, 400, "invalid_request_error", e.what());
+    }
+    return;
+  }
+  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
+                                                   pr.gen.logprobs);
+  if (!pr.stream) {
+    const auto end = arrival + std::chrono::seconds(opt_.request_timeout_s);
+    Event e;
+    for (;;) {
+      if (!ch->pop(&e, std::chrono::milliseconds(200))) {
+        if (Clock::now() > end) {
+          ch->cancel();
+          send_error(res, 504, "server_error", "the request took longer than the server's timeout");
+          return;
+        }
+        continue;
+      }
+      if (e.kind == Event::Kind::Delta) {
+        builder->add(e);
+      } else if (e.kind == Event::Kind::Error) {
+        send_error(res, e.status, e.error_type, e.message);
+        return;
+      } else {
+        res.set_content(dump(builder->response(e)), "application/json");
+        return;
+      }
+    }
+  }
+  const bool include_usage = pr.include_usage;
+  auto finished = std::make_shared<bool>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [ch, builder, include_usage, finished](size_t, httplib::DataSink& sink) {
+        if (*finished) return false;
+        if (!sink.is_writable()) {
+          ch->cancel();
+          return false;
+        }
+        Event e;
+        if (!ch->pop(&e, std::chrono::milliseconds(100))) return true;  // nothing yet; poll again
+        std::string out;
+        if (e.kind == Event::Kind::Delta) {
+          json c = builder->chunk(e);
+          if (!c.is_null()) out = sse(c);
+        } else if (e.kind == Event::Kind::Error) {
+          out = sse(error_body(e.message, e.error_type, "", "")) + "data: [DONE]\n\n";
+          *finished = true;
+        } else {
+          out = sse(builder->final_chunk(e));
+          if (include_usage) out += sse(builder->usage_chunk(e));
+          out += "data: [DONE]\n\n";
+          *finished = true;
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          ch->cancel();
+          return false;
+        }
+        if (*finished) sink.done();
+        return true;
+      },
+      [ch](bool success) {
+        if (!success) ch->cancel();
+      });
+}
+
+int Server::bind() {
+  int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port < 0) fail(ErrorKind::Io, opt_.host + ":" + std::to_string(opt_.port), "cannot bind the listening socket");
+  return port;
+}
+
+void Server::start() {
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void Server::shutdown(std::chrono::milliseconds deadline) {
+  if (engine_) engine_->drain(deadline);  // running requests finish (or get an error event)
+  if (http_) http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+}  // namespace ptn::serve

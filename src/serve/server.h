@@ -1,0 +1,81 @@
+// `ptn serve`: the HTTP front end (cpp-httplib) over the Engine. Endpoints and error codes are
+// described in docs/http-api.md.
+//
+//   Server server(program, options, &threads);
+//   int port = server.bind();      // port 0 picks a free port
+//   server.start();                // serves on a background thread
+//   ...
+//   server.shutdown(std::chrono::seconds(10));  // refuse new work, let running requests finish
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "serve/api.h"
+#include "serve/engine.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace ptn::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                        // empty: no authentication
+  std::string model_name;                     // empty: the program's name
+  size_t max_body_bytes = 4u << 20;           // larger bodies get 413
+  int read_timeout_s = 30;                    // socket read / write timeouts
+  int write_timeout_s = 30;
+  int request_timeout_s = 600;                // a non-streaming request waits at most this long
+  int http_threads = 0;                       // 0: max_running + 8, at most 256
+  EngineOptions engine;
+};
+
+class Server {
+ public:
+  Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket and returns the port. Throws ptn::Error (Io) on failure.
+  int bind();
+  // Serves on a background thread (after bind()).
+  void start();
+  // Stops accepting generation requests (503), lets running ones finish until `deadline`,
+  // cancels the rest, then stops the HTTP server. Safe to call more than once.
+  void shutdown(std::chrono::milliseconds deadline);
+
+  const ModelInfo& model() const { return model_; }
+  Metrics& metrics() { return metrics_; }
+  Engine& engine() { return *engine_; }
+
+ private:
+  void routes();
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+
+  std::shared_ptr<const Program> program_;
+  ServerOptions opt_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  Metrics metrics_;
+  std::unique_ptr<Engine> engine_;
+  ModelInfo model_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int64_t created_ = 0;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+// Constant-time comparison of a presented key with the expected one (time depends only on
+// the expected key's length).
+bool keys_equal(const std::string& presented, const std::string& expected);
+
+}  // namespace ptn::serve
