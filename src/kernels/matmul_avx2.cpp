@@ -66,7 +66,7 @@ void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const __m128i m4 = _mm_set1_epi8(15);
   for (int64_t i = 0; i < k / 32; ++i) {
     const uint8_t* blk = base + i * bs;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096, _MM_HINT_T0);
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
     __m256i q;
@@ -117,8 +117,8 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 256; ++i) {
     const uint8_t* blk = base + i * bs;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 1088, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4160, _MM_HINT_T0);
     uint16_t dh, mh;
     std::memcpy(&dh, blk, 2);
     std::memcpy(&mh, blk + 2, 2);
@@ -170,9 +170,9 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 256; ++i) {
     const BlockQ6K& blk = b[i];
-    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1024, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1088, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1152, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 4096, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 4160, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 4224, _MM_HINT_T0);
     __m256i isum[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();

@@ -4,19 +4,19 @@
 //   * row kernels (few activation rows, the decode case): one weight row at a time, decoded in
 //     registers and dotted with up to 4 activation rows; the weights stream from memory once.
 //   * panel kernels (many activation rows, the prefill case): see the panel section below.
-#include <immintrin.h>
-
-#include <algorithm>
 
 // GCC 12 reports its own AVX-512 intrinsic headers (the undefined-value idiom of the
-// reductions and casts) as reading uninitialized variables.
+// reductions and casts) as reading uninitialized variables; the pragma must precede them.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "core/cpu.h"
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/fp16.h"
 #include "kernels/matmul_internal.h"
 
@@ -108,11 +108,12 @@ struct RowArgs {
 };
 
 // Hint the weight bytes `ahead` bytes on into L1 (the hardware prefetcher alone leaves some
-// of the read bandwidth unused when two threads stream).
+// of the read bandwidth unused). 8 KB ahead measured best on Zen 5 (1.5 KB: ~15% slower);
+// prefetches past the end of the matrix are harmless (they never fault).
 inline void prefetch_ahead(const void* p, size_t ahead) {
   _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
 }
-constexpr size_t kAhead = 1536;
+constexpr size_t kAhead = 8192;
 
 // Q8_0: signed codes; the dot product uses |w| (unsigned) against sign(a, w). Two accumulators
 // per row (even / odd blocks) so the FMA latency does not bound the loop.
