@@ -1,0 +1,537 @@
+// The server end to end, in process on a free port, against stories260K exported from the
+// bundled Hugging Face files: greedy output against the known continuation, streaming,
+// concurrent batching against sequential runs, prefix reuse, request validation, limits,
+// authentication and cancellation on disconnect.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "export/exporter.h"
+#include "serve/server.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ptn;
+
+namespace {
+
+const char* kChatMl =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+fs::path temp_dir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("ptn_serve_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string export_model(const fs::path& hf_dir, const std::string& name) {
+  ExportOptions o;
+  o.model = hf_dir.string();
+  o.max_seq_length = 64;
+  o.samples = 1;
+  o.output = (temp_dir() / (name + ".ptn")).string();
+  std::ostringstream log;
+  export_program(o, log);
+  return o.output;
+}
+
+// stories260K plus a ChatML template in its tokenizer_config.json.
+std::string export_chat_model() {
+  const fs::path src = fs::path(PTN_SOURCE_DIR) / "models/stories260K/hf";
+  const fs::path dst = temp_dir() / "chat_hf";
+  fs::create_directories(dst);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
+  json cfg = json::parse(std::ifstream(src / "tokenizer_config.json"));
+  cfg["chat_template"] = kChatMl;
+  std::ofstream(dst / "tokenizer_config.json") << cfg.dump(1);
+  return export_model(dst, "stories_chat");
+}
+
+json expected() {
+  return json::parse(std::ifstream(fs::path(PTN_SOURCE_DIR) / "models/stories260K/expected.json"));
+}
+
+// One compute thread: the model is tiny, and the test machine is shared.
+ThreadPool& pool() {
+  static ThreadPool p(1);
+  return p;
+}
+
+struct Running {
+  std::unique_ptr<serve::Server> server;
+  int port = 0;
+  Running(const std::string& path, serve::ServerOptions o) {
+    o.host = "127.0.0.1";
+    o.port = 0;
+    server = std::make_unique<serve::Server>(Program::load(path), o, &pool());
+    port = server->bind();
+    server->start();
+  }
+  ~Running() { server->shutdown(std::chrono::seconds(5)); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    c.set_write_timeout(60, 0);
+    return c;
+  }
+};
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    plain_path_ = new std::string(export_model(fs::path(PTN_SOURCE_DIR) / "models/stories260K/hf", "stories"));
+    chat_path_ = new std::string(export_chat_model());
+    serve::ServerOptions o;
+    o.model_name = "stories";
+    o.engine.capacity_tokens = 4096;
+    srv_ = new Running(*plain_path_, o);
+    o.model_name = "chat";
+    chat_ = new Running(*chat_path_, o);
+  }
+  static void TearDownTestSuite() {
+    delete srv_;
+    delete chat_;
+    delete plain_path_;
+    delete chat_path_;
+    std::error_code ec;
+    fs::remove_all(temp_dir(), ec);
+  }
+
+  static httplib::Result post(const Running& r, const std::string& path, const json& body,
+                              const httplib::Headers& headers = {}) {
+    auto c = r.client();
+    return c.Post(path, headers, body.dump(), "application/json");
+  }
+  static json post_ok(const Running& r, const std::string& path, const json& body) {
+    auto res = post(r, path, body);
+    EXPECT_TRUE(res) << "no response";
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body);
+  }
+  static std::string completion_text(const json& prompt, int max_tokens) {
+    json r = post_ok(*srv_, "/v1/completions", {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}});
+    return r.is_null() ? "" : r["choices"][0]["text"].get<std::string>();
+  }
+  static int64_t metric(const Running& r, const std::string& name) {
+    auto c = r.client();
+    auto res = c.Get("/metrics");
+    if (!res) return -1;
+    std::istringstream in(res->body);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(name + " ", 0) == 0) return std::stoll(line.substr(name.size() + 1));
+    return -1;
+  }
+  // The engine publishes its gauges after each step, just after the replies of that step.
+  static bool settles_to_zero(const Running& r, const std::string& name) {
+    for (int i = 0; i < 100; ++i) {
+      if (metric(r, name) == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  // The data payloads of an SSE body.
+  static std::vector<std::string> sse_data(const std::string& body) {
+    std::vector<std::string> out;
+    std::istringstream in(body);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+    return out;
+  }
+
+  static std::string* plain_path_;
+  static std::string* chat_path_;
+  static Running* srv_;
+  static Running* chat_;
+};
+std::string* ServeTest::plain_path_ = nullptr;
+std::string* ServeTest::chat_path_ = nullptr;
+Running* ServeTest::srv_ = nullptr;
+Running* ServeTest::chat_ = nullptr;
+
+TEST_F(ServeTest, GreedyCompletionMatchesKnownContinuation) {
+  const json ex = expected();
+  const std::string prompt = ex["prompt"];
+  const std::string full = ex["text_prompt_plus_50"];
+  json r = post_ok(*srv_, "/v1/completions",
+                   {{"model", "stories"}, {"prompt", prompt}, {"max_tokens", 50}, {"temperature", 0}});
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], full.substr(prompt.size()));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 5);  // BOS + 4 tokens
+  EXPECT_EQ(r["usage"]["completion_tokens"], 50);
+  EXPECT_EQ(r["usage"]["total_tokens"], 55);
+  EXPECT_TRUE(r["usage"]["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+}
+
+TEST_F(ServeTest, TokenIdsPromptAndTokenizeEndpoints) {
+  const json ex = expected();
+  json t = post_ok(*srv_, "/tokenize", {{"content", ex["prompt"]}, {"add_special", true}});
+  EXPECT_EQ(t["tokens"], ex["prompt_token_ids_with_bos"]);
+  json d = post_ok(*srv_, "/detokenize", {{"tokens", ex["greedy_50_new_token_ids"]}});
+  EXPECT_FALSE(d["content"].get<std::string>().empty());
+  json r = post_ok(*srv_, "/v1/completions",
+                   {{"prompt", ex["prompt_token_ids_with_bos"]}, {"max_tokens", 50}, {"temperature", 0},
+                    {"logprobs", 3}});
+  const std::string full = ex["text_prompt_plus_50"];
+  EXPECT_EQ(r["choices"][0]["text"], full.substr(std::string(ex["prompt"]).size()));
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 50u);
+  for (size_t i = 0; i < 50; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 3u);
+  }
+}
+
+TEST_F(ServeTest, StreamingGivesTheSameTextAsNonStreaming) {
+  const std::string want = completion_text("Once upon a time", 30);
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}, {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  auto res = post(*srv_, "/v1/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  auto data = sse_data(res->body);
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string text, finish;
+  json usage;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    if (c.contains("usage")) usage = c["usage"];
+    if (c["choices"].empty()) continue;
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, want);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+TEST_F(ServeTest, ConcurrentRequestsMatchSequentialOnes) {
+  std::vector<std::string> prompts;
+  const char* starts[] = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird",
+                          "The sun was", "Tom had a red", "Mom said", "In the park there"};
+  for (int i = 0; i < 16; ++i) prompts.push_back(std::string(starts[i % 8]) + (i >= 8 ? " and then" : ""));
+  std::vector<std::string> sequential;
+  for (const auto& p : prompts) sequential.push_back(completion_text(p, 40));
+  std::vector<std::string> concurrent(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    threads.emplace_back([&, i] { concurrent[i] = completion_text(prompts[i], 40); });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(concurrent[i], sequential[i]) << "prompt " << i;
+  EXPECT_TRUE(settles_to_zero(*srv_, "ptn_running_sequences"));
+}
+
+TEST_F(ServeTest, SharedPrefixIsReused) {
+  std::string prefix;
+  for (int i = 0; i < 12; ++i) prefix += "Lily went to the park with her mom and saw a big tree. ";
+  const int64_t hits_before = metric(*srv_, "ptn_prefix_cache_hit_tokens_total");
+  json a = post_ok(*srv_, "/v1/completions", {{"prompt", prefix + "She"}, {"max_tokens", 4}, {"temperature", 0}});
+  json b = post_ok(*srv_, "/v1/completions", {{"prompt", prefix + "Then"}, {"max_tokens", 4}, {"temperature", 0}});
+  const int64_t prompt_b = b["usage"]["prompt_tokens"];
+  const int64_t cached_b = b["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(prompt_b, 100);
+  EXPECT_GE(cached_b, prompt_b - 32);  // all full 16-token blocks of the shared prefix
+  EXPECT_LT(cached_b, prompt_b);
+  EXPECT_EQ(cached_b % 16, 0);
+  EXPECT_GE(metric(*srv_, "ptn_prefix_cache_hit_tokens_total") - hits_before, cached_b);
+  // The same result as without reuse: repeat the first prompt (now fully cached but one token).
+  json a2 = post_ok(*srv_, "/v1/completions", {{"prompt", prefix + "She"}, {"max_tokens", 4}, {"temperature", 0}});
+  EXPECT_EQ(a2["choices"][0]["text"], a["choices"][0]["text"]);
+  EXPECT_GT(a2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), cached_b - 1);
+}
+
+TEST_F(ServeTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
+  struct Case {
+    std::string body;
+    int status;
+    std::string param;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", 400, ""},
+      {"[1, 2]", 400, ""},
+      {R"({"prompt": 5})", 400, "prompt"},
+      {R"({"max_tokens": 4})", 400, "prompt"},
+      {R"({"prompt": "hi", "max_tokens": -3})", 400, "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": 0})", 400, "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": "many"})", 400, "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": 1.5})", 400, "max_tokens"},
+      {R"({"prompt": "hi", "temperature": "NaN"})", 400, "temperature"},
+      {R"({"prompt": "hi", "temperature": 1e999})", 400, ""},
+      {R"({"prompt": "hi", "temperature": -1})", 400, "temperature"},
+      {R"({"prompt": "hi", "top_p": 0})", 400, "top_p"},
+      {R"({"prompt": "hi", "top_k": -2})", 400, "top_k"},
+      {R"({"prompt": "hi", "n": 2})", 400, "n"},
+      {R"({"prompt": "hi", "stop": ["a","b","c","d","e"]})", 400, "stop"},
+      {R"({"prompt": "hi", "stop": 7})", 400, "stop"},
+      {R"({"prompt": "hi", "logit_bias": {"99999": 1}})", 400, "logit_bias"},
+      {R"({"prompt": "hi", "logit_bias": {"5": 500}})", 400, "logit_bias"},
+      {R"({"prompt": "hi", "logprobs": 21})", 400, "logprobs"},
+      {R"({"prompt": "hi", "stream": "yes"})", 400, "stream"},
+      {R"({"prompt": "hi", "stream_options": {"include_usage": true}})", 400, "stream_options"},
+      {R"({"prompt": [1, 2, 100000]})", 400, "prompt"},
+      {R"({"prompt": "hi", "model": "gpt-4"})", 404, "model"},
+      {std::string(100000, '[') + std::string(100000, ']'), 400, ""},
+  };
+  for (const auto& c : cases) {
+    auto cl = srv_->client();
+    auto res = cl.Post("/v1/completions", c.body, "application/json");
+    ASSERT_TRUE(res) << c.body.substr(0, 80);
+    EXPECT_EQ(res->status, c.status) << c.body.substr(0, 80) << " -> " << res->body;
+    json e = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(e.contains("error")) << res->body;
+    EXPECT_TRUE(e["error"]["message"].is_string());
+    EXPECT_TRUE(e["error"]["type"].is_string());
+    if (!c.param.empty()) {
+      EXPECT_EQ(e["error"]["param"], c.param) << c.body;
+    }
+  }
+  // A prompt longer than the context (512 tokens).
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "the dog ran. ";
+  auto res = post(*srv_, "/v1/completions", {{"prompt", long_prompt}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("context_length_exceeded"), std::string::npos);
+  // Huge max_tokens is clamped to the context, not refused.
+  json r = post_ok(*srv_, "/v1/completions",
+                   {{"prompt", "Once upon a time"}, {"max_tokens", int64_t{1} << 40}, {"temperature", 0},
+                    {"logit_bias", {{"2", -100}}}});
+  EXPECT_EQ(r["usage"]["completion_tokens"].get<int64_t>() + r["usage"]["prompt_tokens"].get<int64_t>(), 512);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  // Chat on a model without a template.
+  res = post(*srv_, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("no_chat_template"), std::string::npos);
+  // Unknown path.
+  auto cl = srv_->client();
+  auto nf = cl.Get("/v1/nothing");
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, 404);
+  // Still serving.
+  EXPECT_EQ(completion_text("Once upon a time", 5), ", there was a little");
+  EXPECT_GE(metric(*srv_, "ptn_kv_blocks_total"), 1);
+}
+
+TEST_F(ServeTest, OversizedBodyGets413) {
+  auto c = srv_->client();
+  std::string body = R"({"prompt": ")" + std::string(10 << 20, 'a') + "\"}";
+  auto res = c.Post("/v1/completions", body, "application/json");
+  if (res) EXPECT_EQ(res->status, 413) << res->body.substr(0, 200);
+  // (the server may close the connection before the client has written it all; either way:)
+  EXPECT_EQ(completion_text("Once upon a time", 5), ", there was a little");
+}
+
+TEST_F(ServeTest, StopStringsAcrossTokensAreCut) {
+  const std::string full = completion_text("Once upon a time", 20);  // ", there was a little girl named..."
+  ASSERT_NE(full.find("little girl"), std::string::npos);
+  json r = post_ok(*srv_, "/v1/completions",
+                   {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}, {"stop", {"tle gi", "zzz"}}});
+  EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find("tle gi")));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // Streaming: the held-back text never leaks the stop string.
+  auto res = post(*srv_, "/v1/completions",
+                  {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}, {"stop", "tle gi"},
+                   {"stream", true}});
+  ASSERT_TRUE(res);
+  std::string text;
+  for (const auto& d : sse_data(res->body)) {
+    if (d == "[DONE]") break;
+    json c = json::parse(d);
+    if (!c["choices"].empty()) text += c["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, full.substr(0, full.find("tle gi")));
+}
+
+TEST_F(ServeTest, SeededSamplingReplays) {
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 1.0}, {"top_p", 0.9},
+               {"seed", 1234}};
+  json a = post_ok(*srv_, "/v1/completions", body);
+  json b = post_ok(*srv_, "/v1/completions", body);
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  body["seed"] = 99;
+  body["temperature"] = 1.5;
+  json c = post_ok(*srv_, "/v1/completions", body);
+  EXPECT_NE(a["choices"][0]["text"], c["choices"][0]["text"]);
+}
+
+TEST_F(ServeTest, ChatCompletionWithTemplate) {
+  json r = post_ok(*chat_, "/v1/chat/completions",
+                   {{"model", "chat"},
+                    {"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}},
+                    {"max_tokens", 12},
+                    {"temperature", 0},
+                    {"logprobs", true},
+                    {"top_logprobs", 2}});
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string());
+  EXPECT_EQ(r["choices"][0]["logprobs"]["content"].size(), r["usage"]["completion_tokens"].get<size_t>());
+  // The prompt is the rendered template: compare with /tokenize of the same text.
+  json t = post_ok(*chat_, "/tokenize",
+                   {{"content", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                                "<|im_start|>assistant\n"},
+                    {"add_special", false}});
+  EXPECT_EQ(r["usage"]["prompt_tokens"], t["tokens"].size());
+  // Streaming chat: role first, then content deltas, then finish_reason.
+  auto res = post(*chat_, "/v1/chat/completions",
+                  {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 8}, {"stream", true}, {"seed", 1}});
+  ASSERT_TRUE(res);
+  auto data = sse_data(res->body);
+  ASSERT_GE(data.size(), 3u);
+  json first = json::parse(data[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(data.back(), "[DONE]");
+  // A bad message.
+  auto bad = post(*chat_, "/v1/chat/completions", {{"messages", {{{"content", "Hi"}}}}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "messages[0].role");
+}
+
+TEST_F(ServeTest, DisconnectMidStreamReturnsBlocks) {
+  // Let the previous tests' sequences settle, then note the baseline.
+  ASSERT_TRUE(settles_to_zero(*srv_, "ptn_kv_blocks_used"));
+  {
+    auto c = srv_->client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json({{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"stream", true},
+                     {"logit_bias", {{"2", -100}}}})
+                   .dump();
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    auto res = c.send(req);
+    EXPECT_FALSE(res);  // the client gave up
+    EXPECT_GE(chunks, 3);
+  }
+  EXPECT_TRUE(settles_to_zero(*srv_, "ptn_kv_blocks_used"));
+  EXPECT_TRUE(settles_to_zero(*srv_, "ptn_running_sequences"));
+  // The cancelled request did not run to its 400 tokens.
+  EXPECT_EQ(completion_text("Once upon a time", 5), ", there was a little");
+}
+
+TEST_F(ServeTest, ApiKeyIsRequiredExceptForHealth) {
+  serve::ServerOptions o;
+  o.api_key = "s3cret-key";
+  o.engine.capacity_tokens = 1024;
+  Running r(*plain_path_, o);
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 3}};
+  auto none = post(r, "/v1/completions", body);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(json::parse(none->body)["error"]["code"], "invalid_api_key");
+  auto wrong = post(r, "/v1/completions", body, {{"Authorization", "Bearer s3cret-kez"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto prefix = post(r, "/v1/completions", body, {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(prefix);
+  EXPECT_EQ(prefix->status, 401);
+  auto right = post(r, "/v1/completions", body, {{"Authorization", "Bearer s3cret-key"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  auto c = r.client();
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  EXPECT_TRUE(serve::keys_equal("abc", "abc"));
+  EXPECT_FALSE(serve::keys_equal("abcd", "abc"));
+  EXPECT_FALSE(serve::keys_equal("", "abc"));
+}
+
+TEST_F(ServeTest, FullQueueGets503WithRetryAfter) {
+  serve::ServerOptions o;
+  o.engine.capacity_tokens = 2048;
+  o.engine.max_running = 1;
+  o.engine.max_queue = 1;
+  Running r(*plain_path_, o);
+  std::atomic<int> ok{0}, busy{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      auto res = post(r, "/v1/completions",
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"logit_bias", {{"2", -100}}}});
+      if (res && res->status == 200)
+        ++ok;
+      else if (res && res->status == 503 && res->get_header_value("Retry-After") == "1")
+        ++busy;
+      else
+        ++other;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(other, 0);
+}
+
+TEST_F(ServeTest, SmallCachePreemptsInsteadOfFailing) {
+  // 6 blocks of 16 tokens: several 60-token generations cannot all hold their blocks at once.
+  serve::ServerOptions o;
+  o.engine.capacity_tokens = 96;
+  Running r(*plain_path_, o);
+  std::vector<std::string> sequential;
+  const char* prompts[] = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird"};
+  for (const char* p : prompts) {
+    json j = post_ok(r, "/v1/completions", {{"prompt", p}, {"max_tokens", 40}, {"temperature", 0}});
+    sequential.push_back(j.is_null() ? "" : j["choices"][0]["text"].get<std::string>());
+  }
+  std::vector<std::string> concurrent(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      json j = post_ok(r, "/v1/completions", {{"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0}});
+      concurrent[i] = j.is_null() ? "" : j["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(concurrent[i], sequential[i]) << prompts[i];
+  EXPECT_TRUE(settles_to_zero(r, "ptn_kv_blocks_used"));
+  EXPECT_GE(metric(r, "ptn_preemptions_total"), 1);
+}
+
+TEST_F(ServeTest, ShutdownLetsRunningRequestsFinish) {
+  serve::ServerOptions o;
+  o.engine.capacity_tokens = 1024;
+  auto r = std::make_unique<Running>(*plain_path_, o);
+  int status = 0;
+  json body;
+  std::thread t([&] {
+    auto res =
+        post(*r, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"logit_bias", {{"2", -100}}}});
+    if (res) {
+      status = res->status;
+      body = json::parse(res->body, nullptr, false);
+    }
+  });
+  for (int i = 0; i < 200 && metric(*r, "ptn_running_sequences") != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  r->server->shutdown(std::chrono::seconds(10));
+  t.join();
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 300);
+}
+
+}  // namespace
