@@ -334,6 +334,11 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
     const std::string d = root["decoder"].dump();
     decoder_byte_level = d.find("\"ByteLevel\"") != std::string::npos;
   }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(key) && !model[key].is_null() && !p.str(model[key], std::string("model.") + key).empty())
+      p.unsupported(std::string("model.") + key, "BPE with subword prefixes or word suffixes");
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
+    p.unsupported("model.dropout", "BPE dropout (random segmentation)");
   spec.ignore_merges = p.boolean(model, "ignore_merges", false, "model");
   spec.byte_fallback = p.boolean(model, "byte_fallback", false, "model");
   if (pre.byte_level || decoder_byte_level) {

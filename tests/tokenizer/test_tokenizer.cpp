@@ -236,6 +236,10 @@ TEST(HfTokenizerJson, ErrorsNameTheField) {
   expect_error(
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}, "added_tokens": [{"id": 0, "content": "b"}]})",
       ErrorKind::Corrupt, "added_tokens");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "end_of_word_suffix": "</w>"}})",
+               ErrorKind::Unsupported, "model.end_of_word_suffix");
+  expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})", ErrorKind::Unsupported,
+               "model.dropout");
   EXPECT_THROW(load_hf_tokenizer("/nonexistent/tokenizer.json"), ptn::Error);
 }
 
