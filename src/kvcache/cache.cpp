@@ -70,6 +70,13 @@ void check_batch_positions(const KVCache& cache, const StepBatch& batch) {
                std::to_string(cache.spec().max_positions));
     ++it->second;
   }
+  const int64_t max_step = cache.options().max_step_tokens;
+  if (max_step > 0)
+    for (const auto& [seq, end] : next)
+      if (end - cache.length(seq) > max_step)
+        fail(ErrorKind::InvalidArgument, cache.name(),
+             "the step appends " + std::to_string(end - cache.length(seq)) + " rows to sequence " +
+                 std::to_string(seq) + ", more than max_step_tokens = " + std::to_string(max_step));
 }
 
 }  // namespace ptn

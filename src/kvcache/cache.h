@@ -47,6 +47,10 @@ struct CacheOptions {
   int64_t block_size = 16;      // tokens per block (paged cache)
   DType dtype = DType::F32;     // F32, F16, BF16 or Q8_0 (Q8_0 needs head dims that are multiples of 32)
   bool prefix_caching = true;   // keep freed full blocks under their prefix hash for reuse
+  // The most rows one step may append to one sequence (0: unbounded). When set, prepare refuses
+  // larger steps, and the reference cache keeps window layers in a ring of W + this - 1
+  // positions and chunk layers as only the current chunk (plus the step's rows).
+  int64_t max_step_tokens = 0;
 };
 
 // One row of a step.
@@ -96,8 +100,9 @@ class KVCache {
   virtual void fork(SeqId src, SeqId dst) = 0;         // dst shares all of src's tokens
   virtual void clear(SeqId seq) = 0;                   // drop the sequence entirely
   virtual void rewind(SeqId seq, int64_t length) = 0;  // keep only positions < length
-  // The smallest length rewind(seq, length) accepts: 0 unless the cache has released positions
-  // that every layer's window had passed (PagedCache with only windowed/chunked layers).
+  // The smallest length rewind(seq, length) accepts: 0 unless the cache has dropped positions
+  // that a window/chunk layer no longer sees (PagedCache: blocks released per layer group;
+  // SequenceReferenceCache with max_step_tokens > 0: its rings).
   // Throws InvalidArgument for an unknown sequence.
   virtual int64_t rewind_floor(SeqId seq) const {
     (void)length(seq);

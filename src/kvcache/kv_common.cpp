@@ -21,6 +21,8 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
     bad("block_size " + std::to_string(options.block_size) + " is outside 1..4096");
   if (options.capacity_tokens < 0 || options.capacity_tokens > (int64_t{1} << 40))
     bad("capacity_tokens " + std::to_string(options.capacity_tokens) + " is outside 0..2^40");
+  if (options.max_step_tokens < 0 || options.max_step_tokens > (int64_t{1} << 30))
+    bad("max_step_tokens " + std::to_string(options.max_step_tokens) + " is outside 0..2^30");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerCacheSpec& L = spec.layers[l];
     const std::string at = "layer " + std::to_string(l) + ": ";

@@ -10,41 +10,24 @@
 
 namespace ptn {
 
-// A prepared step: per sequence of the batch, its pending block table and what prepare
-// allocated for it; per row, which sequence entry it belongs to.
+// A prepared step: per sequence of the batch and per layer group, its pending block table and
+// what prepare allocated for it; per row, which sequence entry it belongs to.
 struct PagedCache::Pending {
+  struct GroupPending {
+    std::vector<int32_t> table;      // pending block table (covers old_length + n_new)
+    std::vector<int32_t> allocated;  // blocks prepare allocated (refs held by this step)
+    int32_t replaced = -1;           // committed last block the copy-on-write replaces
+  };
   struct Seq {
     SeqId id = 0;
     int64_t old_length = 0;
     int64_t n_new = 0;
-    std::vector<int32_t> table;      // pending block table (covers old_length + n_new)
-    std::vector<int32_t> allocated;  // blocks prepare allocated (refs held by this step)
-    int32_t replaced = -1;           // committed last block the copy-on-write replaces
+    std::vector<GroupPending> g;  // per layer group
   };
   std::vector<Seq> seqs;
   std::vector<int32_t> row_seq;  // [T] index into seqs
   std::vector<bool> layer_done;
 };
-
-size_t PagedCache::compute_layout(const CacheSpec& spec, const CacheOptions& options,
-                                  std::vector<LayerLayout>* out) {
-  kv::validate_spec(spec, options, "paged kv cache");
-  const uint64_t bs = static_cast<uint64_t>(options.block_size);
-  uint64_t off = 0;
-  out->clear();
-  for (const LayerCacheSpec& L : spec.layers) {
-    LayerLayout lay;
-    lay.k_row = kv::kv_row_bytes(options.dtype, L.head_dim_k);
-    lay.v_row = kv::kv_row_bytes(options.dtype, L.head_dim_v);
-    const uint64_t hkv = static_cast<uint64_t>(L.n_kv_heads);
-    lay.k_off = static_cast<size_t>(off);
-    off = checked_add(off, checked_mul(hkv * bs, lay.k_row, "paged kv cache block size"), "paged kv cache block size");
-    lay.v_off = static_cast<size_t>(off);
-    off = checked_add(off, checked_mul(hkv * bs, lay.v_row, "paged kv cache block size"), "paged kv cache block size");
-    out->push_back(lay);
-  }
-  return static_cast<size_t>(off);
-}
 
 int64_t PagedCache::compute_blocks(const CacheOptions& options, size_t block_bytes, const std::string& who) {
   if (options.capacity_tokens > 0) return (options.capacity_tokens + options.block_size - 1) / options.block_size;
@@ -59,17 +42,124 @@ int64_t PagedCache::compute_blocks(const CacheOptions& options, size_t block_byt
   fail(ErrorKind::InvalidArgument, who, "set capacity_tokens or capacity_bytes (both are 0)");
 }
 
-kv::BlockPool PagedCache::make_pool(const CacheSpec& spec, const CacheOptions& options,
-                                    std::vector<LayerLayout>* layout) {
-  const size_t block_bytes = compute_layout(spec, options, layout);
-  return kv::BlockPool(compute_blocks(options, block_bytes, "paged kv cache"), block_bytes);
+void PagedCache::build_groups() {
+  kv::validate_spec(spec_, options_, name());
+  const uint64_t bs = static_cast<uint64_t>(block_size_);
+  std::vector<uint64_t> off;  // per group: bytes laid out so far
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    const LayerCacheSpec& L = spec_.layers[l];
+    const int64_t span = L.kind == AttnKind::Full ? 0 : L.span;
+    int g = 0;
+    while (g < static_cast<int>(groups_.size()) && !(groups_[g].kind == L.kind && groups_[g].span == span)) ++g;
+    if (g == static_cast<int>(groups_.size())) {
+      groups_.push_back(Group{L.kind, span, {}, 0});
+      off.push_back(0);
+    }
+    groups_[g].layers.push_back(static_cast<int64_t>(l));
+    LayerLayout lay;
+    lay.group = g;
+    lay.k_row = kv::kv_row_bytes(options_.dtype, L.head_dim_k);
+    lay.v_row = kv::kv_row_bytes(options_.dtype, L.head_dim_v);
+    const uint64_t hkv = static_cast<uint64_t>(L.n_kv_heads);
+    lay.k_off = static_cast<size_t>(off[g]);
+    off[g] = checked_add(off[g], checked_mul(hkv * bs, lay.k_row, "paged kv cache block size"), "paged kv cache block size");
+    lay.v_off = static_cast<size_t>(off[g]);
+    off[g] = checked_add(off[g], checked_mul(hkv * bs, lay.v_row, "paged kv cache block size"), "paged kv cache block size");
+    layout_.push_back(lay);
+  }
+  uint64_t total = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].block_bytes = static_cast<size_t>(off[g]);
+    total = checked_add(total, off[g], "paged kv cache block size");
+  }
+  // Every group gets the same block count: a byte budget covers n blocks of every group.
+  const int64_t n = compute_blocks(options_, static_cast<size_t>(total), name());
+  pools_.reserve(groups_.size());
+  for (const Group& g : groups_) pools_.emplace_back(n, g.block_bytes);
 }
 
 PagedCache::PagedCache(CacheSpec spec, CacheOptions options, ThreadPool* pool)
-    : KVCache(std::move(spec), options),
-      threads_(pool),
-      block_size_(options_.block_size),
-      pool_(make_pool(spec_, options_, &layout_)) {}
+    : KVCache(std::move(spec), options), threads_(pool), block_size_(options_.block_size) {
+  build_groups();
+}
+
+// --- layer groups ----------------------------------------------------------------------------
+
+void PagedCache::check_group(int group, const char* what) const {
+  if (group < 0 || group >= n_groups())
+    fail(ErrorKind::InvalidArgument, name(),
+         std::string(what) + ": group " + std::to_string(group) + " is outside 0.." + std::to_string(n_groups() - 1));
+}
+
+int PagedCache::group_of_layer(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(layout_.size()))
+    fail(ErrorKind::InvalidArgument, name(), "group_of_layer: layer " + std::to_string(layer) + " is out of range");
+  return layout_[static_cast<size_t>(layer)].group;
+}
+
+const std::vector<int64_t>& PagedCache::group_layers(int group) const {
+  check_group(group, "group_layers");
+  return groups_[static_cast<size_t>(group)].layers;
+}
+
+BlockStats PagedCache::stats(int group) const {
+  check_group(group, "stats");
+  return pools_[static_cast<size_t>(group)].stats();
+}
+
+BlockStats PagedCache::stats() const {
+  BlockStats t;
+  for (const kv::BlockPool& p : pools_) {
+    const BlockStats s = p.stats();
+    t.total += s.total;
+    t.used += s.used;
+    t.shared += s.shared;
+    t.cached += s.cached;
+    t.free += s.free;
+    t.indexed += s.indexed;
+  }
+  return t;
+}
+
+size_t PagedCache::block_bytes(int group) const {
+  check_group(group, "block_bytes");
+  return groups_[static_cast<size_t>(group)].block_bytes;
+}
+
+size_t PagedCache::block_bytes() const {
+  size_t n = 0;
+  for (const Group& g : groups_) n += g.block_bytes;
+  return n;
+}
+
+int64_t PagedCache::token_capacity() const {
+  int64_t n = pools_[0].n_blocks();
+  for (const kv::BlockPool& p : pools_) n = std::min(n, p.n_blocks());
+  return n * block_size_;
+}
+
+size_t PagedCache::bytes_used(int group) const {
+  check_group(group, "bytes_used");
+  return static_cast<size_t>(pools_[static_cast<size_t>(group)].stats().used) * groups_[static_cast<size_t>(group)].block_bytes;
+}
+
+size_t PagedCache::bytes_used() const {
+  size_t n = 0;
+  for (int g = 0; g < n_groups(); ++g) n += bytes_used(g);
+  return n;
+}
+
+size_t PagedCache::bytes_reserved() const {
+  size_t n = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) n += static_cast<size_t>(pools_[g].n_blocks()) * groups_[g].block_bytes;
+  return n;
+}
+
+std::vector<int32_t> PagedCache::block_table(SeqId seq, int group) const {
+  const Sequence& s = seq_or_throw(seq, "block_table");
+  check_group(group, "block_table");
+  return s.g[static_cast<size_t>(group)].table;
+}
 
 // --- sequence controls -----------------------------------------------------------------------
 
@@ -95,6 +185,7 @@ void PagedCache::add_sequence(SeqId seq) {
   if (seqs_.count(seq))
     fail(ErrorKind::InvalidArgument, name(), "add_sequence: sequence " + std::to_string(seq) + " exists");
   Sequence s;
+  s.g.resize(groups_.size());
   s.root = kv::prefix_root();
   seqs_.emplace(seq, std::move(s));
 }
@@ -105,35 +196,42 @@ void PagedCache::fork(SeqId src, SeqId dst) {
   if (seqs_.count(dst))
     fail(ErrorKind::InvalidArgument, name(), "fork: destination sequence " + std::to_string(dst) + " exists");
   Sequence copy = s;
-  for (int32_t b : copy.table)
-    if (b >= 0) pool_.ref(b);  // shares every block, the partial last one too
+  for (size_t g = 0; g < copy.g.size(); ++g)
+    for (int32_t b : copy.g[g].table)
+      if (b >= 0) pools_[g].ref(b);  // shares every block, the partial last one too
   seqs_.emplace(dst, std::move(copy));
 }
 
 void PagedCache::release_tail(Sequence& s, size_t keep_blocks) {
-  // Last block first, so that when they become cached the tail is evicted before the head.
-  while (s.table.size() > keep_blocks) {
-    if (s.table.back() >= 0) pool_.unref(s.table.back());
-    s.table.pop_back();
+  for (size_t g = 0; g < s.g.size(); ++g) {
+    GroupTable& gt = s.g[g];
+    // Last block first, so that when they become cached the tail is evicted before the head.
+    while (gt.table.size() > keep_blocks) {
+      if (gt.table.back() >= 0) pools_[g].unref(gt.table.back());
+      gt.table.pop_back();
+    }
+    gt.released = std::min(gt.released, static_cast<int64_t>(gt.table.size()));
   }
-  s.released = std::min(s.released, static_cast<int64_t>(s.table.size()));
 }
 
-int64_t PagedCache::visible_floor(int64_t length) const {
-  int64_t floor = length;
-  for (const LayerCacheSpec& L : spec_.layers) {
-    if (L.kind == AttnKind::Full) return 0;
-    floor = std::min(floor, kv::first_visible(L, length));
-  }
-  return floor;
+int64_t PagedCache::visible_floor(int g, int64_t length) const {
+  const Group& G = groups_[static_cast<size_t>(g)];
+  if (G.kind == AttnKind::Full) return 0;
+  LayerCacheSpec L;
+  L.kind = G.kind;
+  L.span = G.span;
+  return kv::first_visible(L, length);
 }
 
 void PagedCache::release_invisible(Sequence& s) {
-  const int64_t upto = visible_floor(s.length) / block_size_;  // blocks [0, upto) are invisible
-  for (; s.released < upto; ++s.released) {
-    int32_t& b = s.table[static_cast<size_t>(s.released)];
-    if (b >= 0) pool_.unref(b);
-    b = -1;
+  for (int g = 0; g < n_groups(); ++g) {
+    GroupTable& gt = s.g[static_cast<size_t>(g)];
+    const int64_t upto = visible_floor(g, s.length) / block_size_;  // blocks [0, upto) are invisible
+    for (; gt.released < upto; ++gt.released) {
+      int32_t& b = gt.table[static_cast<size_t>(gt.released)];
+      if (b >= 0) pools_[static_cast<size_t>(g)].unref(b);
+      b = -1;
+    }
   }
 }
 
@@ -151,11 +249,15 @@ void PagedCache::rewind(SeqId seq, int64_t length) {
     fail(ErrorKind::InvalidArgument, name(),
          "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
              " for sequence " + std::to_string(seq));
-  if (visible_floor(length) < s.released * block_size_)
-    fail(ErrorKind::InvalidArgument, name(),
-         "rewind: sequence " + std::to_string(seq) + " cannot go back to length " + std::to_string(length) +
-             ": positions below " + std::to_string(s.released * block_size_) +
-             " were released because every layer's window had passed them");
+  for (int g = 0; g < n_groups(); ++g) {
+    const int64_t gone = s.g[static_cast<size_t>(g)].released * block_size_;
+    if (visible_floor(g, length) < gone)
+      fail(ErrorKind::InvalidArgument, name(),
+           "rewind: sequence " + std::to_string(seq) + " cannot go back to length " + std::to_string(length) +
+               " (rewind_floor " + std::to_string(rewind_floor(seq)) + "): positions below " + std::to_string(gone) +
+               " were released from layer group " + std::to_string(g) + " (layers " +
+               std::to_string(groups_[static_cast<size_t>(g)].layers.front()) + ", ...) because its window had passed them");
+  }
   release_tail(s, static_cast<size_t>((length + block_size_ - 1) / block_size_));
   s.tokens.resize(static_cast<size_t>(length));
   s.hashes.resize(std::min(s.hashes.size(), static_cast<size_t>(length / block_size_)));
@@ -165,32 +267,38 @@ void PagedCache::rewind(SeqId seq, int64_t length) {
 
 int64_t PagedCache::rewind_floor(SeqId seq) const {
   const Sequence& s = seq_or_throw(seq, "rewind_floor");
-  const int64_t need = s.released * block_size_;  // positions below this are gone
-  if (need == 0) return 0;
-  // visible_floor is non-decreasing in the length: the first length whose floor reaches `need`.
-  int64_t lo = 0, hi = s.length;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (visible_floor(mid) >= need)
-      hi = mid;
-    else
-      lo = mid + 1;
+  int64_t floor = 0;
+  for (int g = 0; g < n_groups(); ++g) {
+    const int64_t need = s.g[static_cast<size_t>(g)].released * block_size_;  // positions below are gone
+    if (need == 0) continue;
+    // visible_floor is non-decreasing in the length: the first length whose floor reaches `need`.
+    int64_t lo = 0, hi = s.length;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (visible_floor(g, mid) >= need)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    floor = std::max(floor, lo);
   }
-  return lo;
+  return floor;
 }
 
 bool PagedCache::has_sequence(SeqId seq) const { return seqs_.count(seq) != 0; }
 
 int64_t PagedCache::length(SeqId seq) const { return seq_or_throw(seq, "length").length; }
 
-int64_t PagedCache::blocks_needed(const Sequence& s, int64_t n) const {
+int64_t PagedCache::blocks_needed(const Sequence& s, int g, int64_t n) const {
   if (n <= 0) return 0;
-  const int64_t have = static_cast<int64_t>(s.table.size());
+  const GroupTable& gt = s.g[static_cast<size_t>(g)];
+  const kv::BlockPool& pool = pools_[static_cast<size_t>(g)];
+  const int64_t have = static_cast<int64_t>(gt.table.size());
   const int64_t want = (s.length + n + block_size_ - 1) / block_size_;
   int64_t need = want - have;
   if (s.length % block_size_ != 0) {
-    const int32_t last = s.table.back();
-    if (pool_.refs(last) > 1 || pool_.indexed(last)) ++need;  // copy-on-write
+    const int32_t last = gt.table.back();
+    if (last >= 0 && (pool.refs(last) > 1 || pool.indexed(last))) ++need;  // copy-on-write
   }
   return need;
 }
@@ -199,7 +307,10 @@ bool PagedCache::can_extend(SeqId seq, int64_t n_new) const {
   const Sequence& s = seq_or_throw(seq, "can_extend");
   if (n_new < 0) return false;
   if (spec_.max_positions > 0 && s.length + n_new > spec_.max_positions) return false;
-  return blocks_needed(s, n_new) <= pool_.available();
+  if (options_.max_step_tokens > 0 && n_new > options_.max_step_tokens) return false;
+  for (int g = 0; g < n_groups(); ++g)
+    if (blocks_needed(s, g, n_new) > pools_[static_cast<size_t>(g)].available()) return false;
+  return true;
 }
 
 void PagedCache::set_prefix_keys(SeqId seq, const std::vector<uint64_t>& extra_keys) {
@@ -218,27 +329,46 @@ int64_t PagedCache::reuse_prefix(SeqId seq, const std::vector<int32_t>& tokens) 
          "reuse_prefix: sequence " + std::to_string(seq) + " is not empty (" + std::to_string(s.length) + " tokens)");
   if (!options_.prefix_caching || tokens.size() < 2) return 0;
   const int64_t max_tokens = static_cast<int64_t>(tokens.size()) - 1;  // leave the last token to compute
-  uint64_t parent = s.root;
-  for (int64_t i = 0; (i + 1) * block_size_ <= max_tokens; ++i) {
-    const int32_t* tk = tokens.data() + i * block_size_;
-    const uint64_t h = kv::hash_block(parent, tk, block_size_);
-    const int32_t b = pool_.find_cached(h, parent, tk, block_size_);
-    if (b < 0) break;
-    pool_.ref(b);
-    s.table.push_back(b);
-    s.hashes.push_back(h);
-    s.tokens.insert(s.tokens.end(), tk, tk + block_size_);
-    s.length += block_size_;
-    parent = h;
+  const int64_t kmax = max_tokens / block_size_;
+  if (kmax == 0) return 0;
+  // The chain of the prompt's full blocks, and per group the cached block of each (or -1).
+  std::vector<uint64_t> hash(static_cast<size_t>(kmax)), parent(static_cast<size_t>(kmax));
+  for (int64_t i = 0; i < kmax; ++i) {
+    parent[i] = i == 0 ? s.root : hash[i - 1];
+    hash[i] = kv::hash_block(parent[i], tokens.data() + i * block_size_, block_size_);
   }
+  const size_t G = groups_.size();
+  std::vector<std::vector<int32_t>> found(G, std::vector<int32_t>(static_cast<size_t>(kmax), -1));
+  std::vector<std::vector<int64_t>> last_missing(G, std::vector<int64_t>(static_cast<size_t>(kmax), -1));
+  for (size_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < kmax; ++i) {
+      found[g][i] = pools_[g].find_cached(hash[i], parent[i], tokens.data() + i * block_size_, block_size_);
+      last_missing[g][i] = found[g][i] < 0 ? i : (i > 0 ? last_missing[g][i - 1] : -1);
+    }
+  // The longest k whose blocks [visible_floor(k * bs) / bs, k) are cached in every group: a
+  // continuation at position k * bs needs nothing below that in the group.
+  int64_t k = kmax;
+  for (; k > 0; --k) {
+    bool ok = true;
+    for (size_t g = 0; g < G && ok; ++g)
+      ok = last_missing[g][k - 1] < visible_floor(static_cast<int>(g), k * block_size_) / block_size_;
+    if (ok) break;
+  }
+  if (k == 0) return 0;
+  for (size_t g = 0; g < G; ++g) {
+    GroupTable& gt = s.g[g];
+    gt.released = visible_floor(static_cast<int>(g), k * block_size_) / block_size_;
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t b = i < gt.released ? -1 : found[g][i];
+      if (b >= 0) pools_[g].ref(b);
+      gt.table.push_back(b);
+    }
+  }
+  s.hashes.assign(hash.begin(), hash.begin() + k);
+  s.tokens.assign(tokens.begin(), tokens.begin() + k * block_size_);
+  s.length = k * block_size_;
   return s.length;
 }
-
-std::vector<int32_t> PagedCache::block_table(SeqId seq) const { return seq_or_throw(seq, "block_table").table; }
-
-size_t PagedCache::bytes_used() const { return static_cast<size_t>(pool_.stats().used) * pool_.block_bytes(); }
-
-size_t PagedCache::bytes_reserved() const { return static_cast<size_t>(pool_.n_blocks()) * pool_.block_bytes(); }
 
 // --- the step transaction --------------------------------------------------------------------
 
@@ -254,47 +384,57 @@ std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {
       Pending::Seq ps;
       ps.id = r.seq;
       ps.old_length = seqs_.at(r.seq).length;
+      ps.g.resize(groups_.size());
       p->seqs.push_back(std::move(ps));
     }
     ++p->seqs[static_cast<size_t>(it->second)].n_new;
     p->row_seq.push_back(it->second);
   }
-  // Count first: a step that does not fit changes nothing.
-  int64_t need = 0;
-  for (const Pending::Seq& ps : p->seqs) need += blocks_needed(seqs_.at(ps.id), ps.n_new);
-  if (need > pool_.available()) {
-    const BlockStats st = pool_.stats();
-    fail(ErrorKind::Capacity, name(),
-         "the step of " + std::to_string(batch.rows.size()) + " rows needs " + std::to_string(need) +
-             " new blocks of " + std::to_string(block_size_) + " tokens but only " + std::to_string(pool_.available()) +
-             " are available (" + std::to_string(st.free) + " free, " + std::to_string(st.cached) + " cached, " +
-             std::to_string(st.used) + " of " + std::to_string(st.total) + " in use)");
+  // Count first, every group: a step that does not fit changes nothing.
+  for (int g = 0; g < n_groups(); ++g) {
+    const kv::BlockPool& pool = pools_[static_cast<size_t>(g)];
+    int64_t need = 0;
+    for (const Pending::Seq& ps : p->seqs) need += blocks_needed(seqs_.at(ps.id), g, ps.n_new);
+    if (need > pool.available()) {
+      const BlockStats st = pool.stats();
+      fail(ErrorKind::Capacity, name(),
+           "the step of " + std::to_string(batch.rows.size()) + " rows needs " + std::to_string(need) +
+               " new blocks of " + std::to_string(block_size_) + " tokens in layer group " + std::to_string(g) +
+               " but only " + std::to_string(pool.available()) + " are available (" + std::to_string(st.free) +
+               " free, " + std::to_string(st.cached) + " cached, " + std::to_string(st.used) + " of " +
+               std::to_string(st.total) + " in use)");
+    }
   }
   // Allocate (cannot fail now). On an unexpected error, give back what was taken.
   try {
     for (Pending::Seq& ps : p->seqs) {
       const Sequence& s = seqs_.at(ps.id);
-      ps.table = s.table;
-      if (s.length % block_size_ != 0) {
-        const int32_t last = s.table.back();
-        if (pool_.refs(last) > 1 || pool_.indexed(last)) {
-          const int32_t copy = pool_.allocate();
-          ps.allocated.push_back(copy);
-          std::memcpy(pool_.data(copy), pool_.data(last), pool_.block_bytes());
-          ps.table.back() = copy;
-          ps.replaced = last;
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        kv::BlockPool& pool = pools_[g];
+        Pending::GroupPending& pg = ps.g[g];
+        pg.table = s.g[g].table;
+        if (s.length % block_size_ != 0) {
+          const int32_t last = pg.table.back();
+          if (last >= 0 && (pool.refs(last) > 1 || pool.indexed(last))) {
+            const int32_t copy = pool.allocate();
+            pg.allocated.push_back(copy);
+            std::memcpy(pool.data(copy), pool.data(last), pool.block_bytes());
+            pg.table.back() = copy;
+            pg.replaced = last;
+          }
         }
-      }
-      const size_t want = static_cast<size_t>((ps.old_length + ps.n_new + block_size_ - 1) / block_size_);
-      while (ps.table.size() < want) {
-        const int32_t b = pool_.allocate();
-        ps.allocated.push_back(b);
-        ps.table.push_back(b);
+        const size_t want = static_cast<size_t>((ps.old_length + ps.n_new + block_size_ - 1) / block_size_);
+        while (pg.table.size() < want) {
+          const int32_t b = pool.allocate();
+          pg.allocated.push_back(b);
+          pg.table.push_back(b);
+        }
       }
     }
   } catch (...) {
     for (Pending::Seq& ps : p->seqs)
-      for (int32_t b : ps.allocated) pool_.unref(b);
+      for (size_t g = 0; g < ps.g.size(); ++g)
+        for (int32_t b : ps.g[g].allocated) pools_[g].unref(b);
     throw;
   }
   p->layer_done.assign(spec_.layers.size(), false);
@@ -311,6 +451,8 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
     fail(ErrorKind::InvalidArgument, name(), "update_and_attend: layer " + std::to_string(layer) + " is out of range");
   const LayerCacheSpec& L = spec_.layers[static_cast<size_t>(layer)];
   const LayerLayout& lay = layout_[static_cast<size_t>(layer)];
+  const size_t grp = static_cast<size_t>(lay.group);
+  kv::BlockPool& pool = pools_[grp];
   const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
   if (n_q_heads < 1 || n_q_heads % hkv != 0)
     fail(ErrorKind::InvalidArgument, name(),
@@ -327,12 +469,13 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   for (int64_t t = 0; t < T; ++t) {
     const Pending::Seq& ps = p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
     const int64_t pos = rows[static_cast<size_t>(t)].pos;
-    const int32_t bid = ps.table[static_cast<size_t>(pos / block_size_)];
+    const std::vector<int32_t>& table = ps.g[grp].table;
+    const int32_t bid = table[static_cast<size_t>(pos / block_size_)];
     const int64_t lo = kv::first_visible(L, pos);
-    if (bid < 0 || ps.table[static_cast<size_t>(lo / block_size_)] < 0)
+    if (bid < 0 || table[static_cast<size_t>(lo / block_size_)] < 0)
       fail(ErrorKind::Internal, name(), "row " + std::to_string(t) + " at position " + std::to_string(pos) +
                                             " would read a released block");
-    uint8_t* blk = pool_.data(bid);
+    uint8_t* blk = pool.data(bid);
     const size_t slot = static_cast<size_t>(pos % block_size_);
     for (int64_t h = 0; h < hkv; ++h) {
       kv::store_row(dt, k + (t * hkv + h) * dk, blk + lay.k_off + (static_cast<size_t>(h) * bs + slot) * lay.k_row, dk);
@@ -359,9 +502,9 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
 
   auto view_of = [&](const Pending::Seq& ps) {
     kv::PagedLayerView view;
-    view.base = pool_.data(0);
-    view.block_bytes = pool_.block_bytes();
-    view.table = ps.table.data();
+    view.base = pool.data(0);
+    view.block_bytes = pool.block_bytes();
+    view.table = ps.g[grp].table.data();
     view.block_size = block_size_;
     view.k_off = lay.k_off;
     view.v_off = lay.v_off;
@@ -424,13 +567,16 @@ void PagedCache::do_commit(const StepBatch& batch, void* state) {
   for (size_t i = 0; i < p->seqs.size(); ++i) {
     Pending::Seq& ps = p->seqs[i];
     Sequence& s = seqs_.at(ps.id);
-    if (ps.replaced >= 0) pool_.unref(ps.replaced);
-    s.table.swap(ps.table);
-    ps.allocated.clear();  // now owned by the sequence
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      Pending::GroupPending& pg = ps.g[g];
+      if (pg.replaced >= 0) pools_[g].unref(pg.replaced);
+      s.g[g].table.swap(pg.table);
+      pg.allocated.clear();  // now owned by the sequence
+    }
     for (size_t r = 0; r < batch.rows.size(); ++r)
       if (p->row_seq[r] == static_cast<int32_t>(i)) s.tokens.push_back(batch.rows[r].token);
     s.length = ps.old_length + ps.n_new;
-    // Hash the blocks that became full; index them for prefix reuse.
+    // Hash the blocks that became full; index them (in every group still holding them).
     const size_t full = static_cast<size_t>(s.length / block_size_);
     while (s.hashes.size() < full) {
       const size_t bi = s.hashes.size();
@@ -438,7 +584,9 @@ void PagedCache::do_commit(const StepBatch& batch, void* state) {
       const int32_t* tk = s.tokens.data() + bi * static_cast<size_t>(block_size_);
       const uint64_t h = kv::hash_block(parent, tk, block_size_);
       s.hashes.push_back(h);
-      if (options_.prefix_caching && s.table[bi] >= 0) pool_.register_block(s.table[bi], h, parent, tk, block_size_);
+      if (!options_.prefix_caching) continue;
+      for (size_t g = 0; g < groups_.size(); ++g)
+        if (s.g[g].table[bi] >= 0) pools_[g].register_block(s.g[g].table[bi], h, parent, tk, block_size_);
     }
     release_invisible(s);
   }
@@ -448,10 +596,11 @@ void PagedCache::do_commit(const StepBatch& batch, void* state) {
 void PagedCache::do_rollback(const StepBatch& batch, void* state) {
   auto* p = static_cast<Pending*>(state);
   if (p == nullptr) return;
-  for (Pending::Seq& ps : p->seqs) {
-    for (int32_t b : ps.allocated) pool_.unref(b);
-    ps.allocated.clear();
-  }
+  for (Pending::Seq& ps : p->seqs)
+    for (size_t g = 0; g < ps.g.size(); ++g) {
+      for (int32_t b : ps.g[g].allocated) pools_[g].unref(b);
+      ps.g[g].allocated.clear();
+    }
   if (active_ == p) active_ = nullptr;
 }
 

@@ -20,11 +20,18 @@
 // capacity_bytes / block_bytes() blocks; one of them must be set.
 // Sequence controls (fork, clear, rewind, reuse_prefix) on a sequence that is part of a
 // prepared step throw InvalidArgument; only one step may be prepared at a time.
-// Window / chunk layers are masked by position. When *every* layer is windowed or chunked,
-// commit releases the blocks wholly below the first position any layer can still see (their
-// table entries become -1; indexed ones stay cached for prefix reuse), and rewind refuses to
-// go below that floor. With a full-attention layer in the spec nothing is released (blocks
-// hold all layers; per-layer pools would be needed to free a windowed layer's share alone).
+// Layer groups: layers with the same attention policy (all full layers; the layers of window W;
+// the layers of chunk C) form a group with its own BlockPool (a block holds block_size tokens
+// of the group's layers only), its own prefix index and one block table per sequence. Every
+// group gets the same number of blocks (capacity_tokens / block_size, or capacity_bytes / the
+// sum of the groups' block bytes), so a byte budget means what it meant with one pool. At
+// commit, a window/chunk group releases the blocks wholly below the first position its next
+// query can see (table entry -1; a full, indexed block goes to the LRU cache so a prefix reuse
+// can still attach it), so its memory stays bounded while full groups grow. rewind refuses to
+// go below the length whose window still lies in held blocks (rewind_floor). Prefix reuse of k
+// blocks needs, in every group, the blocks the continuation at position k*block_size can see;
+// a window group's blocks below that are not needed (entries -1), and if a needed block was
+// evicted the reuse stops at a shorter prefix (recomputed by the caller).
 #pragma once
 #include <map>
 #include <vector>
@@ -59,10 +66,20 @@ class PagedCache final : public KVCache {
                          int64_t n_q_heads, const AttendParams& params, float* out) override;
 
   // --- paged specifics ---------------------------------------------------------------------
-  BlockStats stats() const { return pool_.stats(); }
+  BlockStats stats() const;  // summed over the layer groups
   int64_t block_size() const { return block_size_; }
-  size_t block_bytes() const { return pool_.block_bytes(); }
-  std::vector<int32_t> block_table(SeqId seq) const;  // -1: released (out of every window)
+  size_t block_bytes() const;  // bytes of block_size tokens over all layers (sum over groups)
+  // Tokens a sequence can hold before the pool of some group is full (blocks x block_size).
+  int64_t token_capacity() const;
+  std::vector<int32_t> block_table(SeqId seq) const { return block_table(seq, 0); }  // layer 0's group
+  // --- layer groups (in order of their first layer; group 0 holds layer 0) ---
+  int n_groups() const { return static_cast<int>(groups_.size()); }
+  int group_of_layer(int64_t layer) const;
+  const std::vector<int64_t>& group_layers(int group) const;
+  BlockStats stats(int group) const;
+  size_t block_bytes(int group) const;
+  size_t bytes_used(int group) const;                       // used blocks x block bytes of the group
+  std::vector<int32_t> block_table(SeqId seq, int group) const;  // -1: released (out of the window)
   // Extra keys (tenant salt, adapter id, ...) that enter this sequence's prefix hash chain, so
   // it only shares prefix blocks with sequences that have the same keys. The sequence must be
   // empty. Forks inherit them.
@@ -74,39 +91,50 @@ class PagedCache final : public KVCache {
   void do_rollback(const StepBatch& batch, void* state) override;
 
  private:
+  struct GroupTable {
+    std::vector<int32_t> table;    // ceil(length / block_size) block ids; -1 for released ones
+    int64_t released = 0;          // table[0, released) were released (the group sees none)
+  };
   struct Sequence {
     int64_t length = 0;
-    std::vector<int32_t> table;    // ceil(length / block_size) block ids; -1 for released ones
-    int64_t released = 0;          // table[0, released) were released (no layer sees them)
+    std::vector<GroupTable> g;     // per layer group
     std::vector<int32_t> tokens;   // [length] token ids (for block hashes)
     std::vector<uint64_t> hashes;  // chained hash of each full block so far
     uint64_t root = 0;             // hash chain root (from the extra keys)
   };
   struct LayerLayout {
-    size_t k_off = 0, v_off = 0;  // offsets of the layer's K / V regions in a block
+    int group = 0;
+    size_t k_off = 0, v_off = 0;  // offsets of the layer's K / V regions in its group's block
     size_t k_row = 0, v_row = 0;  // bytes of one head row
+  };
+  struct Group {
+    AttnKind kind = AttnKind::Full;
+    int64_t span = 0;
+    std::vector<int64_t> layers;
+    size_t block_bytes = 0;
   };
   struct Pending;
 
   Sequence& seq_or_throw(SeqId seq, const char* what);
   const Sequence& seq_or_throw(SeqId seq, const char* what) const;
   void check_not_in_step(SeqId seq, const char* what) const;
-  // Blocks a sequence of `length` tokens needs to append n tokens (new ones + a copy-on-write).
-  int64_t blocks_needed(const Sequence& s, int64_t n) const;
-  void release_tail(Sequence& s, size_t keep_blocks);  // unref table[keep..] last first
-  // The first position any layer can still see once the sequence holds `length` tokens: 0 if
-  // some layer attends fully, else the minimum over layers of the window / chunk start.
-  int64_t visible_floor(int64_t length) const;
-  void release_invisible(Sequence& s);  // unref the blocks wholly below visible_floor(length)
+  void check_group(int group, const char* what) const;
+  // Blocks group g of a sequence needs to append n tokens (new ones + a copy-on-write).
+  int64_t blocks_needed(const Sequence& s, int g, int64_t n) const;
+  void release_tail(Sequence& s, size_t keep_blocks);  // unref table[keep..] last first, every group
+  // The first position group g's next query can see once the sequence holds `length` tokens
+  // (0 for a full group, else the window / chunk start of position `length`).
+  int64_t visible_floor(int g, int64_t length) const;
+  void release_invisible(Sequence& s);  // per group: unref the blocks wholly below visible_floor
 
-  static size_t compute_layout(const CacheSpec& spec, const CacheOptions& options, std::vector<LayerLayout>* out);
   static int64_t compute_blocks(const CacheOptions& options, size_t block_bytes, const std::string& who);
-  static kv::BlockPool make_pool(const CacheSpec& spec, const CacheOptions& options, std::vector<LayerLayout>* layout);
+  void build_groups();  // layout_, groups_, pools_ from spec_ and options_
 
   ThreadPool* threads_;
   int64_t block_size_;
   std::vector<LayerLayout> layout_;
-  kv::BlockPool pool_;
+  std::vector<Group> groups_;
+  std::vector<kv::BlockPool> pools_;  // one per group
   std::map<SeqId, Sequence> seqs_;
   Pending* active_ = nullptr;
 };

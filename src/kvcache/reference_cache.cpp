@@ -1,5 +1,6 @@
 #include "kvcache/reference_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,8 +21,15 @@ struct SequenceReferenceCache::Pending {
 SequenceReferenceCache::SequenceReferenceCache(CacheSpec spec, CacheOptions options)
     : KVCache(std::move(spec), options) {
   kv::validate_spec(spec_, options_, name());
-  for (const LayerCacheSpec& L : spec_.layers)
+  const int64_t m = options_.max_step_tokens;
+  for (const LayerCacheSpec& L : spec_.layers) {
     token_bytes_ += static_cast<size_t>(L.n_kv_heads * (L.head_dim_k + L.head_dim_v)) * sizeof(float);
+    Store st = Store::Dense;
+    if (m > 0 && L.kind == AttnKind::Window) st = Store::Ring;
+    if (m > 0 && L.kind == AttnKind::Chunk) st = Store::ChunkTail;
+    store_.push_back(st);
+    ring_.push_back(st == Store::Ring ? L.span + m - 1 : 0);
+  }
   capacity_tokens_ = options_.capacity_tokens;
   if (capacity_tokens_ == 0 && options_.capacity_bytes > 0) {
     capacity_tokens_ = static_cast<int64_t>(options_.capacity_bytes / token_bytes_);
@@ -52,6 +60,32 @@ int64_t SequenceReferenceCache::total_tokens() const {
   int64_t n = 0;
   for (const auto& [id, s] : seqs_) n += s.length;
   return n;
+}
+
+int64_t SequenceReferenceCache::row_of(size_t layer, const Layer& l, int64_t pos) const {
+  switch (store_[layer]) {
+    case Store::Ring: return pos % ring_[layer];
+    case Store::ChunkTail: return pos - l.base;
+    case Store::Dense: break;
+  }
+  return pos;
+}
+
+int64_t SequenceReferenceCache::layer_floor(size_t layer, const Layer& l) const {
+  switch (store_[layer]) {
+    // Length n needs positions n - W + 1 .. n - 1: the first n with n - W + 1 >= base.
+    case Store::Ring: return l.base == 0 ? 0 : l.base + spec_.layers[layer].span - 1;
+    case Store::ChunkTail: return l.base;  // a chunk start: length base needs nothing below it
+    case Store::Dense: break;
+  }
+  return 0;
+}
+
+int64_t SequenceReferenceCache::rewind_floor(SeqId seq) const {
+  const Sequence& s = seq_or_throw(seq, "rewind_floor");
+  int64_t floor = 0;
+  for (size_t l = 0; l < s.layers.size(); ++l) floor = std::max(floor, layer_floor(l, s.layers[l]));
+  return std::min(floor, s.length);
 }
 
 void SequenceReferenceCache::add_sequence(SeqId seq) {
@@ -87,10 +121,18 @@ void SequenceReferenceCache::rewind(SeqId seq, int64_t length) {
     fail(ErrorKind::InvalidArgument, name(),
          "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
              " for sequence " + std::to_string(seq));
+  const int64_t floor = rewind_floor(seq);
+  if (length < floor)
+    fail(ErrorKind::InvalidArgument, name(),
+         "rewind: sequence " + std::to_string(seq) + " cannot go back to length " + std::to_string(length) +
+             ": its window/chunk layers no longer hold the positions that length needs (rewind_floor " +
+             std::to_string(floor) + ")");
   for (size_t l = 0; l < s.layers.size(); ++l) {
+    if (store_[l] == Store::Ring) continue;  // slots past the length are simply not read
     const LayerCacheSpec& L = spec_.layers[l];
-    s.layers[l].k.resize(static_cast<size_t>(length * L.n_kv_heads * L.head_dim_k));
-    s.layers[l].v.resize(static_cast<size_t>(length * L.n_kv_heads * L.head_dim_v));
+    const int64_t rows = length - s.layers[l].base;
+    s.layers[l].k.resize(static_cast<size_t>(rows * L.n_kv_heads * L.head_dim_k));
+    s.layers[l].v.resize(static_cast<size_t>(rows * L.n_kv_heads * L.head_dim_v));
   }
   s.length = length;
 }
@@ -106,7 +148,16 @@ bool SequenceReferenceCache::can_extend(SeqId seq, int64_t n_new) const {
   return capacity_tokens_ == 0 || total_tokens() + n_new <= capacity_tokens_;
 }
 
-size_t SequenceReferenceCache::bytes_used() const { return static_cast<size_t>(total_tokens()) * token_bytes_; }
+size_t SequenceReferenceCache::bytes_used() const {
+  size_t n = 0;
+  for (const auto& [id, s] : seqs_)
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+      const LayerCacheSpec& L = spec_.layers[l];
+      const int64_t held = s.length - (store_[l] == Store::Dense ? 0 : s.layers[l].base);  // positions held
+      n += static_cast<size_t>(held * L.n_kv_heads * (L.head_dim_k + L.head_dim_v)) * sizeof(float);
+    }
+  return n;
+}
 
 size_t SequenceReferenceCache::bytes_reserved() const {
   size_t n = 0;
@@ -152,16 +203,30 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
     fail(ErrorKind::InvalidArgument, name(), "update_and_attend: null tensor pointer");
   const size_t li = static_cast<size_t>(layer);
 
-  // 1. Store: truncate to the committed length (a repeated call overwrites) and append rows.
-  for (const auto& [id, old] : p->old_length) {
-    Layer& dst = seqs_.at(id).layers[li];
-    dst.k.resize(static_cast<size_t>(old * hkv * dk));
-    dst.v.resize(static_cast<size_t>(old * hkv * dv));
-  }
+  // 1. Store. Dense / ChunkTail: truncate to the committed length (a repeated call overwrites)
+  //    and append rows. Ring: write each row at its slot; the position it replaces is gone.
+  const Store mode = store_[li];
+  if (mode != Store::Ring)
+    for (const auto& [id, old] : p->old_length) {
+      Layer& dst = seqs_.at(id).layers[li];
+      dst.k.resize(static_cast<size_t>((old - dst.base) * hkv * dk));
+      dst.v.resize(static_cast<size_t>((old - dst.base) * hkv * dv));
+    }
   for (int64_t t = 0; t < T; ++t) {
     Layer& dst = seqs_.at(rows[static_cast<size_t>(t)].seq).layers[li];
-    dst.k.insert(dst.k.end(), k + t * hkv * dk, k + (t + 1) * hkv * dk);
-    dst.v.insert(dst.v.end(), v + t * hkv * dv, v + (t + 1) * hkv * dv);
+    if (mode == Store::Ring) {
+      const int64_t pos = rows[static_cast<size_t>(t)].pos, ring = ring_[li], slot = pos % ring;
+      if (dst.k.size() < static_cast<size_t>((slot + 1) * hkv * dk)) {
+        dst.k.resize(static_cast<size_t>((slot + 1) * hkv * dk));
+        dst.v.resize(static_cast<size_t>((slot + 1) * hkv * dv));
+      }
+      std::copy(k + t * hkv * dk, k + (t + 1) * hkv * dk, dst.k.begin() + slot * hkv * dk);
+      std::copy(v + t * hkv * dv, v + (t + 1) * hkv * dv, dst.v.begin() + slot * hkv * dv);
+      dst.base = std::max(dst.base, pos - ring + 1);
+    } else {
+      dst.k.insert(dst.k.end(), k + t * hkv * dk, k + (t + 1) * hkv * dk);
+      dst.v.insert(dst.v.end(), v + t * hkv * dv, v + (t + 1) * hkv * dv);
+    }
   }
   p->layer_done[li] = true;
 
@@ -173,13 +238,17 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
     const Layer& src = seqs_.at(r.seq).layers[li];
     const int64_t pos = r.pos;
     const int64_t lo = kv::first_visible(L, pos);
+    if (mode != Store::Dense && lo < src.base)
+      fail(ErrorKind::Internal, name(),
+           "row " + std::to_string(t) + " at position " + std::to_string(pos) + " needs position " +
+               std::to_string(lo) + " of layer " + std::to_string(layer) + ", which is no longer held");
     for (int64_t h = 0; h < n_q_heads; ++h) {
       const int64_t kh = h / group;
       const float* qh = q + (t * n_q_heads + h) * dk;
       w.assign(static_cast<size_t>(pos - lo + 1), 0.0);
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = lo; j <= pos; ++j) {
-        const float* kj = src.k.data() + (j * hkv + kh) * dk;
+        const float* kj = src.k.data() + (row_of(li, src, j) * hkv + kh) * dk;
         double dot = 0;
         for (int64_t d = 0; d < dk; ++d) dot += static_cast<double>(qh[d]) * kj[d];
         double s = dot * params.scale;
@@ -192,7 +261,8 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
       float* oh = out + (t * n_q_heads + h) * dv;
       for (int64_t d = 0; d < dv; ++d) {
         double acc = 0;
-        for (int64_t j = lo; j <= pos; ++j) acc += w[static_cast<size_t>(j - lo)] * src.v[(j * hkv + kh) * dv + d];
+        for (int64_t j = lo; j <= pos; ++j)
+          acc += w[static_cast<size_t>(j - lo)] * src.v[(row_of(li, src, j) * hkv + kh) * dv + d];
         oh[d] = static_cast<float>(acc / sum);
       }
     }
@@ -206,7 +276,20 @@ void SequenceReferenceCache::do_commit(const StepBatch& batch, void* state) {
       if (!p->layer_done[l])
         fail(ErrorKind::InvalidArgument, name(),
              "commit: layer " + std::to_string(l) + " was not updated in this step");
-  for (const auto& [id, n] : p->n_new) seqs_.at(id).length += n;
+  for (const auto& [id, n] : p->n_new) {
+    Sequence& s = seqs_.at(id);
+    s.length += n;
+    // ChunkTail layers drop the chunks the next query (at position length) no longer sees.
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+      if (store_[l] != Store::ChunkTail) continue;
+      const LayerCacheSpec& L = spec_.layers[l];
+      Layer& dst = s.layers[l];
+      const int64_t drop = kv::first_visible(L, s.length) - dst.base;  // whole chunks
+      dst.k.erase(dst.k.begin(), dst.k.begin() + drop * L.n_kv_heads * L.head_dim_k);
+      dst.v.erase(dst.v.begin(), dst.v.begin() + drop * L.n_kv_heads * L.head_dim_v);
+      dst.base += drop;
+    }
+  }
   active_ = nullptr;
 }
 
@@ -217,9 +300,11 @@ void SequenceReferenceCache::do_rollback(const StepBatch& batch, void* state) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) continue;
     for (size_t l = 0; l < it->second.layers.size(); ++l) {
+      if (store_[l] == Store::Ring) continue;  // written slots lie past the length: not read
       const LayerCacheSpec& L = spec_.layers[l];
-      it->second.layers[l].k.resize(static_cast<size_t>(old * L.n_kv_heads * L.head_dim_k));
-      it->second.layers[l].v.resize(static_cast<size_t>(old * L.n_kv_heads * L.head_dim_v));
+      Layer& dst = it->second.layers[l];
+      dst.k.resize(static_cast<size_t>((old - dst.base) * L.n_kv_heads * L.head_dim_k));
+      dst.v.resize(static_cast<size_t>((old - dst.base) * L.n_kv_heads * L.head_dim_v));
     }
   }
   if (active_ == p) active_ = nullptr;

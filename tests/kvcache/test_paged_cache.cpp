@@ -59,9 +59,18 @@ TEST(PagedCache, OneSequencePrefillChunksThenDecode) {
     EXPECT_LT(c.step(b), 1e-10) << "at length " << c.paged.length(0);
   }
   EXPECT_EQ(c.paged.length(0), 73);
-  EXPECT_EQ(c.paged.stats().used, 5);  // ceil(73 / 16)
-  EXPECT_EQ(c.paged.bytes_used(), 5 * c.paged.block_bytes());
-  // 16 tokens x 3 layers x 2 heads x (24 + 40) x 4 bytes
+  // Two layer groups: the full layers 0 and 2 (group 0) and the window-9 layer 1 (group 1).
+  ASSERT_EQ(c.paged.n_groups(), 2);
+  EXPECT_EQ(c.paged.group_layers(0), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(c.paged.group_of_layer(1), 1);
+  EXPECT_EQ(c.paged.stats(0).used, 5);  // ceil(73 / 16)
+  // The window group holds only block 4 (positions 64..72): the next query sees 65..73.
+  EXPECT_EQ(c.paged.stats(1).used, 1);
+  EXPECT_EQ(c.paged.stats().used, 6);
+  EXPECT_EQ(c.paged.bytes_used(), 5 * c.paged.block_bytes(0) + c.paged.block_bytes(1));
+  // 16 tokens x 2 heads x (24 + 40) x 4 bytes, per layer
+  EXPECT_EQ(c.paged.block_bytes(0), 16u * 2 * 2 * 64 * 4);
+  EXPECT_EQ(c.paged.block_bytes(1), 16u * 1 * 2 * 64 * 4);
   EXPECT_EQ(c.paged.block_bytes(), 16u * 3 * 2 * 64 * 4);
 }
 
@@ -96,7 +105,7 @@ TEST(PagedCache, ForkSharesBlocksAndCopiesOnWrite) {
   EXPECT_LT(c.step(b), 1e-10);
   c.paged.fork(0, 1);
   c.ref.fork(0, 1);
-  BlockStats st = c.paged.stats();
+  BlockStats st = c.paged.stats(0);
   EXPECT_EQ(st.used, 3);
   EXPECT_EQ(st.shared, 3);
   EXPECT_EQ(c.paged.block_table(0), c.paged.block_table(1));
@@ -105,7 +114,7 @@ TEST(PagedCache, ForkSharesBlocksAndCopiesOnWrite) {
   append_rows(c.paged, 0, {500, 501}, &d);
   append_rows(c.paged, 1, {900}, &d);
   EXPECT_LT(c.step(d), 1e-10);
-  st = c.paged.stats();
+  st = c.paged.stats(0);
   // Both copied the shared partial block (it was shared when the step was prepared); the
   // original was released at commit. The two full blocks stay shared.
   EXPECT_EQ(st.used, 4);
@@ -144,47 +153,63 @@ TEST(PagedCache, ForkSharesBlocksAndCopiesOnWrite) {
         << "branch " << s;
   }
   c.paged.clear(1);
-  EXPECT_EQ(c.paged.stats().shared, 0);
+  EXPECT_EQ(c.paged.stats(0).shared, 0);
 }
 
 TEST(PagedCache, RewindThenContinueEqualsFreshRun) {
+  // Window 64 (> 50 tokens): the window group releases nothing, every rewind is allowed.
+  // Window 9: at length 50 the window group released positions < 32 (2 blocks), so lengths
+  // below rewind_floor 40 (40 - 9 + 1 = 32) are refused and change nothing.
+  for (int64_t window : {64, 9})
   for (int64_t keep : {21, 32, 0, 49}) {
-    PagedCache p(spec3(), opts(512));
+    const CacheSpec spec =
+        small_spec(3, 2, 24, 40, {{AttnKind::Full, 0}, {AttnKind::Window, window}, {AttnKind::Full, 0}});
+    PagedCache p(spec, opts(512));
     p.add_sequence(0);
     StepBatch b;
     append_rows(p, 0, tokens_range(1, 50), &b);
     run_step(p, b, kHq, AttendParams{});
+    EXPECT_EQ(p.rewind_floor(0), window == 64 ? 0 : 40);
+    if (keep < p.rewind_floor(0)) {
+      const BlockStats before = p.stats();
+      const auto t1 = p.block_table(0, 1);
+      EXPECT_THROW(p.rewind(0, keep), Error);
+      EXPECT_EQ(p.length(0), 50);
+      EXPECT_EQ(p.block_table(0, 1), t1);
+      EXPECT_EQ(p.stats().used, before.used);
+      continue;
+    }
     p.rewind(0, keep);
     EXPECT_EQ(p.length(0), keep);
-    EXPECT_EQ(p.stats().used, (keep + 15) / 16);
+    EXPECT_EQ(p.stats(0).used, (keep + 15) / 16);
     StepBatch more;
     append_rows(p, 0, tokens_range(300, 15), &more);
     const auto got = run_step(p, more, kHq, AttendParams{});
 
-    SequenceReferenceCache fresh(spec3(), CacheOptions{});
+    SequenceReferenceCache fresh(spec, CacheOptions{});
     fresh.add_sequence(0);
     if (keep > 0) {
       StepBatch pre;
       append_rows(fresh, 0, tokens_range(1, keep), &pre);
       run_step(fresh, pre, kHq, AttendParams{});
     }
-    EXPECT_LT(nmse(got, run_step(fresh, more, kHq, AttendParams{})), 1e-10) << "keep " << keep;
+    EXPECT_LT(nmse(got, run_step(fresh, more, kHq, AttendParams{})), 1e-10) << "window " << window << " keep " << keep;
 
     // The original prefix blocks were not overwritten by the new tokens (an indexed block that
     // the rewind made partial is copied before it is written): a new sequence reusing the
     // original prompt computes what a fresh run computes.
     p.add_sequence(1);
     const int64_t reused = p.reuse_prefix(1, tokens_range(1, 50));
-    EXPECT_EQ(reused, 48) << "keep " << keep;
+    EXPECT_EQ(reused, 48) << "window " << window << " keep " << keep;
     StepBatch rest;
     append_rows(p, 1, tokens_range(1 + static_cast<int32_t>(reused), 50 - reused), &rest);
-    SequenceReferenceCache orig(spec3(), CacheOptions{});
+    SequenceReferenceCache orig(spec, CacheOptions{});
     orig.add_sequence(1);
     StepBatch pre;
     append_rows(orig, 1, tokens_range(1, reused), &pre);
     run_step(orig, pre, kHq, AttendParams{});
     EXPECT_LT(nmse(run_step(p, rest, kHq, AttendParams{}), run_step(orig, rest, kHq, AttendParams{})), 1e-10)
-        << "keep " << keep;
+        << "window " << window << " keep " << keep;
   }
 }
 
@@ -198,18 +223,18 @@ TEST(PagedCache, PrefixReuseAllocatesOnlyNewBlocks) {
   StepBatch a;
   append_rows(p, 0, prompt_a, &a);
   run_step(p, a, kHq, AttendParams{});
-  EXPECT_EQ(p.stats().indexed, 3);
-  EXPECT_EQ(p.stats().used, 4);
+  EXPECT_EQ(p.stats(0).indexed, 3);
+  EXPECT_EQ(p.stats(0).used, 4);
 
   p.add_sequence(1);
   EXPECT_EQ(p.reuse_prefix(1, prompt_b), 48);
   EXPECT_EQ(p.length(1), 48);
-  EXPECT_EQ(p.stats().used, 4);    // nothing allocated yet
-  EXPECT_EQ(p.stats().shared, 3);  // the prefix blocks
+  EXPECT_EQ(p.stats(0).used, 4);    // nothing allocated yet
+  EXPECT_EQ(p.stats(0).shared, 3);  // the prefix blocks
   StepBatch b;
   append_rows(p, 1, std::vector<int32_t>(prompt_b.begin() + 48, prompt_b.end()), &b);
   const auto with_reuse = run_step(p, b, kHq, AttendParams{});
-  EXPECT_EQ(p.stats().used, 5);  // one new block for positions 48..57
+  EXPECT_EQ(p.stats(0).used, 5);  // one new block for positions 48..57
 
   // Same outputs as computing the whole prompt without reuse.
   SequenceReferenceCache fresh(spec3(), CacheOptions{});
@@ -236,13 +261,13 @@ TEST(PagedCache, PrefixReuseAllocatesOnlyNewBlocks) {
 
   // Blocks of a cleared sequence stay reusable while nothing needs them.
   for (SeqId s : {0, 1, 2, 3, 4}) p.clear(s);
-  EXPECT_EQ(p.stats().used, 0);
-  EXPECT_EQ(p.stats().cached, 3);  // A's 3 full blocks; the partial tails became free
-  EXPECT_EQ(p.stats().free, p.stats().total - 3);
+  EXPECT_EQ(p.stats(0).used, 0);
+  EXPECT_EQ(p.stats(0).cached, 3);  // A's 3 full blocks; the partial tails became free
+  EXPECT_EQ(p.stats(0).free, p.stats(0).total - 3);
   p.add_sequence(7);
   EXPECT_EQ(p.reuse_prefix(7, prompt_a), 48);
-  EXPECT_EQ(p.stats().cached, 0);
-  EXPECT_EQ(p.stats().used, 3);
+  EXPECT_EQ(p.stats(0).cached, 0);
+  EXPECT_EQ(p.stats(0).used, 3);
 }
 
 TEST(PagedCache, PrefixCachingOffSharesNothing) {
@@ -253,12 +278,12 @@ TEST(PagedCache, PrefixCachingOffSharesNothing) {
   StepBatch a;
   append_rows(p, 0, tokens_range(1, 40), &a);
   run_step(p, a, kHq, AttendParams{});
-  EXPECT_EQ(p.stats().indexed, 0);
+  EXPECT_EQ(p.stats(0).indexed, 0);
   p.add_sequence(1);
   EXPECT_EQ(p.reuse_prefix(1, tokens_range(1, 40)), 0);
   p.clear(0);
-  EXPECT_EQ(p.stats().cached, 0);
-  EXPECT_EQ(p.stats().free, p.stats().total);
+  EXPECT_EQ(p.stats(0).cached, 0);
+  EXPECT_EQ(p.stats(0).free, p.stats(0).total);
 }
 
 TEST(PagedCache, EvictsCachedBlocksInLruOrder) {
@@ -275,14 +300,14 @@ TEST(PagedCache, EvictsCachedBlocksInLruOrder) {
   p.clear(0);
   p.clear(2);
   p.clear(1);
-  EXPECT_EQ(p.stats().cached, 6);
-  EXPECT_EQ(p.stats().free, 2);
+  EXPECT_EQ(p.stats(0).cached, 6);
+  EXPECT_EQ(p.stats(0).free, 2);
   // A sequence needing 5 blocks takes the 2 free ones and evicts A1, A0, C1.
   p.add_sequence(3);
   StepBatch big;
   append_rows(p, 3, tokens_range(5000, 20), &big);
   run_step(p, big, kHq, AttendParams{});
-  EXPECT_EQ(p.stats().cached, 3);
+  EXPECT_EQ(p.stats(0).cached, 3);
   p.add_sequence(10);
   p.add_sequence(11);
   p.add_sequence(12);
@@ -301,7 +326,7 @@ TEST(PagedCache, StepBeyondCapacityFailsAndChangesNothing) {
   EXPECT_LT(c.step(b), 1e-10);
   c.paged.fork(0, 2);
   c.ref.fork(0, 2);
-  const BlockStats before = c.paged.stats();
+  const BlockStats before = c.paged.stats(0);
   const size_t used = c.paged.bytes_used();
   EXPECT_EQ(before.free + before.cached, 0);
   EXPECT_FALSE(c.paged.can_extend(2, 1));  // would copy the shared partial block
@@ -316,7 +341,7 @@ TEST(PagedCache, StepBeyondCapacityFailsAndChangesNothing) {
     EXPECT_EQ(e.kind(), ErrorKind::Capacity);
     EXPECT_NE(std::string(e.what()).find("blocks"), std::string::npos) << e.what();
   }
-  const BlockStats after = c.paged.stats();
+  const BlockStats after = c.paged.stats(0);
   EXPECT_EQ(after.used, before.used);
   EXPECT_EQ(after.shared, before.shared);
   EXPECT_EQ(after.free, before.free);
@@ -342,14 +367,14 @@ TEST(PagedCache, RollbackReturnsBlocks) {
   EXPECT_LT(c.step(b), 1e-10);
   c.paged.fork(0, 1);
   c.ref.fork(0, 1);
-  const BlockStats before = c.paged.stats();
+  const BlockStats before = c.paged.stats(0);
   {
     StepBatch s;
     append_rows(c.paged, 1, tokens_range(70, 30), &s);
     auto txn = c.paged.prepare(s);
-    EXPECT_GT(c.paged.stats().used, before.used);  // the copy and new blocks are held by the step
+    EXPECT_GT(c.paged.stats(0).used, before.used);  // the copy and new blocks are held by the step
   }  // destroyed uncommitted: rolled back
-  const BlockStats after = c.paged.stats();
+  const BlockStats after = c.paged.stats(0);
   EXPECT_EQ(after.used, before.used);
   EXPECT_EQ(after.shared, before.shared);
   EXPECT_EQ(after.free, before.free);
@@ -361,7 +386,7 @@ TEST(PagedCache, RollbackReturnsBlocks) {
 
 TEST(PagedCache, ReleasesBlocksOutOfEveryWindow) {
   // Every layer windowed or chunked: blocks below the first visible position are released,
-  // so 100+ tokens run in a pool of 16 blocks of 4 tokens.
+  // so 100+ tokens run in pools (one per layer group) of 16 blocks of 4 tokens.
   const CacheSpec spec = small_spec(2, 2, 16, 16, {{AttnKind::Window, 6}, {AttnKind::Chunk, 8}});
   Pair c(spec, opts(64, 4));
   c.add(0);
@@ -396,7 +421,7 @@ TEST(PagedCache, ReleasesBlocksOutOfEveryWindow) {
   c.paged.clear(0);
   c.paged.clear(1);
   EXPECT_EQ(c.paged.stats().used, 0);
-  EXPECT_EQ(c.paged.stats().free + c.paged.stats().cached, 16);
+  for (int g = 0; g < 2; ++g) EXPECT_EQ(c.paged.stats(g).free + c.paged.stats(g).cached, 16) << "group " << g;
 }
 
 TEST(PrefixHash, ChainsParentsTokensAndExtraKeys) {
