@@ -1,6 +1,8 @@
 #include "runtime/manifest.h"
 
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -14,13 +16,38 @@ namespace {
   fail(ErrorKind::Corrupt, where + ": manifest field '" + field + "'", what);
 }
 
+// An integer of type I from a JSON number: nlohmann's get<I>() would wrap 2^32 + 1 to 1 and
+// convert 1e300 with undefined behaviour, so only integers in I's range are accepted.
+template <class I>
+I json_int(const json& v, const std::string& where, const char* key) {
+  const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<I>::max())
+                    : v.is_number_integer() ? v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<I>::min()) &&
+                                                  (v.get<int64_t>() < 0 ||
+                                                   static_cast<uint64_t>(v.get<int64_t>()) <=
+                                                       static_cast<uint64_t>(std::numeric_limits<I>::max()))
+                                            : false;
+  if (!fits) bad(where, key, v.is_number() ? "integer out of range: " + v.dump() : "has the wrong type");
+  return v.is_number_unsigned() ? static_cast<I>(v.get<uint64_t>()) : static_cast<I>(v.get<int64_t>());
+}
+
 template <class T>
 T get(const json& j, const char* key, const std::string& where, T def) {
   if (!j.contains(key)) return def;
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    bad(where, key, "has the wrong type");
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return json_int<T>(v, where, key);
+  } else if constexpr (std::is_same_v<T, std::vector<int32_t>>) {
+    if (!v.is_array()) bad(where, key, "has the wrong type");
+    T out;
+    out.reserve(v.size());
+    for (const auto& e : v) out.push_back(json_int<int32_t>(e, where, key));
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      bad(where, key, "has the wrong type");
+    }
   }
 }
 
