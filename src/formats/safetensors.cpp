@@ -155,7 +155,11 @@ std::shared_ptr<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir)
   const std::string index_path = dir_join(dir, "model.safetensors.index.json");
   if (!file_exists(index_path)) {
     const std::string single = dir_join(dir, "model.safetensors");
-    if (!file_exists(single)) fail(ErrorKind::Io, dir, "no model.safetensors or model.safetensors.index.json");
+    if (!file_exists(single)) {
+      if (file_exists(dir_join(dir, "pytorch_model.bin")) || file_exists(dir_join(dir, "pytorch_model.bin.index.json")))
+        fail(ErrorKind::Unsupported, dir, "PyTorch pickle checkpoints (pytorch_model.bin) are not read; convert them to safetensors");
+      fail(ErrorKind::Io, dir, "no model.safetensors or model.safetensors.index.json");
+    }
     return open_file(single);
   }
   json idx;
