@@ -5,6 +5,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 SANITIZE   ?= 0
 CMAKE_ARGS ?=
+FUZZ_SECONDS ?= 60
 
 DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev \
@@ -36,6 +37,10 @@ bench: deps
 	@cmake -S . -B build-bench -DPTN_BUILD_BENCH=ON -DPTN_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS)
 	@scripts/run-bench.sh build-bench
+
+# libFuzzer targets built with clang in build-fuzz, each run FUZZ_SECONDS seconds (scripts/fuzz.sh).
+fuzz: deps
+	@JOBS=$(JOBS) scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 demo: build
 	@scripts/demo.sh $(BUILD)/ptn

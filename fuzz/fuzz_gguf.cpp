@@ -1,0 +1,52 @@
+// GGUF: header, metadata and tensor table (GgufFile), then the model and tokenizer specs read
+// from that metadata. Any input must either load or throw ptn::Error.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/gguf_spec.h"
+#include "fuzz_common.h"
+
+namespace ptn::fuzz {
+
+// 1 if the input was accepted all the way, 0 if a stage rejected it with a documented error.
+int run_gguf(const uint8_t* data, size_t size) {
+  static const std::string path = ptn::fuzz::scratch_dir() + "/input.gguf";
+  ptn::fuzz::write_file(path, data, size);
+  std::shared_ptr<ptn::GgufFile> g;
+  try {
+    g = ptn::GgufFile::open(path);
+  } catch (const ptn::Error&) {
+    return 0;
+  }
+  // Everything the readers expose on a loaded file must also be safe.
+  for (const auto& [key, value] : g->metadata()) (void)value.describe();
+  for (const auto& t : g->tensors()) {
+    try {
+      (void)g->tensor(t.name);
+    } catch (const ptn::Error&) {
+    }
+  }
+  int ok = 1;
+  try {
+    (void)ptn::model_spec_from_gguf(*g);
+  } catch (const ptn::Error&) {
+    ok = 0;
+  }
+  try {
+    if (ptn::gguf_has_tokenizer(*g)) (void)ptn::tokenizer_spec_from_gguf(*g);
+  } catch (const ptn::Error&) {
+    ok = 0;
+  }
+  return ok;
+}
+
+}  // namespace ptn::fuzz
+
+#ifndef PTN_FUZZ_NO_ENTRY
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  (void)ptn::fuzz::run_gguf(data, size);
+  return 0;
+}
+#endif
