@@ -1,0 +1,226 @@
+// `ptn chat`: an interactive chat with a .ptn program on stdin/stdout (runtime/chat_session.h
+// renders the conversation with the model's chat template and reuses the cached prefix).
+// One line is one user message; a line ending in '\' continues on the next line. Commands:
+//   /reset          start over (the --system message stays)
+//   /undo [N]       drop the last N exchanges (default 1) and rewind the cache to match
+//   /save FILE      write the conversation as a JSON array of {"role", "content"} messages
+//   /load FILE      read such a file (or {"messages": [...]}), render it and feed it
+//   /quit           end (so does end of input)
+// A line starting with "//" sends the text after the first '/'. Replies go to stdout, one per
+// turn followed by a newline; notices and per-turn statistics go to stderr. With stdin not a
+// terminal (a pipe or a file) nothing but the replies is written to stdout.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/threadpool.h"
+#include "runtime/chat_session.h"
+#include "runtime/session.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+constexpr size_t kMaxMessageBytes = 1u << 20;
+constexpr size_t kMaxConversationFile = 64u << 20;
+
+struct ChatArgs {
+  std::string model, system, template_file, cache = "paged", cache_type = "f32";
+  int64_t ctx = 0, n_predict = 0;
+  int threads = 0;
+  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  int64_t top_k = 40;
+  uint64_t seed = 0;
+};
+
+// Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
+// of input with nothing read. A message longer than kMaxMessageBytes is an error (the rest of
+// it is skipped).
+bool read_message(std::FILE* in, std::string* out, bool* too_long) {
+  out->clear();
+  *too_long = false;
+  bool any = false;
+  while (true) {
+    int c = std::fgetc(in);
+    if (c == EOF) return any;
+    any = true;
+    if (c == '\n') {
+      if (!out->empty() && out->back() == '\\') {
+        out->back() = '\n';
+        continue;
+      }
+      if (!out->empty() && out->back() == '\r') out->pop_back();
+      return true;
+    }
+    if (out->size() >= kMaxMessageBytes) {
+      *too_long = true;
+      continue;
+    }
+    out->push_back(static_cast<char>(c));
+  }
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// The count of /undo: empty means 1; otherwise a decimal number 1..1000000.
+int64_t parse_count(const std::string& arg) {
+  if (arg.empty()) return 1;
+  if (arg.size() > 7 || arg.find_first_not_of("0123456789") != std::string::npos)
+    ptn::fail(ptn::ErrorKind::InvalidArgument, "/undo", "expected a number of exchanges, got '" + arg.substr(0, 20) + "'");
+  return std::stoll(arg);
+}
+
+void save_conversation(const ptn::ChatSession& chat, const std::string& path) {
+  if (path.empty()) ptn::fail(ptn::ErrorKind::InvalidArgument, "/save", "expected a file name");
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) ptn::fail(ptn::ErrorKind::Io, path, "cannot open for writing");
+  f << chat.messages().dump(2) << "\n";
+  f.close();
+  if (!f) ptn::fail(ptn::ErrorKind::Io, path, "write failed");
+}
+
+void load_conversation(ptn::ChatSession& chat, const std::string& path) {
+  if (path.empty()) ptn::fail(ptn::ErrorKind::InvalidArgument, "/load", "expected a file name");
+  const std::string text = ptn::read_text_file(path, kMaxConversationFile);
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    ptn::fail(ptn::ErrorKind::Corrupt, path, std::string("invalid JSON: ") + e.what());
+  }
+  chat.load(j, path);
+}
+
+std::function<int()> setup(CLI::App& app) {
+  auto a = std::make_shared<ChatArgs>();
+  auto* c = app.add_subcommand("chat", "Chat with a .ptn program on stdin/stdout using its chat template");
+  using ptn::cli::opt;
+  c->add_option(opt("model", "m"), a->model, "the .ptn program")->required();
+  c->add_option(opt("system"), a->system, "a system message that starts the conversation");
+  c->add_option(opt("chat-template"), a->template_file,
+                "a Jinja chat template file to use instead of the program's");
+  c->add_option(opt("n-predict", "n"), a->n_predict, "most tokens per reply (default 0: until the model ends it)");
+  c->add_option(opt("temp"), a->temp, "temperature (0 = greedy; default 0.8)");
+  c->add_option(opt("top-k"), a->top_k, "top-k (0 = off; default 40)");
+  c->add_option(opt("top-p"), a->top_p, "top-p (default 1 = off)");
+  c->add_option(opt("min-p"), a->min_p, "min-p (default 0 = off)");
+  c->add_option(opt("repeat-penalty"), a->repeat_penalty, "repetition penalty (default 1 = off)");
+  auto* seed = c->add_option(opt("seed", "s"), a->seed, "random seed (default: from the clock)");
+  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  c->add_option(opt("ctx"), a->ctx, "context size in tokens (default: the model's)");
+  c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  return [a, seed] {
+    using namespace ptn;
+    if (a->threads < 0 || a->threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
+    if (a->threads > 0) set_default_threads(a->threads);
+    if (a->n_predict < 0) fail(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
+    auto program = Program::load(a->model);
+    if (!program->meta().tokenizer)
+      fail(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
+    const TokenizerSpec& ts = *program->meta().tokenizer;
+    auto tok = Tokenizer::create(ts);
+    SessionOptions so;
+    so.cache_kind = a->cache;
+    auto dt = dtype_from_name(a->cache_type);
+    if (!dt) fail(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
+    so.cache_dtype = *dt;
+    so.context = a->ctx;
+    Session session(program, so);
+
+    ChatConfig cc;
+    cc.chat_template = a->template_file.empty() ? ts.chat_template : read_text_file(a->template_file, 1u << 20);
+    cc.bos_token = ts.bos_token;
+    cc.eos_token = ts.eos_token;
+    cc.system = a->system;
+    cc.max_reply_tokens = a->n_predict;
+    SamplingParams sp;
+    sp.temperature = a->temp;
+    sp.top_k = a->top_k;
+    sp.top_p = a->top_p;
+    sp.min_p = a->min_p;
+    sp.repetition_penalty = a->repeat_penalty;
+    sp.seed = seed->count() ? a->seed
+                            : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    const int64_t vocab = program->meta().spec.vocab_size;
+    ChatSession chat(session, *tok, cc, validate_sampling_params(sp, vocab));
+
+    const bool interactive = ::isatty(STDIN_FILENO) != 0;
+    if (chat.uses_fallback())
+      std::fprintf(stderr,
+                   "ptn chat: the model has no chat template; using the plain format \"User: ...\\nAssistant:\"\n");
+    if (interactive)
+      std::fprintf(stderr,
+                   "ptn chat: context %lld tokens. Commands: /reset, /undo [N], /save FILE, /load FILE, /quit; "
+                   "end a line with \\ to continue it.\n",
+                   static_cast<long long>(session.context()));
+    std::string line;
+    bool too_long = false;
+    while (true) {
+      if (interactive) {
+        std::fputs("> ", stdout);
+        std::fflush(stdout);
+      }
+      if (!read_message(stdin, &line, &too_long)) break;
+      if (too_long) {
+        std::fprintf(stderr, "ptn chat: message longer than %zu bytes, not sent\n", kMaxMessageBytes);
+        continue;
+      }
+      try {
+        if (line.size() >= 1 && line[0] == '/' && !(line.size() >= 2 && line[1] == '/')) {
+          const size_t sp_at = line.find(' ');
+          const std::string cmd = line.substr(0, sp_at);
+          const std::string arg = sp_at == std::string::npos ? "" : trim(line.substr(sp_at + 1));
+          if (cmd == "/quit" || cmd == "/exit") break;
+          if (cmd == "/reset") {
+            chat.reset();
+            std::fprintf(stderr, "ptn chat: conversation reset\n");
+          } else if (cmd == "/undo") {
+            const int64_t n = chat.undo(parse_count(arg));
+            std::fprintf(stderr, "ptn chat: dropped %lld exchange%s; %zu tokens stay cached\n", static_cast<long long>(n),
+                         n == 1 ? "" : "s", chat.cached_tokens().size());
+          } else if (cmd == "/save") {
+            save_conversation(chat, arg);
+            std::fprintf(stderr, "ptn chat: saved %zu messages to %s\n", chat.messages().size(), arg.c_str());
+          } else if (cmd == "/load") {
+            load_conversation(chat, arg);
+            std::fprintf(stderr, "ptn chat: loaded %zu messages from %s (%zu tokens)\n", chat.messages().size(),
+                         arg.c_str(), chat.cached_tokens().size());
+          } else {
+            std::fprintf(stderr, "ptn chat: unknown command '%s' (/reset, /undo [N], /save FILE, /load FILE, /quit)\n",
+                         cmd.substr(0, 40).c_str());
+          }
+          continue;
+        }
+        const std::string text = line.rfind("//", 0) == 0 ? line.substr(1) : line;
+        if (trim(text).empty()) continue;
+        ChatReply r = chat.send(text, [](const std::string& piece) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        });
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+        std::fprintf(stderr, "[prompt %lld tokens (%lld run, %lld from the cache), reply %lld tokens, stop: %s]\n",
+                     static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.fed_tokens),
+                     static_cast<long long>(r.prompt_tokens - r.fed_tokens), static_cast<long long>(r.reply_tokens),
+                     r.stop.c_str());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "ptn chat: %s\n", e.what());
+      }
+    }
+    return 0;
+  };
+}
+
+PTN_COMMAND("chat", setup);
+
+}  // namespace
