@@ -145,6 +145,7 @@ bool SequenceReferenceCache::can_extend(SeqId seq, int64_t n_new) const {
   const Sequence& s = seq_or_throw(seq, "can_extend");
   if (n_new < 0) return false;
   if (spec_.max_positions > 0 && s.length + n_new > spec_.max_positions) return false;
+  if (options_.max_step_tokens > 0 && n_new > options_.max_step_tokens) return false;
   return capacity_tokens_ == 0 || total_tokens() + n_new <= capacity_tokens_;
 }
 
