@@ -12,7 +12,7 @@ struct VerifyArgs {
   std::string file;
   std::string cache = "all";
   std::string mode = "optimized";
-  double max_nmse = 1e-3;
+  double max_nmse = 0;  // 0: chosen from the program's weight types
   int threads = 0;
 };
 
@@ -23,7 +23,9 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option("file", a->file, "the .ptn program")->required();
   c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, or all (default)");
   c->add_option(opt("mode"), a->mode, "optimized (default) or reference executor");
-  c->add_option(opt("max-nmse"), a->max_nmse, "pass threshold on the logits' NMSE (default 1e-3)");
+  c->add_option(opt("max-nmse"), a->max_nmse,
+                "pass threshold on the logits' NMSE (default 1e-4 for float weights, 1e-2 when integer kernels "
+                "quantize activations for quantized weights)");
   c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
   return [a] {
     if (a->threads > 0) ptn::set_default_threads(a->threads);
@@ -35,6 +37,18 @@ std::function<int()> setup(CLI::App& app) {
       std::printf("no golden samples to verify (export with --samples K)\n");
       return 1;
     }
+    if (a->max_nmse <= 0) {
+      // Float weights run through float kernels: the optimized path must match the reference
+      // closely. Quantized weights run through integer kernels that quantize activations to 8 bits
+      // (as llama.cpp's do), which the reference does not; on random-weight models whose logits
+      // are nearly flat that noise reaches NMSE ~3e-3, while a wrong kernel gives ~1.
+      bool quantized = false;
+      for (const auto& [name, t] : program->tensors())
+        if (name.rfind("golden.", 0) != 0 && name.rfind("tokenizer.", 0) != 0 && ptn::traits(t.dtype()).quantized)
+          quantized = true;
+      a->max_nmse = quantized ? 1e-2 : 1e-4;
+    }
+    std::printf("pass threshold: nmse <= %g\n", a->max_nmse);
     struct Variant {
       std::string label, kind;
       ptn::DType dtype;

@@ -234,7 +234,7 @@ json tokenizer_to_manifest(const TokenizerSpec& t, std::map<std::string, Tensor>
   }
   pack_strings(t.pre_split_regexes, "tokenizer.pre_split", tensors);
   pack_strings({t.chat_template, t.bos_token, t.eos_token, t.pre_tokenizer, t.normalizer}, "tokenizer.text", tensors);
-  json j = {{"kind", t.kind == TokenizerKind::SentencePiece ? "spm" : "bpe"},
+  json j = {{"kind", t.kind == TokenizerKind::SentencePiece ? "spm" : t.kind == TokenizerKind::WordPiece ? "wordpiece" : "bpe"},
             {"add_bos", t.add_bos},
             {"add_eos", t.add_eos},
             {"add_space_prefix", t.add_space_prefix},
@@ -261,7 +261,11 @@ TokenizerSpec tokenizer_from_manifest(const json& j, const std::map<std::string,
                                       const std::string& where) {
   if (!j.is_object()) bad(where, "tokenizer", "is not an object");
   TokenizerSpec t;
-  t.kind = get<std::string>(j, "kind", where, "spm") == "bpe" ? TokenizerKind::ByteLevelBPE : TokenizerKind::SentencePiece;
+  const std::string kind = get<std::string>(j, "kind", where, "spm");
+  if (kind == "spm") t.kind = TokenizerKind::SentencePiece;
+  else if (kind == "bpe") t.kind = TokenizerKind::ByteLevelBPE;
+  else if (kind == "wordpiece") t.kind = TokenizerKind::WordPiece;
+  else bad(where, "tokenizer.kind", "unknown tokenizer kind '" + kind + "'");
   t.tokens = unpack_strings(tensors, "tokenizer.tokens", where);
   if (tensors.count("tokenizer.merges.bytes")) t.merges = unpack_strings(tensors, "tokenizer.merges", where);
   const int64_t V = static_cast<int64_t>(t.tokens.size());
