@@ -1,0 +1,210 @@
+// The text commands end to end on stories260K, run through the built binary (PTN_BINARY):
+// tokenize / detokenize / chat-template / inspect on .ptn programs, perplexity, and chat driven
+// through a pipe.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+}
+
+struct RunResult {
+  int code;
+  std::string out, err;
+};
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+const char* kStory =
+    "Once upon a time, there was a little girl named Mia. Mia had a small red ball. She liked to play with "
+    "the ball in the garden every day. One day, the ball rolled under the fence and into the yard of an old "
+    "man. Mia was scared, but she wanted her ball back. She knocked on the door. The old man opened it and "
+    "smiled. \"Is this your ball?\" he asked. Mia nodded. He gave her the ball and a cookie too. Mia said "
+    "thank you and ran home. She told her mom about the kind old man. Her mom was happy and they baked "
+    "cookies for him the next day. The old man was very glad, and from then on Mia and the old man were "
+    "good friends. They played in the garden and shared cookies every week.";
+
+class TextCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("ptn_text_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    if (!fs::exists(PTN_BINARY)) return;
+    const std::string src = std::string(PTN_SOURCE_DIR) + "/models/stories260K/hf";
+    ok_ = run_in("export --model '" + src + "' --max-seq-length 64 --samples 1 --output '" + (dir_ / "s.ptn").string() + "'")
+              .code == 0;
+    // the same model with a chat template in its tokenizer_config.json
+    fs::copy(src, dir_ / "hf_chat", fs::copy_options::recursive);
+    auto cfg = nlohmann::ordered_json::parse(slurp(dir_ / "hf_chat" / "tokenizer_config.json"));
+    cfg["chat_template"] =
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+        "{% if add_generation_prompt %}[assistant]{% endif %}";
+    spit(dir_ / "hf_chat" / "tokenizer_config.json", cfg.dump());
+    ok_ = ok_ && run_in("export --model '" + (dir_ / "hf_chat").string() + "' --max-seq-length 64 --samples 1 --output '" +
+                        (dir_ / "c.ptn").string() + "'")
+                         .code == 0;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  void SetUp() override {
+    if (!fs::exists(PTN_BINARY)) GTEST_SKIP() << "ptn binary not built: " << PTN_BINARY;
+    ASSERT_TRUE(ok_) << "export of stories260K failed";
+  }
+  // Runs `ptn args` with stdin from `input` (empty: /dev/null).
+  static RunResult run_in(const std::string& args, const std::string& input = "") {
+    std::string in = "/dev/null";
+    if (!input.empty()) {
+      in = (dir_ / "stdin").string();
+      spit(in, input);
+    }
+    std::string cmd = std::string("'") + PTN_BINARY + "' " + args + " < '" + in + "' > '" + (dir_ / "out").string() +
+                      "' 2> '" + (dir_ / "err").string() + "'";
+    int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
+  }
+  static std::string ptn_path() { return "'" + (dir_ / "s.ptn").string() + "'"; }
+  static inline fs::path dir_;
+  static inline bool ok_ = false;
+};
+
+TEST_F(TextCli, TokenizeDetokenizePtn) {
+  RunResult r = run_in("tokenize --model " + ptn_path() + " --text 'Once upon a time'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
+  r = run_in("tokenize --model " + ptn_path() + " --text 'Once upon a time' --no-add-special");
+  EXPECT_EQ(r.out, "[403, 407, 261, 378]\n");
+  r = run_in("detokenize --model " + ptn_path() + " --ids '[1, 403, 407, 261, 378]' --skip-special");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time\n");
+  r = run_in("detokenize --model " + ptn_path() + " --ids '[1, 99999]'");
+  EXPECT_EQ(r.code, 1);
+  // a file with the .ptn magic but nothing valid after it is an error, not a crash
+  spit(dir_ / "broken.ptn", std::string("PTN\0PROG", 8) + std::string(100, '\x7f'));
+  r = run_in("tokenize --model '" + (dir_ / "broken.ptn").string() + "' --text hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("broken.ptn"), std::string::npos) << r.err;
+}
+
+TEST_F(TextCli, ChatTemplateAndInspectPtn) {
+  spit(dir_ / "m.json", R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}])");
+  RunResult r = run_in("chat-template --model '" + (dir_ / "c.ptn").string() + "' --messages '" + (dir_ / "m.json").string() +
+                       "' --add-generation-prompt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "<s>[user] Hi\n[assistant] Hello.\n[assistant]");
+  r = run_in("chat-template --model " + ptn_path() + " --messages '" + (dir_ / "m.json").string() + "'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no chat template"), std::string::npos) << r.err;
+
+  r = run_in("inspect " + ptn_path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(".ptn version 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vocab 512"), std::string::npos) << r.out;
+}
+
+TEST_F(TextCli, Perplexity) {
+  spit(dir_ / "story.txt", kStory);
+  RunResult r = run_in("perplexity -m " + ptn_path() + " -f '" + (dir_ / "story.txt").string() + "' --ctx 64 -t 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(^\[1\][0-9.]+,\[2\][0-9.]+,)"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+))"))) << r.out;
+  const double ppl = std::stod(m[1]), se = std::stod(m[2]);
+  EXPECT_TRUE(std::isfinite(ppl));
+  EXPECT_GT(ppl, 1.5);
+  EXPECT_LT(ppl, 15.0);
+  EXPECT_GT(se, 0.0);
+  EXPECT_LT(se, ppl);
+  // the last running figure is the final estimate
+  std::smatch last;
+  ASSERT_TRUE(std::regex_search(r.out, last, std::regex(R"(\[[0-9]+\]([0-9.]+),\n)")));
+  EXPECT_EQ(last[1].str(), m[1].str());
+
+  r = run_in("perplexity -m " + ptn_path() + " -f '" + (dir_ / "story.txt").string() + "' --ctx 64 --chunks 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^\[1\][0-9.]+,\nFinal estimate)"))) << r.out;
+
+  r = run_in("perplexity -m " + ptn_path() + " -f '" + (dir_ / "story.txt").string() + "'");  // 512 needs 1024 tokens
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("needs at least 1024"), std::string::npos) << r.err;
+  r = run_in("perplexity -m " + ptn_path() + " -f '" + (dir_ / "missing.txt").string() + "'");
+  EXPECT_EQ(r.code, 1);
+}
+
+TEST_F(TextCli, ChatThroughAPipe) {
+  const std::string conv = (dir_ / "conv.json").string();
+  RunResult r = run_in("chat -m " + ptn_path() + " --temp 0 -n 10 -t 1",
+                       "Hello\n/undo\nHello\n/save " + conv + "\n/bogus\n/quit\nnever sent\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // two replies, the same (greedy, and /undo rewound the first one away), nothing else on stdout
+  std::vector<std::string> lines;
+  std::stringstream ss(r.out);
+  for (std::string l; std::getline(ss, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(lines[0], lines[1]);
+  EXPECT_FALSE(lines[0].empty());
+  EXPECT_EQ(count_of(r.err, "no chat template"), 1u) << r.err;
+  EXPECT_NE(r.err.find("dropped 1 exchange"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown command '/bogus'"), std::string::npos) << r.err;
+  auto saved = nlohmann::json::parse(slurp(conv));
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[0]["role"], "user");
+  EXPECT_EQ(saved[0]["content"], "Hello");
+  EXPECT_EQ(saved[1]["role"], "assistant");
+
+  // /load feeds the saved conversation; the next turn reuses it from the cache. EOF ends cleanly.
+  r = run_in("chat -m " + ptn_path() + " --temp 0 -n 10 -t 1", "/load " + conv + "\nTell me more\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("loaded 2 messages"), std::string::npos) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(\[prompt ([0-9]+) tokens \(([0-9]+) run, ([0-9]+) from the cache\))")))
+      << r.err;
+  EXPECT_GT(std::stoi(m[3]), 10);
+  EXPECT_EQ(count_of(r.out, "\n"), 1u);
+
+  // a bad file is reported and the chat goes on
+  spit(dir_ / "bad.json", R"([{"role": "user", "content": 5}])");
+  r = run_in("chat -m " + ptn_path() + " --temp 0 -n 5 -t 1", "/load " + (dir_ / "bad.json").string() + "\nHi\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("messages[0].content"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.out, "\n"), 1u);
+}
+
+TEST_F(TextCli, ChatWithTemplateAndContinuationLines) {
+  RunResult r = run_in("chat -m '" + (dir_ / "c.ptn").string() + "' --temp 0 -n 8 -t 1 --system 'Tell stories.'",
+                       "Hello \\\nthere\n/save " + (dir_ / "c.json").string() + "\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no chat template"), std::string::npos) << r.err;
+  auto saved = nlohmann::json::parse(slurp(dir_ / "c.json"));
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_EQ(saved[0]["content"], "Tell stories.");
+  EXPECT_EQ(saved[1]["content"], "Hello \nthere");
+  // a message too long for the context is reported, and the chat ends cleanly at EOF
+  r = run_in("chat -m " + ptn_path() + " -n 0 --ctx 16 -t 1", std::string(300, 'x') + "\n");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+}
+
+}  // namespace
