@@ -87,7 +87,8 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
       quantize(x, 0, m, qa);
   }
   // Rows of W in multiples of 32 (the AVX-512 panel width) so every thread streams its own rows.
-  if (n * k * std::max<int64_t>(m, 1) < (int64_t{1} << 15) || pool.size() == 1)
+  const double work = static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(m);  // MACs
+  if (work < 32768.0 || pool.size() == 1)
     range(w, x, qa, m, 0, n, y);
   else
     pool.parallel_for(n, 32, [&](int64_t n0, int64_t n1, int) { range(w, x, qa, m, n0, n1, y); });

@@ -60,7 +60,8 @@ namespace ref {
 void matmul(const WeightView& w, const float* x, int64_t m, float* y);
 }  // namespace ref
 
-// Optimized: SIMD level from simd_level() at call time, multi-threaded on `pool`.
+// Optimized: SIMD level from simd_level() at call time, multi-threaded on `pool` (it runs
+// jobs on the pool, so it must not be called from inside a job of that same pool).
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
 }  // namespace ptn
