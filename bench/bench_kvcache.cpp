@@ -7,6 +7,10 @@
 // 2. Time: one decode step of one attention layer (32 q heads over 8 kv heads, D 64) for 1, 4,
 //    16 sequences at context 512 and 2048, paged (f32 and q8_0, one thread) vs reference.
 //    Each iteration prepares the step, attends, and rolls back, so the context never grows.
+// 3. Window memory: K/V bytes of one sequence at 8k context on a Gemma-3-1B-shaped spec (26
+//    layers, 5 local : 1 global, window 512, 1 kv head, head dim 256) in the paged cache (the
+//    local layers' group releases blocks out of the window) against the same spec cached in full
+//    (every layer holds all 8192 positions). Printed before the timings.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -71,8 +75,8 @@ void print_memory_figures() {
   std::printf("  %-6s %14s %14s %14s %10s %10s\n", "dtype", "paged(bs 16)", "static 8x2048", "tokens held",
               "paged/held", "static/held");
   for (DType dt : {DType::F32, DType::F16, DType::Q8_0}) {
-    // Window-1 layers 1..15 make the fill cheap; with the full layer 0 nothing is released,
-    // so storage is the same as for 16 full-attention layers.
+    // Window-1 layers 1..15 make the fill cheap; they form their own layer group (which releases
+    // blocks), so the figure is the full group's (layer 0) bytes times 16 layers of that shape.
     CacheOptions o;
     o.block_size = 16;
     o.dtype = dt;
@@ -83,13 +87,74 @@ void print_memory_figures() {
       paged.add_sequence(static_cast<SeqId>(s));
       fill(paged, static_cast<SeqId>(s), lengths[s], kHkv);
     }
-    const double token_bytes = static_cast<double>(paged.block_bytes()) / 16.0;
+    const double token_bytes = static_cast<double>(paged.block_bytes(0)) * kLayers / 16.0;
     const double held = token_bytes * static_cast<double>(tokens);
     const double stat = token_bytes * 8.0 * kContext;
-    const double used = static_cast<double>(paged.bytes_used());
+    const double used = static_cast<double>(paged.bytes_used(0)) * kLayers;
     std::printf("  %-6s %11.2f MiB %11.2f MiB %11.2f MiB %10.4f %10.3f\n", dtype_name(dt), used / 1048576.0,
                 stat / 1048576.0, held / 1048576.0, used / held, stat / held);
   }
+  std::fflush(stdout);
+}
+
+void print_window_figures() {
+  constexpr int64_t layers = 26, window = 512, head_dim = 256, context = 8192, bs = 16, step = 512;
+  CacheSpec spec, full;
+  for (int64_t l = 0; l < layers; ++l) {
+    LayerCacheSpec L;
+    L.n_kv_heads = 1;
+    L.head_dim_k = head_dim;
+    L.head_dim_v = head_dim;
+    full.layers.push_back(L);
+    if ((l + 1) % 6 != 0) {  // Gemma 3: every 6th layer is global, the others local
+      L.kind = AttnKind::Window;
+      L.span = window;
+    }
+    spec.layers.push_back(L);
+  }
+  spec.max_positions = full.max_positions = context;
+  std::printf("KV bytes of one sequence at %lld tokens, Gemma-3-1B-shaped spec (26 layers, 5 local : 1 global,\n"
+              "window 512, 1 kv head, D 256), paged cache, blocks of %lld tokens:\n",
+              static_cast<long long>(context), static_cast<long long>(bs));
+  std::printf("  %-6s %14s %14s %8s %14s %14s\n", "dtype", "windowed", "all full", "ratio", "local group",
+              "global group");
+  for (DType dt : {DType::F32, DType::BF16}) {
+    CacheOptions o;
+    o.block_size = bs;
+    o.dtype = dt;
+    o.capacity_tokens = context;
+    o.prefix_caching = false;
+    PagedCache paged(spec, o);
+    paged.add_sequence(0);
+    // Prefill in steps of 512 rows (one query head: the memory does not depend on it).
+    const int64_t hd = head_dim;
+    std::vector<float> q(step * hd), kv(step * hd), out(step * hd);
+    for (int64_t done = 0; done < context; done += step) {
+      StepBatch b;
+      for (int64_t i = 0; i < step; ++i) b.rows.push_back({0, static_cast<int32_t>(done + i), static_cast<int32_t>(i)});
+      for (size_t i = 0; i < q.size(); ++i) q[i] = pseudo(i + static_cast<uint64_t>(done));
+      for (size_t i = 0; i < kv.size(); ++i) kv[i] = pseudo(i * 7 + static_cast<uint64_t>(done));
+      auto txn = paged.prepare(b);
+      for (int64_t l = 0; l < layers; ++l)
+        paged.update_and_attend(txn, l, q.data(), kv.data(), kv.data(), 1, AttendParams{0.0625f, 0.0f}, out.data());
+      paged.commit(txn);
+    }
+    // The same model cached in full: every layer holds ceil(context / bs) blocks (what a
+    // PagedCache with 26 full layers holds for this sequence; computed, not filled: 26 full
+    // layers at 8k would take minutes to attend).
+    PagedCache all_full(full, o);
+    const double full_bytes = static_cast<double>((context + bs - 1) / bs) * static_cast<double>(all_full.block_bytes());
+    const int local = paged.group_of_layer(0), global = paged.group_of_layer(5);
+    const double used = static_cast<double>(paged.bytes_used());
+    std::printf("  %-6s %11.2f MiB %11.2f MiB %8.4f %11.2f MiB %11.2f MiB\n", dtype_name(dt), used / 1048576.0,
+                full_bytes / 1048576.0, used / full_bytes, static_cast<double>(paged.bytes_used(local)) / 1048576.0,
+                static_cast<double>(paged.bytes_used(global)) / 1048576.0);
+  }
+  // The local group holds the blocks spanning the window's 511 positions plus the next one:
+  // between `window` and `window + bs - 1` tokens per local layer.
+  std::printf("  expected ratio: global share 4/26 + 22/26 x (window .. window + bs - 1) / context = %.4f .. %.4f\n",
+              4.0 / 26 + 22.0 / 26 * static_cast<double>(window) / static_cast<double>(context),
+              4.0 / 26 + 22.0 / 26 * static_cast<double>(window + bs - 1) / static_cast<double>(context));
   std::fflush(stdout);
 }
 
@@ -167,6 +232,7 @@ BENCHMARK(BM_DecodeAttention_Reference)->Apply(decode_args);
 
 int main(int argc, char** argv) {
   print_memory_figures();
+  print_window_figures();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
