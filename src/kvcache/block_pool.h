@@ -1,8 +1,8 @@
 // A pool of fixed-size KV blocks with reference counts, a free list, and cached free blocks
 // kept in LRU order for prefix reuse.
 //
-// One block holds `block_size` consecutive tokens of one sequence for *all* layers, K and V
-// (one allocation per block, one block table per sequence). Inside a block, layer l's K region
+// One block holds `block_size` consecutive tokens of one sequence for all layers of one layer
+// group, K and V (PagedCache keeps one pool and one block table per sequence per group). Inside a block, layer l's K region
 // is [Hkv][block_size][row bytes of Dk] and its V region [Hkv][block_size][row bytes of Dv],
 // so one kv head's rows of consecutive tokens are contiguous (what the attention kernel walks).
 //
