@@ -373,7 +373,12 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
       im.values[np.out].bytes = value_bytes(np.out);
       im.values[np.out].offset = alloc(im.values[np.out].bytes);
     }
-    for (int32_t in : np.in) {
+    for (size_t k = 0; k < np.in.size(); ++k) {
+      const int32_t in = np.in[k];
+      // A value this node reads twice (add(x, x)) is freed once: a second free would hand
+      // its memory to two later values at the same time.
+      if (std::find(np.in.begin(), np.in.begin() + static_cast<long>(k), in) != np.in.begin() + static_cast<long>(k))
+        continue;
       const ValuePlan& vp = im.values[in];
       if (vp.last_use == static_cast<int>(i) && g.values[in].kind == ValueKind::Activation) release(in);
     }
