@@ -1,6 +1,7 @@
 #include "runtime/chat_session.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "chat/chat_template.h"
 #include "core/error.h"
@@ -13,34 +14,6 @@ namespace {
 
 constexpr size_t kMaxMessages = 100000;
 const char* const kFallbackStop = "\nUser:";
-
-// Holds back text that may be the start of `stop` so that a reply ending at the stop text never
-// shows any of it.
-class StopFilter {
- public:
-  explicit StopFilter(std::string stop) : stop_(std::move(stop)) {}
-  // Returns the text that can be shown; sets *hit when the stop text has appeared.
-  std::string push(const std::string& piece, bool* hit) {
-    pending_ += piece;
-    if (stop_.empty()) return std::exchange(pending_, std::string());
-    const size_t at = pending_.find(stop_);
-    if (at != std::string::npos) {
-      *hit = true;
-      std::string out = pending_.substr(0, at);
-      pending_.clear();
-      return out;
-    }
-    size_t keep = std::min(pending_.size(), stop_.size() - 1);
-    while (keep > 0 && pending_.compare(pending_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
-  }
-  std::string finish() { return std::exchange(pending_, std::string()); }
-
- private:
-  std::string stop_, pending_;
-};
 
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = std::min(a.size(), b.size()), i = 0;
@@ -56,6 +29,26 @@ std::string trim(const std::string& s) {
 }
 
 }  // namespace
+
+std::string StopTextFilter::push(const std::string& piece, bool* hit) {
+  pending_ += piece;
+  if (stop_.empty()) return std::exchange(pending_, std::string());
+  const size_t at = pending_.find(stop_);
+  if (at != std::string::npos) {
+    *hit = true;
+    std::string out = pending_.substr(0, at);
+    pending_.clear();
+    return out;
+  }
+  // keep the longest tail that is a proper prefix of the stop text
+  size_t keep = std::min(pending_.size(), stop_.size() - 1);
+  while (keep > 0 && pending_.compare(pending_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+std::string StopTextFilter::finish() { return std::exchange(pending_, std::string()); }
 
 const std::string& ChatSession::fallback_template() {
   static const std::string t =
@@ -148,7 +141,7 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
 
   const int64_t vocab = session_.program().meta().spec.vocab_size;
   StreamDecoder dec(tok_, /*skip_special=*/true, /*text_start=*/false);
-  StopFilter stop(fallback_ ? kFallbackStop : "");
+  StopTextFilter stop(fallback_ ? kFallbackStop : "");
   auto emit = [&](const std::string& s) {
     if (s.empty()) return;
     r.text += s;

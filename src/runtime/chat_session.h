@@ -23,6 +23,20 @@ namespace ptn {
 class Session;
 class Tokenizer;
 
+// Streams text but holds back any tail that may be the start of `stop`, so that text cut at
+// the stop string never shows part of it. An empty stop passes everything through.
+class StopTextFilter {
+ public:
+  explicit StopTextFilter(std::string stop) : stop_(std::move(stop)) {}
+  // The text that can be shown now; sets *hit (and drops the stop text and anything after it
+  // in this piece) when the stop text has appeared.
+  std::string push(const std::string& piece, bool* hit);
+  std::string finish();  // what was held back (the stream ended without the stop text)
+
+ private:
+  std::string stop_, pending_;
+};
+
 struct ChatConfig {
   std::string chat_template;  // Jinja source; "" selects the plain fallback format
   std::string bos_token, eos_token;  // as the template sees them

@@ -18,6 +18,29 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
+TEST(StopTextFilter, HoldsBackPossibleStarts) {
+  StopTextFilter f("\nUser:");
+  bool hit = false;
+  EXPECT_EQ(f.push("Hello", &hit), "Hello");
+  EXPECT_EQ(f.push(" there\n", &hit), " there");  // "\n" may start the stop text
+  EXPECT_EQ(f.push("Us", &hit), "");
+  EXPECT_EQ(f.push("ually", &hit), "\nUsually");  // it did not
+  EXPECT_FALSE(hit);
+  EXPECT_EQ(f.push(" ok.\nUse", &hit), " ok.");
+  EXPECT_EQ(f.push("r: and more", &hit), "");
+  EXPECT_TRUE(hit);
+  StopTextFilter g("\nUser:");
+  hit = false;
+  EXPECT_EQ(g.push("end\nUser: x", &hit), "end");  // stop text inside one piece
+  EXPECT_TRUE(hit);
+  StopTextFilter h("\nUser:");
+  hit = false;
+  EXPECT_EQ(h.push("tail\nUs", &hit), "tail");
+  EXPECT_EQ(h.finish(), "\nUs");  // the stream ended: the held text is shown
+  StopTextFilter none("");
+  EXPECT_EQ(none.push("\nUser:", &hit), "\nUser:");
+}
+
 class ChatSessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
