@@ -23,6 +23,11 @@ inline float hsum8(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline float hsum4(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -32,6 +37,7 @@ struct RowArgs {
   const float* d_[4] = {};
   const int32_t* s16_[4] = {};
   const int32_t* s32_[4] = {};
+  const int16_t* h32_[4] = {};
   int64_t r0;
   RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
     if (qa->q == nullptr) return;  // float weights: no quantized activations
@@ -41,12 +47,14 @@ struct RowArgs {
       d_[r] = qa->d + (r0 + r) * ng;
       s16_[r] = qa->s16 + (r0 + r) * (k / 16);
       s32_[r] = qa->s32 + (r0 + r) * (k / 32);
+      h32_[r] = qa->h32 + (r0 + r) * (k / 32);
     }
   }
   const int8_t* a(int r) const { return a_[r]; }
   const float* d(int r) const { return d_[r]; }
   const int32_t* s16(int r) const { return s16_[r]; }
   const int32_t* s32(int r) const { return s32_[r]; }
+  const int16_t* h32(int r) const { return h32_[r]; }
 };
 
 // sum over 32 bytes of q * a for signed codes q (|q| <= 128) and activations a, as 8 s32 lanes.
@@ -101,8 +109,16 @@ void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-inline void k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
-  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(s, j, sc[j], mn[j]);
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block, 8 bytes each (byte j = sub-block j).
+inline void k4_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t sc1 = (a2 & 0x0f0f0f0f) | (((a0 >> 6) & 0x03030303) << 4);
+  const uint32_t mn1 = ((a2 >> 4) & 0x0f0f0f0f) | (((a1 >> 6) & 0x03030303) << 4);
+  sc = (a0 & 0x3f3f3f3f) | (static_cast<uint64_t>(sc1) << 32);
+  mn = (a1 & 0x3f3f3f3f) | (static_cast<uint64_t>(mn1) << 32);
 }
 
 // Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
@@ -112,9 +128,12 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const uint8_t* base = static_cast<const uint8_t*>(row);
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc[R];
-  float mins[R] = {};
+  __m128 mins[R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = _mm_setzero_ps();
+  }
   for (int64_t i = 0; i < k / 256; ++i) {
     const uint8_t* blk = base + i * bs;
     _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096, _MM_HINT_T0);
@@ -122,8 +141,10 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     uint16_t dh, mh;
     std::memcpy(&dh, blk, 2);
     std::memcpy(&mh, blk + 2, 2);
-    uint8_t sc[8], mn[8];
+    uint64_t sc, mn;
     k4_scales(blk + 4, sc, mn);
+    // The mins as int16, for the mins term.
+    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
     const uint8_t* qs = blk + (Q5 ? 48 : 16);
     const __m256i qh = Q5 ? load32(blk + 16) : _mm256_setzero_si256();
     __m256i isum[R];
@@ -137,7 +158,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
         const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << s));
         u = _mm256_or_si256(u, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16)));
       }
-      const __m256i scv = _mm256_set1_epi16(sc[s]);
+      const __m256i scv = _mm256_set1_epi16(static_cast<int16_t>((sc >> (8 * s)) & 0xff));
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_maddubs_epi16(u, load32(ra.a(r) + i * 256 + 32 * s));
@@ -149,14 +170,13 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     for (int r = 0; r < R; ++r) {
       const float da = ra.d(r)[i];
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
-      const int32_t* s32 = ra.s32(r) + i * 8;
-      int32_t ms = 0;
-      for (int j = 0; j < 8; ++j) ms += mn[j] * s32[j];
-      mins[r] += dmin * da * static_cast<float>(ms);
+      // sum_j m_j * sum(a_j) through int16 pairs.
+      const __m128i p = _mm_madd_epi16(mn16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(ra.h32(r) + i * 8)));
+      mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(p), _mm_set1_ps(dmin * da), mins[r]);
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - mins[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - hsum4(mins[r]);
 }
 
 // Q6_K: codes 0..63 with per-16 int8 scales; the -32 offset through sum_j sc_j * sum16(a_j).
