@@ -66,12 +66,14 @@ Server::~Server() { shutdown(std::chrono::milliseconds(0)); }
 void Server::routes() {
   httplib::Server& s = *http_;
   int n_threads = opt_.http_threads > 0 ? opt_.http_threads
-                                        : static_cast<int>(std::min<int64_t>(opt_.engine.max_running + 8, 256));
+                                        : static_cast<int>(std::min<int64_t>(
+                                              opt_.engine.max_running + opt_.engine.max_queue + 4, 512));
   s.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   s.set_payload_max_length(opt_.max_body_bytes);
   s.set_read_timeout(opt_.read_timeout_s, 0);
   s.set_write_timeout(opt_.write_timeout_s, 0);
   s.set_keep_alive_timeout(5);
+  s.set_tcp_nodelay(true);  // SSE events are small writes: no Nagle delay between them
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;

@@ -35,7 +35,7 @@ struct ServerOptions {
   int read_timeout_s = 30;                    // socket read / write timeouts
   int write_timeout_s = 30;
   int request_timeout_s = 600;                // a non-streaming request waits at most this long
-  int http_threads = 0;                       // 0: max_running + 8, at most 256
+  int http_threads = 0;                       // 0: max_running + max_queue + 4, at most 512
   EngineOptions engine;
 };
 
