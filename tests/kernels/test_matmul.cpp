@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,6 +214,34 @@ TEST(Matmul, LargerPrefillShapeEveryType) {
       matmul(w.view(), x.data(), m, got.data(), pool);
       EXPECT_LT(nmse(got, want), threshold(t)) << dtype_name(t) << " " << simd_level_name(level);
       EXPECT_LT(rel_error(got, want, x, w.source, m, n, k), threshold(t)) << dtype_name(t);
+    }
+  }
+}
+
+TEST(Matmul, NonFiniteActivationsStayInTheirRow) {
+  // A NaN / inf in one activation row must not crash or leak into the other rows' outputs.
+  SimdCapReset reset;
+  ThreadPool pool(2);
+  for (DType t : kAllTypes) {
+    const int64_t m = 9, n = 40, k = 512;
+    Matrix w = make_weights(t, n, k, 21);
+    std::vector<float> x = make_x(m, k, 22);
+    x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
+    x[1 * k + 100] = std::numeric_limits<float>::infinity();
+    std::vector<float> want(m * n);
+    ref::matmul(w.view(), x.data(), m, want.data());
+    for (SimdLevel level : levels()) {
+      set_simd_cap(level);
+      for (int64_t rows : {int64_t{4}, m}) {  // the row kernels (4 rows) and the panel kernels (9)
+        std::vector<float> got(rows * n);
+        matmul(w.view(), x.data(), rows, got.data(), pool);
+        // Rows 0 and 1 hold the non-finite values; rows 2.. must match the reference.
+        const std::vector<float> g(got.begin() + 2 * n, got.end());
+        const std::vector<float> e(want.begin() + 2 * n, want.begin() + rows * n);
+        const std::vector<float> xs(x.begin() + 2 * k, x.begin() + rows * k);
+        EXPECT_LT(rel_error(g, e, xs, w.source, rows - 2, n, k), threshold(t))
+            << dtype_name(t) << " " << simd_level_name(level) << " rows=" << rows;
+      }
     }
   }
 }
