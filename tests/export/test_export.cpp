@@ -415,5 +415,29 @@ TEST(Export, WindowLayersCanBeRefused) {
   expect_error([&] { quiet_export(o); }, ErrorKind::Unsupported, {"sliding-window", "layers 0 (window 8)"});
 }
 
+// verify can fail: golden logits that differ from what the program computes are caught.
+TEST(Export, VerifyDetectsWrongGoldenLogits) {
+  TempDir d;
+  ExportOptions o = base_options(stories_dir() + "/hf", d / "s.ptn");
+  o.samples = 1;
+  ExportResult r = quiet_export(o);
+  auto good = Program::load(o.output);
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, t] : good->tensors()) tensors[name] = t;
+  const std::string lt = r.meta.samples[0].logits_tensor;
+  Tensor bad = Tensor::zeros(DType::F32, tensors[lt].shape());
+  std::memcpy(bad.data(), tensors[lt].data(), bad.nbytes());
+  // Shift one decode step's logits (as if the cache had lost a position).
+  for (int64_t i = 0; i < 512; ++i) bad.data_as<float>()[3 * 512 + i] *= 1.2f;
+  tensors[lt] = bad;
+  auto p = Program::from_memory(good->meta(), tensors, "tampered");
+  VerifyOptions vo;
+  auto checks = verify_samples(p, vo);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].pass);
+  EXPECT_GT(checks[0].cmp.nmse, 1e-3);
+  EXPECT_TRUE(verify_samples(good, vo)[0].pass);
+}
+
 }  // namespace
 }  // namespace ptn

@@ -6,6 +6,7 @@
 
 #include "kvcache/paged_cache.h"
 #include "program_test_util.h"
+#include "runtime/session.h"
 
 namespace ptn {
 namespace {
@@ -308,6 +309,52 @@ TEST(RuntimeCaches, CacheScopeInstallsOnlyForItsLifetime) {
   auto c3 = make_cache("reference", other, cache_options(DType::F32, 64));
   expect_error([&] { CacheScope s(exec, *c3); }, ErrorKind::InvalidArgument, {"different cache spec"});
   EXPECT_EQ(exec.installed_cache(), nullptr);
+}
+
+// Session (what `ptn run` uses): prompts longer than max_seq_length go in chunks, and every
+// token's logits equal those of one long step; rewind and the context limit.
+TEST(RuntimeCaches, SessionChunksLongPromptsAndRewinds) {
+  auto src = open_weights(stories_dir() + "/hf");
+  auto p = program_from_source(*src, BuildOptions{}, 4, "max_seq 4");
+  const auto toks = some_tokens(11, 512, 30);
+  for (const char* kind : {"paged", "reference"}) {
+    SessionOptions so;
+    so.cache_kind = kind;
+    so.context = 16;
+    so.block_size = 4;
+    Session s(p, so);
+    EXPECT_EQ(s.context(), 16);
+    Rows got;
+    const float* last = s.feed(toks, [&](int64_t i, const float* l) {
+      EXPECT_EQ(i, static_cast<int64_t>(got.size()));
+      got.emplace_back(l, l + 512);
+    });
+    ASSERT_EQ(got.size(), toks.size());
+    EXPECT_EQ(std::vector<float>(last, last + 512), got.back());
+    EXPECT_EQ(s.position(), 11);
+    // Reference: the whole prompt as one step of a program with room for it, every row out.
+    auto big = program_from_source(*src, BuildOptions{}, 16, "max_seq 16");
+    Executor exec(big, ExecMode::Reference, 16);
+    auto cache = make_cache("reference", big->meta().cache_spec, cache_options(DType::F32, 64));
+    CacheScope scope(exec, *cache);
+    cache->add_sequence(0);
+    StepBatch b;
+    for (size_t i = 0; i < toks.size(); ++i) b.rows.push_back({0, static_cast<int32_t>(i), toks[i]});
+    int64_t n = 0;
+    const float* all = exec.step(b, OutputRows::All, &n);
+    ASSERT_EQ(n, 11);
+    Rows want;
+    for (int64_t r = 0; r < n; ++r) want.emplace_back(all + r * 512, all + (r + 1) * 512);
+    EXPECT_LT(nmse(got, want), 1e-10) << kind;
+    // Rewind to 6 and feed the same tokens again: the same logits.
+    s.rewind(6);
+    const float* again = s.feed(std::vector<int32_t>(toks.begin() + 6, toks.end()));
+    EXPECT_LT(nmse(Rows{std::vector<float>(again, again + 512)}, Rows{want.back()}), 1e-10) << kind;
+    expect_error([&] { s.rewind(12); }, ErrorKind::InvalidArgument, {"rewind"});
+    expect_error([&] { s.feed(some_tokens(6, 512, 31)); }, ErrorKind::Capacity, {"context of 16"});
+    EXPECT_EQ(s.position(), 11) << "a refused feed changes nothing";
+    expect_error([&] { s.feed({}); }, ErrorKind::InvalidArgument, {});
+  }
 }
 
 }  // namespace
