@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/matmul_generic.h"
 
@@ -38,7 +39,8 @@ struct RowArgs {
   const int32_t* s16_[4] = {};
   const int32_t* s32_[4] = {};
   const int16_t* h32_[4] = {};
-  int64_t r0;
+  int64_t r0 = 0;
+  RowArgs() = default;
   RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
     if (qa->q == nullptr) return;  // float weights: no quantized activations
     const int64_t k = qa->k, ng = qa->groups();
@@ -283,12 +285,15 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                        float* y) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  // The activation row tiles (4 rows each), set up once rather than once per weight row.
+  thread_local std::vector<RowArgs> tiles;
+  tiles.clear();
+  for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
   float out[4];
   for (int64_t n = n0; n < n1; ++n) {
     const void* row = base + n * w.row_stride;
-    for (int64_t r0 = 0; r0 < m; r0 += 4) {
-      const int64_t rr = std::min<int64_t>(4, m - r0);
-      const RowArgs ra(&qa, r0, rr);
+    for (const RowArgs& ra : tiles) {
+      const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
       switch (rr) {
         case 4: row_dispatch<4>(w, row, x, ra, out); break;
         case 3: row_dispatch<3>(w, row, x, ra, out); break;
