@@ -23,7 +23,7 @@ class Dict {
   Value* find(const std::string& key);
   void set(const std::string& key, Value v);
   bool erase(const std::string& key);
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below Value (clang needs Value complete to instantiate it)
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   void clear();
   // Moves the list/dict values out (used to free nested values without recursion).
@@ -93,6 +93,8 @@ class Value {
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Callable> fn_;
 };
+
+inline size_t Dict::size() const { return items_.size(); }
 
 // How a value prints inside {{ }}, as @huggingface/jinja prints it: none and undefined as "",
 // booleans as true/false, floats with at least one decimal ("1.0"), lists and dicts as JSON.
