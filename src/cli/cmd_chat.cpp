@@ -83,7 +83,7 @@ void save_conversation(const ptn::ChatSession& chat, const std::string& path) {
   if (path.empty()) ptn::fail(ptn::ErrorKind::InvalidArgument, "/save", "expected a file name");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) ptn::fail(ptn::ErrorKind::Io, path, "cannot open for writing");
-  f << chat.messages().dump(2) << "\n";
+  f << chat.messages().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";  // bad UTF-8 -> U+FFFD
   f.close();
   if (!f) ptn::fail(ptn::ErrorKind::Io, path, "write failed");
 }
@@ -213,7 +213,7 @@ std::function<int()> setup(CLI::App& app) {
                      static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.fed_tokens),
                      static_cast<long long>(r.prompt_tokens - r.fed_tokens), static_cast<long long>(r.reply_tokens),
                      r.stop.c_str());
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // reported; the conversation goes on
         std::fprintf(stderr, "ptn chat: %s\n", e.what());
       }
     }

@@ -207,4 +207,13 @@ TEST_F(TextCli, ChatWithTemplateAndContinuationLines) {
   EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
 }
 
+TEST_F(TextCli, ChatSavesInvalidUtf8AsReplacement) {
+  const std::string conv = (dir_ / "u.json").string();
+  RunResult r = run_in("chat -m " + ptn_path() + " --temp 0 -n 4 -t 1", "Hi \xff there\n/save " + conv + "\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto saved = nlohmann::json::parse(slurp(conv));
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[0]["content"], "Hi \xEF\xBF\xBD there");  // U+FFFD
+}
+
 }  // namespace
