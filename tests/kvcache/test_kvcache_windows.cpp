@@ -130,8 +130,10 @@ TEST(Windows, MasksMatchDenseReference) {
           const std::string at = "W " + std::to_string(window) + " C " + std::to_string(chunk) + " bs " +
                                  std::to_string(bs) + " step " + std::to_string(i);
           ASSERT_LT(nmse(run_step(paged, b, kHq, kParams), want), 1e-10) << at;
-          ASSERT_LT(nmse(run_step(ring, b, kHq, kParams), want), 1e-10) << at;
-          ASSERT_LT(nmse(run_step(whole, b, kHq, kParams), want), 1e-10) << at;
+          const StepOut from_ring = run_step(ring, b, kHq, kParams), from_whole = run_step(whole, b, kHq, kParams);
+          ASSERT_LT(nmse(from_whole, want), 1e-10) << at;
+          // The rings and chunk tails change where rows live, not the arithmetic: bit-identical.
+          ASSERT_EQ(from_ring.per_layer, from_whole.per_layer) << at;
           // The window and chunk groups hold only blocks their next query can see.
           for (SeqId s : {0, 1, 2}) {
             const int64_t len = paged.length(s);
