@@ -140,9 +140,16 @@ void validate_export_options(const ExportOptions& o) {
   if (!o.quantize.empty()) export_weight_type(o.quantize, "x.weight", DType::F32, {1, 256}, ModelSpec{});
 }
 
-ExportResult export_program(const ExportOptions& o, std::ostream& log) {
-  validate_export_options(o);
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+struct Built {
+  ProgramMeta meta;
+  std::map<std::string, Tensor> tensors;  // weights
+  std::map<std::string, Tensor> extra;    // golden logits, tokenizer strings
+  std::string op_report;
+};
+
+Built build_program(const ExportOptions& o, std::ostream& log) {
 
   // --- the source --------------------------------------------------------------------------
   std::unique_ptr<WeightSource> src;
@@ -277,6 +284,34 @@ ExportResult export_program(const ExportOptions& o, std::ostream& log) {
     meta.samples = compute_golden_samples(program, go, extra, [&](int i) { gp.update(i); });
   }
 
+  Built b;
+  b.meta = std::move(meta);
+  b.tensors = std::move(tensors);
+  b.extra = std::move(extra);
+  b.op_report = rep.to_string();
+  return b;
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> export_in_memory(const ExportOptions& o, std::ostream& log) {
+  ExportOptions opts = o;
+  if (opts.output.empty()) opts.output = "(in memory)";
+  validate_export_options(opts);
+  Built b = build_program(opts, log);
+  // Golden logits join the weights; the tokenizer stays in the meta (a file stores it as tensors).
+  for (auto& [name, t] : b.extra) b.tensors[name] = t;
+  return Program::from_memory(std::move(b.meta), std::move(b.tensors), opts.output);
+}
+
+ExportResult export_program(const ExportOptions& o, std::ostream& log) {
+  validate_export_options(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  Built b = build_program(o, log);
+  auto& meta = b.meta;
+  auto& tensors = b.tensors;
+  auto& extra = b.extra;
+  int64_t done = 0;
   // --- write --------------------------------------------------------------------------------
   nlohmann::json manifest = meta_to_json(meta, extra);
   PtnWriter w(o.output);
@@ -294,7 +329,7 @@ ExportResult export_program(const ExportOptions& o, std::ostream& log) {
   ExportResult r;
   r.bytes = w.bytes_written();
   r.meta = std::move(meta);
-  r.op_report = rep.to_string();
+  r.op_report = b.op_report;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log << "wrote " << o.output << " (" << r.bytes << " bytes, " << r.meta.samples.size() << " golden samples) in "
       << secs << " s\n";

@@ -9,7 +9,10 @@
 #include <string>
 
 #include "core/dtype.h"
+#include <memory>
+
 #include "runtime/manifest.h"
+#include "runtime/program.h"
 
 namespace ptn {
 
@@ -43,6 +46,11 @@ struct ExportResult {
 void validate_export_options(const ExportOptions& o);
 
 ExportResult export_program(const ExportOptions& o, std::ostream& log);
+
+// Everything export_program does except writing the file: the program in memory (the weights
+// converted, golden samples computed when o.samples > 0). `ptn bench` runs a GGUF this way.
+// o.output may be empty here.
+std::shared_ptr<const Program> export_in_memory(const ExportOptions& o, std::ostream& log);
 
 // Weight type for a tensor under a --quantize policy ("" keeps `source`): norms and biases
 // stay f32; rows that do not fit a block fall back as llama.cpp does.

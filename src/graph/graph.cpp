@@ -24,6 +24,7 @@ constexpr OpInfo kOps[] = {
     {OpType::SelectRows, "select_rows"},
     {OpType::CacheWrite, "cache_write"},
     {OpType::StaticAttention, "static_attention"},
+    {OpType::AttnTemperature, "attn_temperature"},
 };
 
 const char* kind_name(ValueKind k) {

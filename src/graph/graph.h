@@ -17,7 +17,7 @@ namespace ptn {
 
 enum class OpType : uint16_t {
   Embedding,        // ids[T] (i32) -> [T, H]            weights: table [V, H]; attrs: scale
-  RMSNorm,          // x[T, N] -> [T, N]                 weights: w [G]; attrs: eps, plus_one, group (G; N % G == 0)
+  RMSNorm,          // x[T, N] -> [T, N]                 weights: w [G] or none; attrs: eps, plus_one, group (G; N % G == 0)
   Linear,           // x[T, K] -> [T, N]                 weights: W [N, K], optional bias [N]
   Rope,             // x[T, Hd*D], pos[T] -> same         attrs: heads, head_dim, rope_dim, theta, pairing, scaling...
   UpdateAndAttend,  // q[T, Hq*D], k[T, Hkv*D], v[T, Hkv*Dv], pos[T] -> [T, Hq*Dv]; attrs: layer, heads, kv_heads, head_dim, head_dim_v, scale, softcap
@@ -30,6 +30,7 @@ enum class OpType : uint16_t {
   SelectRows,       // x[T, H] -> [R, H]: the rows whose logits the step wants (step descriptor)
   CacheWrite,       // static cache only: buffer, x[T, Hkv*D], pos[T] -> (writes buffer rows at pos)
   StaticAttention,  // static cache only: q, k_buffer, v_buffer, pos -> [T, Hq*Dv]; attrs as UpdateAndAttend
+  AttnTemperature,  // x[T, N], pos[T] -> x * (log(floor((pos + 1) / floor) + 1) * scale + 1) (Llama 4)
 };
 
 const char* op_name(OpType op);

@@ -72,9 +72,9 @@ void check_rope_params(const char* op, const RopeParams& p, int64_t rope_dim) {
     if (p.original_max_position <= 0)
       bad(op, "original_max_position=" + num(p.original_max_position) + ": llama3 scaling needs it > 0");
     if (!std::isfinite(p.low_freq_factor) || !std::isfinite(p.high_freq_factor) ||
-        p.low_freq_factor <= 0 || p.high_freq_factor <= p.low_freq_factor)
+        p.low_freq_factor <= 0 || p.high_freq_factor < p.low_freq_factor)
       bad(op, "low_freq_factor=" + num(p.low_freq_factor) + " high_freq_factor=" +
-                  num(p.high_freq_factor) + ": need 0 < low_freq_factor < high_freq_factor");
+                  num(p.high_freq_factor) + ": need 0 < low_freq_factor <= high_freq_factor");
   }
   if (p.scaling == RopeFreqScaling::Yarn) {
     if (p.original_max_position <= 0)
@@ -194,7 +194,8 @@ std::vector<double> rope_inv_freq(const RopeParams& p, int64_t rope_dim, double*
         const double wavelen = 2.0 * pi / f;
         if (wavelen > low_wavelen) {
           f = f / p.factor;
-        } else if (wavelen >= high_wavelen) {
+        } else if (wavelen >= high_wavelen && p.high_freq_factor > p.low_freq_factor) {
+          // (Equal factors, as Llama 4 configs have, leave no band to interpolate.)
           const double smooth =
               (old_len / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
           f = (1.0 - smooth) * f / p.factor + smooth * f;

@@ -36,7 +36,7 @@ struct Builder {
   int32_t rope(int32_t x, int64_t heads, const LayerAttention& la, const std::string& name) {
     const float theta = la.rope_theta > 0 ? la.rope_theta : s.rope_theta;
     // Gemma 3 scales only its global layers' RoPE; its local layers keep their own base unscaled.
-    const bool scaled = !(s.family == "gemma3" && la.kind == AttnKind::Window);
+    const bool scaled = la.rope_scaling;
     const RopeScaling& rs = s.rope_scaling;
     nlohmann::json a = {{"heads", heads},
                         {"head_dim", s.head_dim},
@@ -83,6 +83,16 @@ struct Builder {
       if (la.use_rope) {
         q = rope(q, Hq, la, nm("q_rope"));
         k = rope(k, Hkv, la, nm("k_rope"));
+        if (s.qk_l2_norm) {  // Llama 4: weightless RMS normalisation of each head after RoPE
+          q = g.add_node(OpType::RMSNorm, {q}, act(nm("q_l2"), Hq * D), {},
+                         {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
+          k = g.add_node(OpType::RMSNorm, {k}, act(nm("k_l2"), Hkv * D), {},
+                         {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
+        }
+      } else if (s.attn_temperature_scale > 0) {
+        // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1.
+        q = g.add_node(OpType::AttnTemperature, {q, pos}, act(nm("q_temp"), Hq * D), {},
+                       {{"scale", s.attn_temperature_scale}, {"floor", s.attn_temperature_floor}});
       }
       nlohmann::json aa = {{"layer", l},        {"heads", Hq},         {"kv_heads", Hkv},
                            {"head_dim", D},     {"head_dim_v", D},     {"scale", scale},

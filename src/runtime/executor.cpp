@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -18,7 +19,7 @@ const std::set<OpType>& engine_ops() {
                                        OpType::Rope,      OpType::UpdateAndAttend, OpType::Add,
                                        OpType::Mul,       OpType::Scale,      OpType::Softcap,
                                        OpType::SwiGLU,    OpType::GeGLU,      OpType::SelectRows,
-                                       OpType::CacheWrite, OpType::StaticAttention};
+                                       OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature};
   return ops;
 }
 
@@ -185,10 +186,12 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
           bad_node(p, i, n, "input and output shapes differ");
         np.group = attr<int64_t>(p, i, n, "group", width(n.output));
         if (np.group < 1 || width(n.output) % np.group != 0) bad_node(p, i, n, "group does not divide the width");
-        const Tensor& t = weight(0);
-        if (t.dtype() != DType::F32 || t.numel() != np.group || t.ndim() != 1)
-          bad_node(p, i, n, "norm weight must be f32 [" + std::to_string(np.group) + "], got " + t.describe());
-        np.norm_w = t.data_as<float>();
+        if (!n.weights.empty()) {  // no weight: plain RMS normalisation (Llama 4's q/k L2 norm)
+          const Tensor& t = weight(0);
+          if (t.dtype() != DType::F32 || t.numel() != np.group || t.ndim() != 1)
+            bad_node(p, i, n, "norm weight must be f32 [" + std::to_string(np.group) + "], got " + t.describe());
+          np.norm_w = t.data_as<float>();
+        }
         np.eps = attr<float>(p, i, n, "eps", 1e-6f);
         np.plus_one = attr<bool>(p, i, n, "plus_one", false);
         if (!(np.eps >= 0.0f) || np.eps > 1.0f) bad_node(p, i, n, "eps out of range");
@@ -308,6 +311,16 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
         np.scalar = attr<float>(p, i, n, "scale", 1.0f);
         np.cap = attr<float>(p, i, n, "cap", 0.0f);
         if (n.op == OpType::Softcap && !(np.cap > 0.0f)) bad_node(p, i, n, "cap must be > 0");
+        break;
+      case OpType::AttnTemperature:
+        need_inputs(2);
+        need_out();
+        if (n.inputs[1] != g.cache_position) bad_node(p, i, n, "second input must be cache_position");
+        if (!is_act(n.inputs[0]) || width(n.inputs[0]) != width(n.output) || !same_rows(n.inputs[0], n.output))
+          bad_node(p, i, n, "input and output shapes differ");
+        np.scalar = attr<float>(p, i, n, "scale", 0.0f);
+        np.group = attr<int64_t>(p, i, n, "floor", 0);
+        if (!(np.scalar > 0.0f) || np.group < 1) bad_node(p, i, n, "needs scale > 0 and floor >= 1");
         break;
       case OpType::SelectRows:
         need_inputs(1);
@@ -560,6 +573,15 @@ const float* Executor::step(const StepBatch& batch, OutputRows which, int64_t* n
         if (ref_mode) ref::softcap(out, n_el, np.cap);
         else softcap(out, n_el, np.cap, pool);
         break;
+      case OpType::AttnTemperature: {
+        const float* src = im.f32(np.in[0]);
+        for (int64_t r = 0; r < T; ++r) {
+          const double f = std::floor(static_cast<double>(pos[r] + 1) / static_cast<double>(np.group));
+          const float t = static_cast<float>(std::log(f + 1.0) * np.scalar + 1.0);
+          for (int64_t c = 0; c < wout; ++c) out[r * wout + c] = src[r * wout + c] * t;
+        }
+        break;
+      }
       case OpType::SelectRows: {
         const float* src = im.f32(np.in[0]);
         for (int64_t r = 0; r < R; ++r)
