@@ -277,6 +277,10 @@ ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string 
 
 namespace {
 double finite_lp(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
+// A token's text for logprobs; ids past the tokenizer (a padded model vocabulary) get "".
+std::string piece_of(const Tokenizer& tok, int32_t id) {
+  return id >= 0 && id < tok.vocab_size() ? tok.token_piece(id) : std::string();
+}
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -289,10 +293,10 @@ json ResponseBuilder::logprobs_json(const std::vector<TokenOut>& tokens, size_t 
   if (chat_) {
     json content = json::array();
     for (const auto& t : tokens) {
-      const std::string piece = tok.token_piece(t.id);
+      const std::string piece = piece_of(tok, t.id);
       json top = json::array();
       for (const auto& a : t.top) {
-        const std::string ap = tok.token_piece(a.id);
+        const std::string ap = piece_of(tok, a.id);
         top.push_back({{"token", ap}, {"logprob", finite_lp(a.logprob)}, {"bytes", bytes_of(ap)}});
       }
       content.push_back(
@@ -302,11 +306,11 @@ json ResponseBuilder::logprobs_json(const std::vector<TokenOut>& tokens, size_t 
   }
   json toks = json::array(), vals = json::array(), tops = json::array(), offs = json::array();
   for (const auto& t : tokens) {
-    const std::string piece = tok.token_piece(t.id);
+    const std::string piece = piece_of(tok, t.id);
     toks.push_back(piece);
     vals.push_back(finite_lp(t.logprob));
     json top = json::object();
-    for (const auto& a : t.top) top[tok.token_piece(a.id)] = finite_lp(a.logprob);
+    for (const auto& a : t.top) top[piece_of(tok, a.id)] = finite_lp(a.logprob);
     tops.push_back(top);
     offs.push_back(text_offset);
     text_offset += piece.size();

@@ -268,7 +268,11 @@ void Engine::step_once() {
       Seq& s = *order[i].first;
       s.computed += order[i].second;
       if (s.computed == static_cast<int64_t>(s.tokens.size())) {
-        sample(s, logits + static_cast<int64_t>(i) * vocab_);
+        try {
+          sample(s, logits + static_cast<int64_t>(i) * vocab_);
+        } catch (const std::exception& e) {  // this request fails; the others go on
+          fail(s, 500, "server_error", std::string("generation failed: ") + e.what());
+        }
         any_done = any_done || s.ch == nullptr;
       }
     }
@@ -307,7 +311,8 @@ void Engine::sample(Seq& s, const float* logits) {
     finish(s, "stop", true);
     return;
   }
-  s.held += s.decoder->push(out.id);
+  // Ids the tokenizer does not know (a model vocabulary padded past it) decode to nothing.
+  if (out.id < tok_.vocab_size()) s.held += s.decoder->push(out.id);
   s.pending.push_back(std::move(out));
   // A stop string ends the output; it may span several tokens, so `held` keeps any tail that
   // could still grow into one.
