@@ -331,7 +331,9 @@ json meta_to_json(const ProgramMeta& m, std::map<std::string, Tensor>& extra) {
     samples.push_back({{"prompt", s.prompt}, {"decode", s.decode}, {"logits", s.logits_tensor}});
   j["golden_samples"] = samples;
   j["provenance"] = m.provenance;
-  return j;
+  // Paths and command lines in the provenance (and names read from a GGUF) need not be UTF-8,
+  // which JSON cannot store: invalid bytes become U+FFFD rather than failing the whole export.
+  return json::parse(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 ProgramMeta meta_from_json(const json& j, const std::map<std::string, Tensor>& tensors, const std::string& where) {

@@ -439,5 +439,18 @@ TEST(Export, VerifyDetectsWrongGoldenLogits) {
   EXPECT_TRUE(verify_samples(good, vo)[0].pass);
 }
 
+// A path that is not UTF-8 (a Latin-1 file name) lands in the provenance; JSON cannot hold
+// those bytes, so they are replaced instead of failing the export.
+TEST(Export, NonUtf8OutputPathExports) {
+  TempDir d;
+  ExportOptions o = base_options(stories_dir() + "/hf", d / "caf\xe9.ptn");
+  o.samples = 1;
+  o.command_line = "ptn export --output " + o.output;
+  quiet_export(o);
+  auto p = Program::load(o.output);
+  const std::string cl = p->meta().provenance.at("command_line").get<std::string>();
+  EXPECT_NE(cl.find("caf\xef\xbf\xbd.ptn"), std::string::npos) << cl;  // U+FFFD
+}
+
 }  // namespace
 }  // namespace ptn
