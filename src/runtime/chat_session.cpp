@@ -142,7 +142,9 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   const int64_t vocab = session_.program().meta().spec.vocab_size;
   StreamDecoder dec(tok_, /*skip_special=*/true, /*text_start=*/false);
   StopTextFilter stop(fallback_ ? kFallbackStop : "");
-  auto emit = [&](const std::string& s) {
+  auto emit = [&](std::string s) {
+    // the plain format's "Assistant:" is followed by a space the reply does not need
+    if (fallback_ && r.text.empty()) s.erase(0, std::min(s.size(), s.find_first_not_of(" \t")));
     if (s.empty()) return;
     r.text += s;
     if (on_text) on_text(s);

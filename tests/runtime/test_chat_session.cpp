@@ -113,6 +113,8 @@ TEST_F(ChatSessionTest, PrefixReuseMatchesFreshFeed) {
   std::string streamed;
   ChatReply r1 = chat.send("Hello", [&](const std::string& p) { streamed += p; });
   EXPECT_EQ(streamed, r1.text);
+  ASSERT_FALSE(r1.text.empty());
+  EXPECT_NE(r1.text[0], ' ');  // the space after "Assistant:" is not part of the reply
   EXPECT_EQ(r1.fed_tokens, r1.prompt_tokens);
   EXPECT_GT(r1.reply_tokens, 0);
   ChatReply r2 = chat.send("Tell me a story");
