@@ -71,7 +71,6 @@ ChatSession::ChatSession(Session& session, const Tokenizer& tokenizer, ChatConfi
     fail(ErrorKind::InvalidArgument, "chat",
          "the tokenizer has " + std::to_string(tok_.vocab_size()) + " tokens, the model only " + std::to_string(vocab));
   chain_ = make_sampler_chain(sampling, vocab);
-  session_.reset();
   reset();
 }
 
@@ -151,36 +150,36 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   };
   bool hit = false;
   try {
-  while (true) {
-    const int32_t next = chain_->sample(logits, vocab);
-    chain_->accept(next);
-    if (tok_.is_eog(next)) {
-      r.stop = "eog";
-      break;
+    while (true) {
+      const int32_t next = chain_->sample(logits, vocab);
+      chain_->accept(next);
+      if (tok_.is_eog(next)) {
+        r.stop = "eog";
+        break;
+      }
+      if (tok_.bos() && next == *tok_.bos()) {
+        r.stop = "bos";
+        break;
+      }
+      ++r.reply_tokens;
+      emit(stop.push(dec.push(next), &hit));
+      if (hit) {
+        r.stop = "stop_text";
+        break;
+      }
+      if (config_.max_reply_tokens > 0 && r.reply_tokens >= config_.max_reply_tokens) {  // not fed: nothing follows it
+        r.stop = "limit";
+        break;
+      }
+      if (session_.position() >= session_.context()) {
+        r.stop = "context";
+        break;
+      }
+      logits = session_.feed({next});
+      cached_.push_back(next);
     }
-    if (tok_.bos() && next == *tok_.bos()) {
-      r.stop = "bos";
-      break;
-    }
-    ++r.reply_tokens;
-    emit(stop.push(dec.push(next), &hit));
-    if (hit) {
-      r.stop = "stop_text";
-      break;
-    }
-    if (config_.max_reply_tokens > 0 && r.reply_tokens >= config_.max_reply_tokens) {  // not fed: nothing follows it
-      r.stop = "limit";
-      break;
-    }
-    if (session_.position() >= session_.context()) {
-      r.stop = "context";
-      break;
-    }
-    logits = session_.feed({next});
-    cached_.push_back(next);
-  }
-  if (!hit) emit(stop.push(dec.finish(), &hit));
-  if (!hit) emit(stop.finish());
+    if (!hit) emit(stop.push(dec.finish(), &hit));
+    if (!hit) emit(stop.finish());
   } catch (...) {  // the conversation stays as it was; cached_ still says what the cache holds
     messages_.erase(messages_.size() - 1);
     throw;
