@@ -1,0 +1,103 @@
+// `ptn bench`: llama-bench-style speed figures for a .ptn program or a GGUF file.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "export/exporter.h"
+#include "runtime/bench.h"
+#include "runtime/inspect.h"
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int64_t n_prompt = 512, n_gen = 128;
+  int threads = 0, reps = 3;
+  std::string batches;
+  std::string cache_type = "f32";
+  bool json = false;
+  std::string quantize;
+};
+
+std::function<int()> setup(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* c = app.add_subcommand("bench", "Measure prompt processing and generation speed (llama-bench style)");
+  using ptn::cli::opt;
+  c->add_option(opt("model", "m"), a->model, "a .ptn program, or a GGUF file (exported in memory first)")->required();
+  c->add_option(opt("n-prompt", "p"), a->n_prompt, "prompt tokens (default 512; 0 skips)");
+  c->add_option(opt("n-gen", "n"), a->n_gen, "generated tokens (default 128; 0 skips)");
+  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  c->add_option(opt("repetitions", "r"), a->reps, "repetitions after one warm-up (default 3)");
+  c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype (default f32)");
+  c->add_option(opt("quantize"), a->quantize, "GGUF input: convert the weights first (as ptn export --quantize)");
+  c->add_flag(opt("json"), a->json, "print one JSON object per result");
+  return [a] {
+    using namespace ptn;
+    if (a->threads < 0 || a->threads > 1024) throw Error(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
+    if (a->threads > 0) set_default_threads(a->threads);
+    BenchOptions o;
+    o.n_prompt = a->n_prompt;
+    o.n_gen = a->n_gen;
+    o.reps = a->reps;
+    auto dt = dtype_from_name(a->cache_type);
+    if (!dt) throw Error(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
+    o.cache_dtype = *dt;
+    if (!a->batches.empty()) {
+      std::stringstream ss(a->batches);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        try {
+          size_t used = 0;
+          o.batches.push_back(std::stoll(item, &used));
+          if (used != item.size()) throw std::invalid_argument(item);
+        } catch (const std::exception&) {
+          throw Error(ErrorKind::InvalidArgument, "--batch", "not a list of integers: '" + a->batches + "'");
+        }
+      }
+    }
+    std::shared_ptr<const Program> program;
+    if (is_ptn_file(a->model)) {
+      program = Program::load(a->model);
+    } else {
+      ExportOptions eo;
+      eo.model = a->model;
+      eo.quantize = a->quantize;
+      eo.samples = 0;
+      eo.max_seq_length = std::max<int64_t>(512, a->n_prompt > 0 ? std::min<int64_t>(a->n_prompt, 4096) : 512);
+      std::ostringstream log;
+      program = export_in_memory(eo, log);
+    }
+    const auto& spec = program->meta().spec;
+    BenchReport r = run_bench(program, o, default_pool());
+    if (a->json) {
+      for (const auto& x : r.results)
+        std::printf(
+            "{\"model\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tokens\": %lld, \"mean_tps\": %.3f, "
+            "\"std_tps\": %.3f, \"weight_bytes_per_token\": %.0f, \"read_bandwidth_gbs\": %.2f}\n",
+            a->model.c_str(), x.test.c_str(), default_threads(), static_cast<long long>(x.tokens), x.mean_tps,
+            x.std_tps, r.weight_bytes_per_token, r.read_bandwidth_gbs);
+      return 0;
+    }
+    std::printf("model: %s (%s, %lld layers, hidden %lld), threads %d, cache %s\n", a->model.c_str(),
+                spec.family.c_str(), static_cast<long long>(spec.n_layers), static_cast<long long>(spec.hidden_size),
+                default_threads(), a->cache_type.c_str());
+    std::printf("%-10s %14s %10s\n", "test", "tokens/s", "± std");
+    for (const auto& x : r.results) std::printf("%-10s %14.2f %10.2f\n", x.test.c_str(), x.mean_tps, x.std_tps);
+    std::printf("weights streamed per generated token: %.1f MB; read bandwidth in this run: %.1f GB/s\n",
+                r.weight_bytes_per_token / 1e6, r.read_bandwidth_gbs);
+    for (const auto& x : r.results)
+      if (x.test.rfind("tg", 0) == 0 && r.read_bandwidth_gbs > 0)
+        std::printf("%s: %.1f GB/s of weights = %.0f%% of the read bandwidth\n", x.test.c_str(),
+                    x.mean_tps * r.weight_bytes_per_token / 1e9,
+                    100.0 * x.mean_tps * r.weight_bytes_per_token / 1e9 / r.read_bandwidth_gbs);
+    return 0;
+  };
+}
+
+PTN_COMMAND("bench", setup);
+
+}  // namespace

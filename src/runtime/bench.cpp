@@ -1,0 +1,145 @@
+#include "runtime/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/membw.h"
+#include "kvcache/factory.h"
+#include "runtime/executor.h"
+
+namespace ptn {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void summarize(BenchResult& r) {
+  double sum = 0;
+  for (double v : r.samples) sum += v;
+  r.mean_tps = r.samples.empty() ? 0 : sum / static_cast<double>(r.samples.size());
+  double var = 0;
+  for (double v : r.samples) var += (v - r.mean_tps) * (v - r.mean_tps);
+  r.std_tps = r.samples.size() > 1 ? std::sqrt(var / static_cast<double>(r.samples.size() - 1)) : 0;
+}
+
+}  // namespace
+
+BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions& o, ThreadPool& pool) {
+  const ProgramMeta& meta = program->meta();
+  if (meta.static_cache) fail(ErrorKind::InvalidArgument, "ptn bench", "benchmarks run off-graph programs");
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.reps > 100)
+    fail(ErrorKind::InvalidArgument, "ptn bench", "-p and -n must be >= 0, -r 1..100");
+  int64_t max_batch = 1;
+  for (int64_t b : o.batches) {
+    if (b < 1 || b > 256) fail(ErrorKind::InvalidArgument, "--batch", "batch sizes must be 1..256");
+    max_batch = std::max(max_batch, b);
+  }
+  const int64_t vocab = meta.spec.vocab_size;
+  const int64_t chunk = meta.max_seq_length;
+  const int64_t max_rows = std::max<int64_t>(chunk, max_batch);
+  const int64_t ctx_needed = std::max({o.n_prompt, o.n_gen, o.batch_context + o.batch_steps}) + 1;
+  if (meta.spec.max_position_embeddings > 0 && ctx_needed > meta.spec.max_position_embeddings)
+    fail(ErrorKind::InvalidArgument, "ptn bench", "the test needs more positions than the model's context");
+  Executor exec(program, ExecMode::Optimized, max_rows, &pool);
+  CacheOptions co;
+  co.dtype = o.cache_dtype;
+  co.block_size = 16;
+  co.capacity_tokens = (ctx_needed + 16) * max_batch + 64;
+  auto cache = make_cache("paged", meta.cache_spec, co, &pool);
+  CacheScope scope(exec, *cache);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
+
+  BenchReport rep;
+  // Weight bytes one decode step streams: every matrix of a linear op, one embedding row.
+  std::set<std::string> seen;
+  for (const Node& n : meta.graph.nodes) {
+    for (const auto& w : n.weights) {
+      if (!seen.insert(w + (n.op == OpType::Embedding ? "#row" : "")).second) continue;
+      const Tensor& t = program->tensor(w);
+      rep.weight_bytes_per_token += n.op == OpType::Embedding ? static_cast<double>(t.row_bytes())
+                                                              : static_cast<double>(t.nbytes());
+    }
+  }
+
+  auto run_prompt = [&](SeqId seq, int64_t n) {
+    int64_t pos = 0, out = 0;
+    while (pos < n) {
+      StepBatch b;
+      for (int64_t i = 0; i < std::min(chunk, n - pos); ++i)
+        b.rows.push_back({seq, static_cast<int32_t>(pos + i), tok(rng)});
+      exec.step(b, OutputRows::LastPerSequence, &out);
+      pos += static_cast<int64_t>(b.rows.size());
+    }
+  };
+  auto run_decode = [&](SeqId seq, int64_t start, int64_t n) {
+    int64_t out = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      StepBatch b;
+      b.rows.push_back({seq, static_cast<int32_t>(start + i), tok(rng)});
+      exec.step(b, OutputRows::LastPerSequence, &out);
+    }
+  };
+
+  // Warm-up: page the weights in and size every buffer once.
+  cache->add_sequence(0);
+  run_prompt(0, std::min<int64_t>(std::max<int64_t>(o.n_prompt, 1), chunk));
+  run_decode(0, cache->length(0), 2);
+  cache->clear(0);
+  rep.read_bandwidth_gbs = measure_read_bandwidth(pool);
+
+  if (o.n_prompt > 0) {
+    BenchResult r{"pp" + std::to_string(o.n_prompt), o.n_prompt, 0, 0, {}};
+    for (int i = 0; i < o.reps; ++i) {
+      cache->add_sequence(0);
+      const double t0 = now_s();
+      run_prompt(0, o.n_prompt);
+      r.samples.push_back(static_cast<double>(o.n_prompt) / (now_s() - t0));
+      cache->clear(0);
+    }
+    summarize(r);
+    rep.results.push_back(r);
+  }
+  if (o.n_gen > 0) {
+    BenchResult r{"tg" + std::to_string(o.n_gen), o.n_gen, 0, 0, {}};
+    for (int i = 0; i < o.reps; ++i) {
+      cache->add_sequence(0);
+      const double t0 = now_s();
+      run_decode(0, 0, o.n_gen);
+      r.samples.push_back(static_cast<double>(o.n_gen) / (now_s() - t0));
+      cache->clear(0);
+    }
+    summarize(r);
+    rep.results.push_back(r);
+    rep.read_bandwidth_gbs = std::max(rep.read_bandwidth_gbs, measure_read_bandwidth(pool));
+  }
+  for (int64_t B : o.batches) {
+    BenchResult r{"batch" + std::to_string(B), B * o.batch_steps, 0, 0, {}};
+    for (int i = 0; i < o.reps; ++i) {
+      for (SeqId s = 0; s < B; ++s) {
+        cache->add_sequence(s);
+        run_prompt(s, o.batch_context);
+      }
+      int64_t out = 0;
+      const double t0 = now_s();
+      for (int64_t step = 0; step < o.batch_steps; ++step) {
+        StepBatch b;
+        for (SeqId s = 0; s < B; ++s) b.rows.push_back({s, static_cast<int32_t>(o.batch_context + step), tok(rng)});
+        exec.step(b, OutputRows::LastPerSequence, &out);
+      }
+      r.samples.push_back(static_cast<double>(B * o.batch_steps) / (now_s() - t0));
+      for (SeqId s = 0; s < B; ++s) cache->clear(s);
+    }
+    summarize(r);
+    rep.results.push_back(r);
+  }
+  return rep;
+}
+
+}  // namespace ptn
