@@ -452,5 +452,24 @@ TEST(Export, NonUtf8OutputPathExports) {
   EXPECT_NE(cl.find("caf\xef\xbf\xbd.ptn"), std::string::npos) << cl;  // U+FFFD
 }
 
+// A static context shorter than the default golden prompt (24) + decode steps (6): the samples
+// shrink to fit instead of failing the export; a context with no room at all is refused.
+TEST(Export, StaticGoldenSamplesFitTheStaticContext) {
+  TempDir d;
+  ExportOptions o = base_options(stories_dir() + "/hf", d / "st.ptn");
+  o.max_seq_length = 64;
+  o.static_cache = true;
+  o.max_context_length = 16;
+  quiet_export(o);
+  auto p = Program::load(o.output, VerifyLevel::Full);
+  for (const auto& s : p->meta().samples) EXPECT_LE(s.prompt.size() + s.decode.size(), 16u);
+  VerifyOptions vo;
+  for (const auto& r : verify_samples(p, vo)) EXPECT_TRUE(r.pass) << r.sample;
+  o.max_context_length = 6;
+  expect_error([&] { quiet_export(o); }, ErrorKind::InvalidArgument, {"--max_context_length", "--samples 0"});
+  o.samples = 0;
+  EXPECT_NO_THROW(quiet_export(o));
+}
+
 }  // namespace
 }  // namespace ptn
