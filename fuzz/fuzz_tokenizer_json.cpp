@@ -43,13 +43,16 @@ int run_tokenizer_json(const uint8_t* data, size_t size) {
       (void)tok->decode(ids, !special);
       for (int32_t id : ids) (void)tok->token_piece(id);
     }
-    // Ids made from the text's bytes, some out of range: decode must check them.
-    std::vector<int32_t> raw;
-    for (size_t i = 0; i + 1 < text.size() && raw.size() < 32; i += 2)
-      raw.push_back(static_cast<int16_t>(static_cast<uint8_t>(text[i]) | (static_cast<uint8_t>(text[i + 1]) << 8)));
-    (void)tok->decode(raw, false);
   } catch (const ptn::Error&) {
     return 0;
+  }
+  // Ids made from the text's bytes, some out of range: decode must check them (and may refuse).
+  std::vector<int32_t> raw;
+  for (size_t i = 0; i + 1 < text.size() && raw.size() < 32; i += 2)
+    raw.push_back(static_cast<int16_t>(static_cast<uint8_t>(text[i]) | (static_cast<uint8_t>(text[i + 1]) << 8)));
+  try {
+    (void)tok->decode(raw, false);
+  } catch (const ptn::Error&) {
   }
   return 1;
 }
