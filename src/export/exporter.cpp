@@ -279,11 +279,14 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
     go.prompt_tokens = o.sample_prompt_tokens > 0 ? std::min(o.sample_prompt_tokens, o.max_seq_length)
                                                    : std::min<int64_t>(o.max_seq_length, 24);
     go.decode_tokens = o.sample_decode_tokens;
-    if (o.static_cache) {  // a sample's prompt and decode steps must fit the static positions
-      const int64_t room = o.max_context_length - o.sample_decode_tokens;
+    // A sample's prompt and decode steps must fit the positions the program can hold: the
+    // static context, or the model's context length.
+    const int64_t positions = o.static_cache ? o.max_context_length : meta.cache_spec.max_positions;
+    if (positions > 0) {
+      const int64_t room = positions - o.sample_decode_tokens;
       if (room < 1)
-        fail(ErrorKind::InvalidArgument, "--max_context_length",
-             std::to_string(o.max_context_length) + " positions leave no room for a golden sample (" +
+        fail(ErrorKind::InvalidArgument, o.static_cache ? "--max_context_length" : "model context length",
+             std::to_string(positions) + " positions leave no room for a golden sample (" +
                  std::to_string(o.sample_decode_tokens) + " decode steps after a prompt): use at least " +
                  std::to_string(o.sample_decode_tokens + 1) + ", or --samples 0");
       go.prompt_tokens = std::min(go.prompt_tokens, room);

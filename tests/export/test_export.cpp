@@ -469,6 +469,16 @@ TEST(Export, StaticGoldenSamplesFitTheStaticContext) {
   expect_error([&] { quiet_export(o); }, ErrorKind::InvalidArgument, {"--max_context_length", "--samples 0"});
   o.samples = 0;
   EXPECT_NO_THROW(quiet_export(o));
+  // The same for an off-graph program of a model whose context (12) is shorter than 24 + 6.
+  nlohmann::json cfg = tiny_llama_config();
+  cfg["max_position_embeddings"] = 12;
+  ExportOptions r = base_options(write_config(d, "short", cfg), d / "short.ptn");
+  r.random_weights = true;
+  quiet_export(r);
+  auto ps = Program::load(r.output);
+  ASSERT_EQ(ps->meta().samples.size(), 2u);
+  for (const auto& s : ps->meta().samples) EXPECT_LE(s.prompt.size() + s.decode.size(), 12u);
+  for (const auto& c : verify_samples(ps, vo)) EXPECT_TRUE(c.pass) << c.sample;
 }
 
 }  // namespace
