@@ -26,12 +26,9 @@ const char* kChatMl =
     "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 fs::path temp_dir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("ptn_serve_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  const fs::path d = fs::temp_directory_path() / ("ptn_serve_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
 }
 
 std::string export_model(const fs::path& hf_dir, const std::string& name) {
@@ -104,6 +101,8 @@ class ServeTest : public ::testing::Test {
     delete chat_;
     delete plain_path_;
     delete chat_path_;
+    srv_ = chat_ = nullptr;
+    plain_path_ = chat_path_ = nullptr;
     std::error_code ec;
     fs::remove_all(temp_dir(), ec);
   }
@@ -489,21 +488,21 @@ TEST_F(ServeTest, FullQueueGets503WithRetryAfter) {
 }
 
 TEST_F(ServeTest, SmallCachePreemptsInsteadOfFailing) {
-  // 6 blocks of 16 tokens: several 60-token generations cannot all hold their blocks at once.
+  // 6 blocks of 16 tokens: one 5 + 80 token sequence fits, two at once do not.
   serve::ServerOptions o;
   o.engine.capacity_tokens = 96;
   Running r(*plain_path_, o);
   std::vector<std::string> sequential;
   const char* prompts[] = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird"};
   for (const char* p : prompts) {
-    json j = post_ok(r, "/v1/completions", {{"prompt", p}, {"max_tokens", 40}, {"temperature", 0}});
+    json j = post_ok(r, "/v1/completions", {{"prompt", p}, {"max_tokens", 80}, {"temperature", 0}});
     sequential.push_back(j.is_null() ? "" : j["choices"][0]["text"].get<std::string>());
   }
   std::vector<std::string> concurrent(4);
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&, i] {
-      json j = post_ok(r, "/v1/completions", {{"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0}});
+      json j = post_ok(r, "/v1/completions", {{"prompt", prompts[i]}, {"max_tokens", 80}, {"temperature", 0}});
       concurrent[i] = j.is_null() ? "" : j["choices"][0]["text"].get<std::string>();
     });
   for (auto& t : threads) t.join();
