@@ -14,15 +14,15 @@
 // How the fast version computes (and so how far it may differ from ref):
 //   * F32 / F16 weights: f32 products with f32 FMA accumulation (error ~1e-7 relative).
 //   * BF16 weights: the same, except on AVX-512 with BF16 dot products (simd_has_bf16()) and
-//     m >= 8 rows, where the activations are rounded to bf16 (error ~1e-6..1e-5).
+//     m >= 20 rows, where the activations are rounded to bf16 (error ~1e-6..1e-5).
 //   * Quantized weights: each activation row is quantized once per call (before the rows of
 //     W are split over the threads) to int8 with one f32 scale per weight block (32 elements
 //     for Q4_0/Q5_0/Q8_0, 256 for the K-quants, as ggml's Q8_0 / Q8_K activations; round to
 //     nearest even, scale = max|x| / 127), and the dot products are integer (AVX-512 VNNI,
 //     AVX2 maddubs). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
-// Kernels (kernels/matmul_avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 8 rows
+// Kernels (kernels/matmul_avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 20 rows
 // (decode) each weight row is decoded in registers and dotted with up to 4 activation rows,
-// so the weights stream from memory once; for m >= 8 (prefill, AVX-512) 32 weight rows at a
+// so the weights stream from memory once; for m >= 20 (prefill, AVX-512) 32 weight rows at a
 // time are decoded into an L1-sized transposed panel and multiplied with all activation rows
 // by a register-blocked VNNI / FMA / BF16 micro-kernel. Weights are used in their GGUF layout
 // (no repacking).

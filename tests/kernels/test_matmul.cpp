@@ -161,7 +161,7 @@ double threshold(DType t) {
 void check_type(DType t, const std::vector<int64_t>& ks) {
   SimdCapReset reset;
   ThreadPool pool1(1), pool2(2);
-  const int64_t ms[] = {1, 3, 17, 64};
+  const int64_t ms[] = {1, 3, 17, 23, 64};  // 23, 64: the AVX-512 panel kernels (m >= 20)
   const int64_t ns[] = {1, 67, 96};
   uint32_t seed = 100;
   for (int64_t k : ks)
@@ -223,7 +223,7 @@ TEST(Matmul, NonFiniteActivationsStayInTheirRow) {
   SimdCapReset reset;
   ThreadPool pool(2);
   for (DType t : kAllTypes) {
-    const int64_t m = 9, n = 40, k = 512;
+    const int64_t m = 23, n = 40, k = 512;
     Matrix w = make_weights(t, n, k, 21);
     std::vector<float> x = make_x(m, k, 22);
     x[0 * k + 3] = std::numeric_limits<float>::quiet_NaN();
@@ -232,7 +232,7 @@ TEST(Matmul, NonFiniteActivationsStayInTheirRow) {
     ref::matmul(w.view(), x.data(), m, want.data());
     for (SimdLevel level : levels()) {
       set_simd_cap(level);
-      for (int64_t rows : {int64_t{4}, m}) {  // the row kernels (4 rows) and the panel kernels (9)
+      for (int64_t rows : {int64_t{4}, m}) {  // the row kernels (4 rows) and the panel kernels (23)
         std::vector<float> got(rows * n);
         matmul(w.view(), x.data(), rows, got.data(), pool);
         // Rows 0 and 1 hold the non-finite values; rows 2.. must match the reference.
