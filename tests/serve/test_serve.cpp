@@ -14,6 +14,7 @@
 
 #include "export/exporter.h"
 #include "serve/server.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -531,6 +532,108 @@ TEST_F(ServeTest, ShutdownLetsRunningRequestsFinish) {
   t.join();
   EXPECT_EQ(status, 200);
   EXPECT_EQ(body["usage"]["completion_tokens"], 300);
+}
+
+// --- the request parser and response builder without HTTP ----------------------------------
+
+TEST_F(ServeTest, ParserDefaultsClampsAndFields) {
+  auto program = Program::load(*plain_path_);
+  auto tok = Tokenizer::create(*program->meta().tokenizer);
+  serve::ModelInfo m{"stories", tok.get(), 512, 512};
+  auto r = serve::parse_completion_request(serve::parse_body(R"({"prompt": "Once upon a time"})"), m);
+  EXPECT_EQ(r.gen.prompt, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  EXPECT_EQ(r.gen.max_tokens, 16);
+  EXPECT_FLOAT_EQ(r.gen.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.gen.logprobs, -1);
+  EXPECT_FALSE(r.stream);
+  r = serve::parse_completion_request(
+      serve::parse_body(R"({"prompt": [1, 403], "max_tokens": 100000, "stop": "x", "logit_bias": {"7": -100},
+                            "top_k": 40, "min_p": 0.05, "seed": -1, "logprobs": 5, "stream": true,
+                            "stream_options": {"include_usage": true}, "user": "ignored"})"),
+      m);
+  EXPECT_EQ(r.gen.max_tokens, 510);  // 512 - 2 prompt tokens
+  EXPECT_EQ(r.gen.stop, std::vector<std::string>{"x"});
+  EXPECT_FLOAT_EQ(r.gen.sampling.logit_bias.at(7), -100.0f);
+  EXPECT_EQ(r.gen.sampling.top_k, 40);
+  EXPECT_EQ(r.gen.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(r.gen.logprobs, 5);
+  EXPECT_TRUE(r.stream && r.include_usage);
+  // max_completion_tokens wins over max_tokens.
+  r = serve::parse_completion_request(
+      serve::parse_body(R"({"prompt": "a", "max_tokens": 3, "max_completion_tokens": 9})"), m);
+  EXPECT_EQ(r.gen.max_tokens, 9);
+  auto param_of = [&](const std::string& body) {
+    try {
+      serve::parse_completion_request(serve::parse_body(body), m);
+    } catch (const serve::ApiError& e) {
+      return std::to_string(e.status) + ":" + e.param;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(param_of(R"({"prompt": "a", "presence_penalty": 2.5})"), "400:presence_penalty");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "frequency_penalty": "1"})"), "400:frequency_penalty");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "seed": 1.5})"), "400:seed");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "stop": [""]})"), "400:stop");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "logit_bias": {"x": 1}})"), "400:logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "logit_bias": {"-1": 1}})"), "400:logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "logprobs": true})"), "400:logprobs");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "max_tokens": 18446744073709551615})"), "400:max_tokens");
+  EXPECT_EQ(param_of(R"({"prompt": []})"), "400:prompt");
+  EXPECT_EQ(param_of(R"({"prompt": ""})"), "accepted");  // BOS alone is a prompt
+  EXPECT_EQ(param_of(R"({"prompt": "a", "temperature": null, "top_p": null})"), "accepted");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "model": "stories"})"), "accepted");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "model": 3})"), "400:model");
+  EXPECT_THROW(serve::parse_body(std::string(65, '[') + std::string(65, ']')), serve::ApiError);
+  EXPECT_NO_THROW(serve::parse_body("{\"a\": \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"}"));
+}
+
+TEST_F(ServeTest, ResponseBuilderShapes) {
+  auto program = Program::load(*plain_path_);
+  auto tok = Tokenizer::create(*program->meta().tokenizer);
+  serve::ModelInfo m{"stories", tok.get(), 512, 512};
+  serve::Event d1;
+  d1.text = " there";
+  d1.tokens = {{383, -0.5f, {{383, -0.5f}, {400, -1.5f}}}};
+  serve::Event done;
+  done.kind = serve::Event::Kind::Done;
+  done.finish_reason = "stop";
+  done.prompt_tokens = 5;
+  done.completion_tokens = 1;
+  done.cached_tokens = 0;
+  serve::ResponseBuilder chat(true, m, "chatcmpl-1", 7, 1);
+  json c = chat.chunk(d1);
+  EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["delta"]["content"], " there");
+  EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["token"], tok->token_piece(383));
+  EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
+  json f = chat.final_chunk(done);
+  EXPECT_EQ(f["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(f["choices"][0]["delta"].empty());
+  json u = chat.usage_chunk(done);
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(u["usage"]["total_tokens"], 6);
+  serve::ResponseBuilder cmpl(false, m, "cmpl-1", 7, 1);
+  cmpl.add(d1);
+  json r = cmpl.response(done);
+  EXPECT_EQ(r["choices"][0]["text"], " there");
+  EXPECT_EQ(r["choices"][0]["logprobs"]["text_offset"], json::array({0}));
+  EXPECT_DOUBLE_EQ(r["choices"][0]["logprobs"]["token_logprobs"][0].get<double>(), -0.5);
+}
+
+TEST(ServeMetrics, HistogramIsCumulativeAndRendersEveryBucket) {
+  serve::Histogram h;
+  h.observe(0.0005);
+  h.observe(0.003);
+  h.observe(0.003);
+  h.observe(50.0);
+  const std::string text = h.render("x", "help");
+  EXPECT_NE(text.find("x_bucket{le=\"0.001\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("x_bucket{le=\"0.0025\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("x_bucket{le=\"0.005\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("x_bucket{le=\"10\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos);
+  EXPECT_NE(text.find("x_count 4\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE x histogram"), std::string::npos);
 }
 
 }  // namespace
