@@ -175,7 +175,9 @@ PenaltySampler::PenaltySampler(float repetition, float presence, float frequency
 }
 
 void PenaltySampler::apply(Candidates& c) {
-  for (const auto& [id, n] : count_) {
+  for (const auto& entry : count_) {  // not a structured binding: clang 14 cannot capture those
+    const int32_t id = entry.first;
+    const auto n = entry.second;
     if (n <= 0) continue;
     with_token(c, id, [&](float& l) {
       if (repetition_ != 1.0f) l = l > 0 ? l / repetition_ : l * repetition_;
@@ -207,7 +209,10 @@ LogitBiasSampler::LogitBiasSampler(std::map<int32_t, float> bias) : bias_(std::m
 }
 
 void LogitBiasSampler::apply(Candidates& c) {
-  for (const auto& [id, b] : bias_) with_token(c, id, [&](float& l) { l += b; });
+  for (const auto& entry : bias_) {
+    const float b = entry.second;
+    with_token(c, entry.first, [&](float& l) { l += b; });
+  }
 }
 
 DistSampler::DistSampler(uint64_t seed) : seed_(seed), rng_(seed) {}
