@@ -90,6 +90,14 @@ void check_model(const json& body, const ModelInfo& model) {
 }
 
 // The fields shared by both endpoints; the prompt is already in r.gen.prompt.
+void check_text_bound(size_t bytes, const ModelInfo& model, const char* param) {
+  if (model.max_prompt_bytes > 0 && bytes > model.max_prompt_bytes)
+    throw ApiError(400, "invalid_request_error",
+                   "the prompt text (" + std::to_string(bytes) + " bytes) cannot fit this model's context of " +
+                       std::to_string(model.context) + " tokens",
+                   param, "context_length_exceeded");
+}
+
 void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
   check_model(body, model);
   const int64_t n_prompt = static_cast<int64_t>(r.gen.prompt.size());
@@ -206,6 +214,7 @@ ParsedRequest parse_completion_request(const json& body, const ModelInfo& model)
   if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
   if (p->is_string()) {
     const std::string& text = p->get_ref<const std::string&>();
+    check_text_bound(text.size(), model, "prompt");
     r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
   } else if (p->is_array()) {
     if (p->empty()) throw bad("prompt", "the prompt is empty");
@@ -265,6 +274,7 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
   } catch (const Error& e) {
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
+  check_text_bound(text.size(), model, "messages");
   r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/false, /*parse_special=*/true);
   parse_common(body, model, true, r);
   return r;

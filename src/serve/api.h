@@ -35,6 +35,9 @@ struct ModelInfo {
   const Tokenizer* tokenizer = nullptr;
   int64_t context = 0;     // most tokens one sequence may hold
   int64_t vocab = 0;
+  // Texts longer than this cannot fit the context (context * the longest token's bytes, with
+  // a margin for normalisation), so they are refused before tokenizing. 0: no bound.
+  size_t max_prompt_bytes = 0;
 };
 
 struct ParsedRequest {

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/error.h"
@@ -56,6 +57,9 @@ Server::Server(std::shared_ptr<const Program> program, const ServerOptions& opti
   model_.tokenizer = tokenizer_.get();
   model_.context = engine_->context();
   model_.vocab = engine_->vocab_size();
+  size_t longest = 1;  // bytes of the longest token
+  for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) longest = std::max(longest, tokenizer_->token_piece(id).size());
+  model_.max_prompt_bytes = static_cast<size_t>(model_.context) * longest * 4 + 4096;
   created_ = static_cast<int64_t>(std::time(nullptr));
   http_ = std::make_unique<httplib::Server>();
   routes();
