@@ -57,6 +57,8 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
             "must be 1..4096");
   PTN_CHECK(opt_.max_queue >= 0 && opt_.max_queue <= 1000000, ErrorKind::InvalidArgument, "--max-queue",
             "must be 0..1000000");
+  // Every running sequence needs a decode row in each step.
+  opt_.max_running = std::min(opt_.max_running, opt_.max_batch_tokens);
   int64_t model_ctx = meta.cache_spec.max_positions > 0 ? meta.cache_spec.max_positions : meta.spec.max_position_embeddings;
   if (model_ctx <= 0) model_ctx = 4096;
 

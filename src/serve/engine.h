@@ -79,7 +79,7 @@ class Channel {
 
 struct EngineOptions {
   int64_t max_batch_tokens = 0;  // rows per step; 0: the program's max_seq_length
-  int64_t max_running = 64;      // sequences generating at once
+  int64_t max_running = 64;      // sequences generating at once (at most max_batch_tokens)
   int64_t max_queue = 256;       // requests waiting for admission before submit() refuses
   DType cache_dtype = DType::F32;
   int64_t capacity_tokens = 0;   // KV token slots in total (0: use capacity_bytes)
