@@ -481,5 +481,28 @@ TEST(Export, StaticGoldenSamplesFitTheStaticContext) {
   for (const auto& c : verify_samples(ps, vo)) EXPECT_TRUE(c.pass) << c.sample;
 }
 
+// llama.cpp's requantized stories260K GGUFs keep their block types through export (rows of 64
+// and 172 use the fallback types), verify, and start the expected story.
+TEST(Export, QuantizedGgufsKeepTheirTypesAndVerify) {
+  TempDir d;
+  const nlohmann::json e = expected();
+  const auto prompt = e.at("prompt_token_ids_with_bos").get<std::vector<int32_t>>();
+  auto want = e.at("greedy_50_new_token_ids").get<std::vector<int32_t>>();
+  want.resize(10);
+  for (const char* f : {"stories260K-F16.gguf", "stories260K-Q6_K.gguf", "stories260K-Q4_K_M.gguf"}) {
+    SCOPED_TRACE(f);
+    ExportOptions o = base_options(stories_dir() + "/quantized/" + f, d / "q.ptn");
+    o.samples = 1;
+    quiet_export(o);
+    auto p = Program::load(o.output, VerifyLevel::Full);
+    auto src = open_weights(o.model);
+    for (const Node& n : p->graph().nodes)
+      for (const auto& w : n.weights) EXPECT_EQ(p->tensor(w).dtype(), src->get(w).dtype()) << w;
+    expect_verifies(p, /*with_q8=*/false, 1e-3);
+    EXPECT_EQ(greedy(p, ExecMode::Reference, "reference", DType::F32, prompt, 10), want);
+    EXPECT_EQ(greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 10), want);
+  }
+}
+
 }  // namespace
 }  // namespace ptn
