@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <ctime>
 
@@ -78,6 +80,13 @@ void Server::routes() {
   s.set_write_timeout(opt_.write_timeout_s, 0);
   s.set_keep_alive_timeout(5);
   s.set_tcp_nodelay(true);  // SSE events are small writes: no Nagle delay between them
+  // SO_REUSEADDR but not the library's default SO_REUSEPORT (which lets a second server bind
+  // the same port silently); remember the socket to enlarge its listen backlog after bind.
+  s.set_socket_options([this](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
@@ -255,6 +264,9 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
 int Server::bind() {
   int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host) : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port < 0) fail(ErrorKind::Io, opt_.host + ":" + std::to_string(opt_.port), "cannot bind the listening socket");
+  // The library listens with a backlog of 5: a burst of new connections would overflow it and
+  // clients would retry their SYN a second later. Linux accepts a new backlog on a second listen().
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 1024);
   return port;
 }
 

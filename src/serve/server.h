@@ -72,6 +72,7 @@ class Server {
   std::thread listener_;
   int64_t created_ = 0;
   std::atomic<uint64_t> next_id_{1};
+  int listen_fd_ = -1;  // the listening socket (set while binding)
 };
 
 // Constant-time comparison of a presented key with the expected one (time depends only on
