@@ -38,17 +38,37 @@ const float* Session::feed(const std::vector<int32_t>& tokens,
   const int64_t chunk = program_->meta().max_seq_length;
   const float* logits = nullptr;
   const int64_t vocab = program_->meta().spec.vocab_size;
-  for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(chunk)) {
-    const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
-    StepBatch batch;
-    for (size_t i = b; i < e; ++i)
-      batch.rows.push_back({0, static_cast<int32_t>(position_ + static_cast<int64_t>(i - b)), tokens[i]});
-    int64_t n = 0;
-    logits = exec_->step(batch, on_logits ? OutputRows::All : OutputRows::LastPerSequence, &n);
-    if (on_logits)
-      for (int64_t r = 0; r < n; ++r) on_logits(static_cast<int64_t>(b) + r, logits + r * vocab);
-    if (on_logits) logits += (n - 1) * vocab;
-    position_ += static_cast<int64_t>(e - b);
+  // Checked up front: a bad id in a later chunk must not leave the earlier chunks fed.
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      fail(ErrorKind::InvalidArgument, "session",
+           "token " + std::to_string(i) + ": id " + std::to_string(tokens[i]) + " outside the vocabulary of " +
+               std::to_string(vocab) + " (nothing was fed)");
+  const int64_t start = position_;
+  try {
+    for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(chunk)) {
+      const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
+      StepBatch batch;
+      for (size_t i = b; i < e; ++i)
+        batch.rows.push_back({0, static_cast<int32_t>(position_ + static_cast<int64_t>(i - b)), tokens[i]});
+      int64_t n = 0;
+      logits = exec_->step(batch, on_logits ? OutputRows::All : OutputRows::LastPerSequence, &n);
+      if (on_logits)
+        for (int64_t r = 0; r < n; ++r) on_logits(static_cast<int64_t>(b) + r, logits + r * vocab);
+      if (on_logits) logits += (n - 1) * vocab;
+      position_ += static_cast<int64_t>(e - b);
+    }
+  } catch (...) {
+    // Undo what was fed (a step or the callback failed), so the session is as before the call,
+    // unless a windowed cache already released positions below `start`: then it keeps what
+    // the cache holds.
+    if (cache_) {
+      if (cache_->length(0) != start && cache_->rewind_floor(0) <= start) cache_->rewind(0, start);
+      position_ = cache_->length(0);
+    } else {
+      position_ = start;
+    }
+    throw;
   }
   return logits;
 }

@@ -401,5 +401,39 @@ TEST(RuntimeCaches, WindowedForkDecodeAndRewind) {
   EXPECT_LT(nmse(Rows{l[0]}, run_sequence(p, ExecMode::Reference, "reference", DType::F32, hist, {})), 1e-8);
 }
 
+// A feed that fails part-way (a bad id in a later chunk, or the caller's callback throwing
+// after the first chunk was computed) leaves the session exactly as before the call.
+TEST(RuntimeCaches, FailedFeedLeavesTheSessionAsItWas) {
+  auto src = open_weights(stories_dir() + "/hf");
+  auto p = program_from_source(*src, BuildOptions{}, 4, "max_seq 4");
+  const auto head = some_tokens(3, 512, 80), toks = some_tokens(10, 512, 81);
+  for (const char* kind : {"paged", "reference"}) {
+    SCOPED_TRACE(kind);
+    SessionOptions so;
+    so.cache_kind = kind;
+    so.context = 64;
+    so.block_size = 4;
+    Session s(p, so);
+    s.feed(head);
+    auto bad = toks;
+    bad[7] = 512;
+    expect_error([&] { s.feed(bad); }, ErrorKind::InvalidArgument, {"token 7", "nothing was fed"});
+    EXPECT_EQ(s.position(), 3);
+    EXPECT_EQ(s.cache()->length(0), 3);
+    EXPECT_THROW(s.feed(toks, [](int64_t i, const float*) {
+      if (i == 5) throw std::runtime_error("caller gave up");
+    }),
+                 std::runtime_error);
+    EXPECT_EQ(s.position(), 3);
+    EXPECT_EQ(s.cache()->length(0), 3);
+    const float* l = s.feed(toks);
+    std::vector<int32_t> all = head;
+    all.insert(all.end(), toks.begin(), toks.end());
+    Rows want = run_sequence(p, ExecMode::Optimized, "reference", DType::F32,
+                             std::vector<int32_t>(all.begin(), all.end() - 1), {all.back()});
+    EXPECT_LT(nmse(Rows{std::vector<float>(l, l + 512)}, Rows{want.back()}), 1e-10);
+  }
+}
+
 }  // namespace
 }  // namespace ptn
