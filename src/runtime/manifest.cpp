@@ -1,5 +1,6 @@
 #include "runtime/manifest.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -43,6 +44,9 @@ T get(const json& j, const char* key, const std::string& where, T def) {
     for (const auto& e : v) out.push_back(json_int<int32_t>(e, where, key));
     return out;
   } else {
+    if constexpr (std::is_same_v<T, float>)  // a double beyond float's range converts with UB
+      if (v.is_number_float() && !(std::fabs(v.get<double>()) <= std::numeric_limits<float>::max()))
+        bad(where, key, "number out of range: " + v.dump());
     try {
       return v.get<T>();
     } catch (const json::exception&) {

@@ -175,6 +175,8 @@ TEST_F(CorruptProgram, BadCountsInTheManifest) {
                {"max_seq_length"});
   expect_error([&] { load(with_manifest([](json& m) { m["max_seq_length"] = 4294967312.0; })); }, ErrorKind::Corrupt,
                {"max_seq_length"});
+  expect_error([&] { load(with_manifest([](json& m) { m["model"]["rope_theta"] = 1e300; })); }, ErrorKind::Corrupt,
+               {"rope_theta", "out of range"});
   expect_error([&] { load(with_manifest([](json& m) { m["cache"]["layers"].erase(0); })); }, ErrorKind::Corrupt,
                {"cache"});
   expect_error([&] { load(with_manifest([](json& m) { m["cache_mode"] = "sideways"; })); }, ErrorKind::Corrupt,
