@@ -176,6 +176,10 @@ TEST_F(ServeTest, GreedyCompletionMatchesKnownContinuation) {
   EXPECT_EQ(r["usage"]["completion_tokens"], 50);
   EXPECT_EQ(r["usage"]["total_tokens"], 55);
   EXPECT_TRUE(r["usage"]["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+  EXPECT_GE(metric(*srv_, "ptn_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"), 1);
+  EXPECT_GE(metric(*srv_, "ptn_generated_tokens_total"), 50);
+  EXPECT_GE(metric(*srv_, "ptn_time_to_first_token_seconds_count"), 1);
+  EXPECT_GE(metric(*srv_, "ptn_inter_token_latency_seconds_count"), 49);
 }
 
 TEST_F(ServeTest, TokenIdsPromptAndTokenizeEndpoints) {
