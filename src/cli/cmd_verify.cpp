@@ -23,11 +23,13 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option("file", a->file, "the .ptn program")->required();
   c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, or all (default)");
   c->add_option(opt("mode"), a->mode, "optimized (default) or reference executor");
-  c->add_option(opt("max-nmse"), a->max_nmse,
+  auto* nmse_opt = c->add_option(opt("max-nmse"), a->max_nmse,
                 "pass threshold on the logits' NMSE (default 1e-4 for float weights, 1e-2 when integer kernels "
                 "quantize activations for quantized weights)");
   c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
-  return [a] {
+  return [a, nmse_opt] {
+    if (nmse_opt->count() && !(a->max_nmse > 0))
+      throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--max-nmse", "must be a positive number");
     if (a->threads > 0) ptn::set_default_threads(a->threads);
     auto program = ptn::Program::load(a->file, ptn::VerifyLevel::Full);
     const auto& meta = program->meta();
@@ -37,7 +39,7 @@ std::function<int()> setup(CLI::App& app) {
       std::printf("no golden samples to verify (export with --samples K)\n");
       return 1;
     }
-    if (a->max_nmse <= 0) {
+    if (!nmse_opt->count()) {
       // Float weights run through float kernels: the optimized path must match the reference
       // closely. Quantized weights run through integer kernels that quantize activations to 8 bits
       // (as llama.cpp's do), which the reference does not; on random-weight models whose logits
