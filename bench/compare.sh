@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Runs llama.cpp's llama-bench (or ik_llama.cpp's) and `ptn bench` alternately on the same GGUF
+# files and thread count, and prints the ratios ptn / llama.cpp for pp and tg, plus a PNG plot.
+# llama-bench is built by the user from llama.cpp or ik_llama.cpp; it is not part of this repo.
+#
+#   bench/compare.sh --llama-bench PATH [--ptn build/ptn] [-t 2] [-p 512] [-n 128] [-r 3]
+#                    [--rounds 2] [--llama-args "-fa 1"] [--plot out.png] MODEL.gguf...
+set -euo pipefail
+ptn=build/ptn; llama=""; threads=2; np=512; ng=128; reps=3; rounds=2; largs=""; plot=""
+models=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --llama-bench) llama=$2; shift 2 ;;
+    --ptn) ptn=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    -p) np=$2; shift 2 ;;
+    -n) ng=$2; shift 2 ;;
+    -r) reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --llama-args) largs=$2; shift 2 ;;
+    --plot) plot=$2; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) models+=("$1"); shift ;;
+  esac
+done
+[ -n "$llama" ] && [ -x "$llama" ] || { echo "compare.sh: --llama-bench PATH to a built llama-bench is required" >&2; exit 2; }
+[ ${#models[@]} -gt 0 ] || { echo "compare.sh: give at least one GGUF file" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "compare.sh: needs python3" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for m in "${models[@]}"; do
+  for r in $(seq 1 "$rounds"); do
+    # Alternate the engines so both see the same machine conditions.
+    "$llama" -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" -o json $largs > "$out/llama.$r.$(basename "$m").json" \
+      2> "$out/llama.err" || { cat "$out/llama.err" >&2; exit 1; }
+    "$ptn" bench -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" --json > "$out/ptn.$r.$(basename "$m").jsonl" \
+      2> "$out/ptn.err" || { cat "$out/ptn.err" >&2; exit 1; }
+  done
+done
+python3 - "$out" "$np" "$ng" "$plot" "${models[@]}" <<'PY'
+import json, os, statistics, sys
+out, np_, ng, plot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+models = sys.argv[5:]
+rows = []
+for m in models:
+    b = os.path.basename(m)
+    ll = {"pp": [], "tg": []}; pt = {"pp": [], "tg": []}
+    for f in sorted(os.listdir(out)):
+        if not f.endswith(b + ".json") and not f.endswith(b + ".jsonl"): continue
+        path = os.path.join(out, f)
+        if f.startswith("llama."):
+            for x in json.load(open(path)):
+                kind = "pp" if x.get("n_prompt", 0) > 0 and x.get("n_gen", 0) == 0 else "tg"
+                ll[kind].append(x["avg_ts"])
+        else:
+            for line in open(path):
+                x = json.loads(line)
+                pt["pp" if x["test"].startswith("pp") else "tg"].append(x["mean_tps"])
+    med = lambda v: statistics.median(v) if v else float("nan")
+    rows.append((b, med(ll["pp"]), med(pt["pp"]), med(ll["tg"]), med(pt["tg"])))
+print(f"{'model':40s} {'llama pp':>10s} {'ptn pp':>10s} {'ratio':>6s} {'llama tg':>10s} {'ptn tg':>10s} {'ratio':>6s}")
+for b, lp, pp, lt, tt in rows:
+    print(f"{b:40s} {lp:10.2f} {pp:10.2f} {pp/lp:6.2f} {lt:10.2f} {tt:10.2f} {tt/lt:6.2f}")
+print(f"(medians over rounds; pp{np_} and tg{ng} tokens/s)")
+if plot:
+    dat = os.path.join(out, "plot.dat")
+    with open(dat, "w") as f:
+        for b, lp, pp, lt, tt in rows:
+            f.write(f'"{b}" {lp} {pp} {lt} {tt}\n')
+    gp = os.path.join(out, "plot.gp")
+    with open(gp, "w") as f:
+        f.write(f'set terminal pngcairo size 1000,500\nset output "{plot}"\nset style data histograms\n'
+                'set style fill solid\nset ylabel "tokens/s"\nset xtics rotate by -20\nset key top left\n'
+                f'set multiplot layout 1,2\nset title "pp{np_}"\nplot "{dat}" using 2:xtic(1) title "llama.cpp", "" using 3 title "ptn"\n'
+                f'set title "tg{ng}"\nplot "{dat}" using 4:xtic(1) title "llama.cpp", "" using 5 title "ptn"\nunset multiplot\n')
+    os.system(f"gnuplot {gp}")
+    print("plot:", plot)
+PY
