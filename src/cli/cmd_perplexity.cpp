@@ -66,10 +66,9 @@ std::function<int()> setup(CLI::App& app) {
     po.n_ctx = a->ctx > 0 ? a->ctx : std::min(kDefaultCtx, session.context());
     po.max_chunks = a->chunks;
     if (tok->spec().add_bos) po.bos = tok->bos();
-    const int64_t avail = static_cast<int64_t>(tokens.size()) / po.n_ctx;
+    const int64_t n_chunks = perplexity_chunks(static_cast<int64_t>(tokens.size()), po);  // checks the sizes
     std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld tokens (scoring the second half of each)\n",
-                 tokens.size(), static_cast<long long>(a->chunks > 0 ? std::min(avail, a->chunks) : avail),
-                 static_cast<long long>(po.n_ctx));
+                 tokens.size(), static_cast<long long>(n_chunks), static_cast<long long>(po.n_ctx));
     auto t0 = std::chrono::steady_clock::now();
     PerplexityResult r = session_perplexity(session, tokens, po, [](int64_t k, double ppl) {
       std::printf("[%lld]%.4f,", static_cast<long long>(k), ppl);

@@ -39,20 +39,24 @@ double NllAccumulator::ppl_stderr() const {
   return ppl() * std::sqrt(var / static_cast<double>(count_ - 1));
 }
 
-PerplexityResult compute_perplexity(const std::vector<int32_t>& tokens, int64_t vocab, const PerplexityOptions& opt,
-                                    const ChunkEvaluator& eval, const std::function<void(int64_t, double)>& on_chunk) {
+int64_t perplexity_chunks(int64_t n_tok, const PerplexityOptions& opt) {
   const int64_t n_ctx = opt.n_ctx;
   if (n_ctx < 4) fail(ErrorKind::InvalidArgument, "--ctx", "must be at least 4 tokens (got " + std::to_string(n_ctx) + ")");
   if (opt.max_chunks < 0) fail(ErrorKind::InvalidArgument, "--chunks", "must be >= 0");
-  const int64_t n_tok = static_cast<int64_t>(tokens.size());
-  if (n_tok < 2 * n_ctx)
+  if (n_tok / 2 < n_ctx)  // n_tok < 2 * n_ctx without overflow
     fail(ErrorKind::InvalidArgument, "perplexity",
          "the text tokenizes to " + std::to_string(n_tok) + " tokens; a context of " + std::to_string(n_ctx) +
              " needs at least " + std::to_string(2 * n_ctx) + " (use a longer text or a smaller --ctx)");
+  const int64_t n_chunks = n_tok / n_ctx;
+  return opt.max_chunks > 0 ? std::min(n_chunks, opt.max_chunks) : n_chunks;
+}
+
+PerplexityResult compute_perplexity(const std::vector<int32_t>& tokens, int64_t vocab, const PerplexityOptions& opt,
+                                    const ChunkEvaluator& eval, const std::function<void(int64_t, double)>& on_chunk) {
+  const int64_t n_ctx = opt.n_ctx;
+  const int64_t n_chunks = perplexity_chunks(static_cast<int64_t>(tokens.size()), opt);
   if (opt.bos && (*opt.bos < 0 || *opt.bos >= vocab))
     fail(ErrorKind::InvalidArgument, "perplexity", "BOS id " + std::to_string(*opt.bos) + " is outside the vocabulary");
-  int64_t n_chunks = n_tok / n_ctx;
-  if (opt.max_chunks > 0) n_chunks = std::min(n_chunks, opt.max_chunks);
 
   const int64_t first = n_ctx / 2;  // scored positions: first .. n_ctx-2 (each predicts the next token)
   NllAccumulator acc;

@@ -55,6 +55,10 @@ class NllAccumulator {
 using ChunkEvaluator = std::function<void(const std::vector<int32_t>& chunk,
                                           const std::function<void(int64_t, const float*)>& on_logits)>;
 
+// The number of chunks a text of n_tokens gives; throws InvalidArgument (with the numbers) for
+// a chunk size below 4, a negative max_chunks, or a text shorter than 2 * n_ctx tokens.
+int64_t perplexity_chunks(int64_t n_tokens, const PerplexityOptions& opt);
+
 // The core: validates the options against the text (InvalidArgument with the numbers when the
 // text is too short), evaluates the chunks in order and calls on_chunk(k, running_ppl) after
 // chunk k (1-based). Token ids must be in [0, vocab).

@@ -126,6 +126,16 @@ TEST(Perplexity, RejectsBadInput) {
   opt.bos = 9;
   EXPECT_THROW(compute_perplexity(std::vector<int32_t>(8, 0), 2, opt, eval), Error);
   opt.bos.reset();
+  EXPECT_EQ(perplexity_chunks(8, opt), 2);
+  EXPECT_EQ(perplexity_chunks(11, opt), 2);  // the tail that does not fill a chunk is dropped
+  opt.max_chunks = 1;
+  EXPECT_EQ(perplexity_chunks(100, opt), 1);
+  opt.max_chunks = -1;
+  EXPECT_THROW(perplexity_chunks(100, opt), Error);
+  opt.max_chunks = 0;
+  opt.n_ctx = INT64_MAX;
+  EXPECT_THROW(perplexity_chunks(100, opt), Error);
+  opt.n_ctx = 4;
   // an evaluator that skips a scored position is caught
   auto lazy = [](const std::vector<int32_t>&, const std::function<void(int64_t, const float*)>&) {};
   EXPECT_THROW(compute_perplexity(std::vector<int32_t>(8, 0), 2, opt, lazy), Error);
