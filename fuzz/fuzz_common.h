@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,15 +15,25 @@
 namespace ptn::fuzz {
 
 // A per-process scratch path for readers that only take a file name (GGUF and safetensors map
-// their files). Prefers /dev/shm (tmpfs) so a write per input stays cheap.
+// their files). Prefers /dev/shm (tmpfs) so a write per input stays cheap; removed at exit.
 inline std::string scratch_dir() {
-  static const std::string dir = [] {
-    std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
-    std::string d = base + "/ptn-fuzz-" + std::to_string(getpid());
-    (void)::mkdir(d.c_str(), 0700);
+  // Heap-held and never freed, so the exit hook below can still read it after static destructors.
+  static const std::string* dir = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp");
+    auto* d = new std::string(base + "/ptn-fuzz-" + std::to_string(getpid()));
+    (void)::mkdir(d->c_str(), 0700);
     return d;
   }();
-  return dir;
+  static const bool hooked = [] {
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*dir, ec);
+    });
+    return true;
+  }();
+  (void)hooked;
+  return *dir;
 }
 
 inline void write_file(const std::string& path, const uint8_t* data, size_t size) {
