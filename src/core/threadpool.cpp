@@ -52,8 +52,10 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     if (!error_) error_ = std::current_exception();
   }
   // Wait for the workers; they finish within microseconds of each other on a balanced job.
+  // Spin briefly, then yield: when the machine has more runnable threads than cores, the
+  // worker we wait for may need our core to finish (a long spin would cost a time slice).
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 1 << 16) cpu_relax();
+    if (spins < 2000) cpu_relax();
     else std::this_thread::yield();
   }
   job_ = nullptr;
@@ -64,10 +66,12 @@ void ThreadPool::worker(int index) {
   t_in_job = this;  // a worker only ever runs this pool's jobs
   uint64_t seen = 0;
   for (;;) {
-    // Spin for a short while (a step issues many jobs back to back), then sleep.
+    // Spin for a short while (a step issues many jobs back to back), then yield the core for a
+    // while (another thread may need it), then sleep.
     uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spins = 0; g == seen && spins < 20000; ++spins) {
-      cpu_relax();
+    for (int spins = 0; g == seen && spins < 40000; ++spins) {
+      if (spins < 2000) cpu_relax();
+      else std::this_thread::yield();
       g = generation_.load(std::memory_order_acquire);
     }
     while (g == seen) {
