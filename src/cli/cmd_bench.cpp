@@ -77,16 +77,18 @@ std::function<int()> setup(CLI::App& app) {
       for (const auto& x : r.results)
         std::printf(
             "{\"model\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tokens\": %lld, \"mean_tps\": %.3f, "
-            "\"std_tps\": %.3f, \"weight_bytes_per_token\": %.0f, \"read_bandwidth_gbs\": %.2f}\n",
+            "\"std_tps\": %.3f, \"kv_bytes\": %zu, \"weight_bytes_per_token\": %.0f, \"read_bandwidth_gbs\": %.2f}\n",
             a->model.c_str(), x.test.c_str(), default_threads(), static_cast<long long>(x.tokens), x.mean_tps,
-            x.std_tps, r.weight_bytes_per_token, r.read_bandwidth_gbs);
+            x.std_tps, x.kv_bytes, r.weight_bytes_per_token, r.read_bandwidth_gbs);
       return 0;
     }
     std::printf("model: %s (%s, %lld layers, hidden %lld), threads %d, cache %s\n", a->model.c_str(),
                 spec.family.c_str(), static_cast<long long>(spec.n_layers), static_cast<long long>(spec.hidden_size),
                 default_threads(), a->cache_type.c_str());
-    std::printf("%-10s %14s %10s\n", "test", "tokens/s", "± std");
-    for (const auto& x : r.results) std::printf("%-10s %14.2f %10.2f\n", x.test.c_str(), x.mean_tps, x.std_tps);
+    std::printf("%-10s %14s %10s %14s\n", "test", "tokens/s", "± std", "KV MiB");
+    for (const auto& x : r.results)
+      std::printf("%-10s %14.2f %10.2f %14.2f\n", x.test.c_str(), x.mean_tps, x.std_tps,
+                  static_cast<double>(x.kv_bytes) / (1 << 20));
     std::printf("weights streamed per generated token: %.1f MB; read bandwidth in this run: %.1f GB/s\n",
                 r.weight_bytes_per_token / 1e6, r.read_bandwidth_gbs);
     for (const auto& x : r.results)

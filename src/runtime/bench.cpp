@@ -101,6 +101,7 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
       const double t0 = now_s();
       run_prompt(0, o.n_prompt);
       r.samples.push_back(static_cast<double>(o.n_prompt) / (now_s() - t0));
+      r.kv_bytes = cache->bytes_used();
       cache->clear(0);
     }
     summarize(r);
@@ -113,6 +114,7 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
       const double t0 = now_s();
       run_decode(0, 0, o.n_gen);
       r.samples.push_back(static_cast<double>(o.n_gen) / (now_s() - t0));
+      r.kv_bytes = cache->bytes_used();
       cache->clear(0);
     }
     summarize(r);
@@ -134,6 +136,7 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
         exec.step(b, OutputRows::LastPerSequence, &out);
       }
       r.samples.push_back(static_cast<double>(B * o.batch_steps) / (now_s() - t0));
+      r.kv_bytes = cache->bytes_used();
       for (SeqId s = 0; s < B; ++s) cache->clear(s);
     }
     summarize(r);

@@ -26,6 +26,7 @@ struct BenchResult {
   std::string test;           // "pp512", "tg128", "batch8"
   int64_t tokens = 0;         // tokens per repetition
   double mean_tps = 0, std_tps = 0;
+  size_t kv_bytes = 0;        // K/V bytes the cache held at the end of the test
   std::vector<double> samples;
 };
 
