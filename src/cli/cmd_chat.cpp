@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "cli/command.h"
+#include "tokenizer/utf8.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/threadpool.h"
@@ -201,7 +202,8 @@ std::function<int()> setup(CLI::App& app) {
           }
           continue;
         }
-        const std::string text = line.rfind("//", 0) == 0 ? line.substr(1) : line;
+        // Invalid UTF-8 from the terminal becomes U+FFFD before it enters the conversation.
+        const std::string text = ptn::tok::sanitize_utf8(line.rfind("//", 0) == 0 ? line.substr(1) : line);
         if (trim(text).empty()) continue;
         ChatReply r = chat.send(text, [](const std::string& piece) {
           std::fwrite(piece.data(), 1, piece.size(), stdout);
