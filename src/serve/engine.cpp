@@ -72,7 +72,7 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
   cache_ = make_cache("paged", meta.cache_spec, co, threads);
   scope_ = std::make_unique<CacheScope>(*exec_, *cache_);
   auto* paged = dynamic_cast<PagedCache*>(cache_.get());
-  const int64_t cache_tokens = paged ? paged->stats().total * paged->block_size() : co.capacity_tokens;
+  const int64_t cache_tokens = paged ? paged->token_capacity() : co.capacity_tokens;
   context_ = std::min(model_ctx, cache_tokens);
   PTN_CHECK(context_ >= 2, ErrorKind::InvalidArgument, "--kv-memory", "the KV cache holds fewer than 2 tokens");
   publish_gauges();
