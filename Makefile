@@ -5,8 +5,6 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 SANITIZE   ?= 0
 CMAKE_ARGS ?=
-# ccache keys on relative paths below the checkout, so a fresh clone elsewhere reuses the cache.
-export CCACHE_BASEDIR := $(CURDIR)
 FUZZ_SECONDS ?= 60
 
 DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
