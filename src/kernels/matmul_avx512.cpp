@@ -133,9 +133,9 @@ template <int R>
 
 // Pairs of blocks in one zmm: lanes 0-7 hold block i's partial dot products, 8-15 block i+1's.
 // The two f32 block scales dw[0..1] (as an xmm) times the activation scales da[0..1], spread to
-// lanes 0-7 and 8-15.
+// lanes 0-7 and 8-15. da need not be 8-byte aligned (_mm_loadl_epi64 is an unaligned load).
 inline __m512 pair_scale(__m128 dw, const float* da) {
-  const __m128 s = _mm_mul_ps(dw, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(da))));
+  const __m128 s = _mm_mul_ps(dw, _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(da))));
   const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -46,7 +47,9 @@ int64_t perplexity_chunks(int64_t n_tok, const PerplexityOptions& opt) {
   if (n_tok / 2 < n_ctx)  // n_tok < 2 * n_ctx without overflow
     fail(ErrorKind::InvalidArgument, "perplexity",
          "the text tokenizes to " + std::to_string(n_tok) + " tokens; a context of " + std::to_string(n_ctx) +
-             " needs at least " + std::to_string(2 * n_ctx) + " (use a longer text or a smaller --ctx)");
+             " needs at least " +
+             (n_ctx <= INT64_MAX / 2 ? std::to_string(2 * n_ctx) : "2 x " + std::to_string(n_ctx)) +
+             " (use a longer text or a smaller --ctx)");
   const int64_t n_chunks = n_tok / n_ctx;
   return opt.max_chunks > 0 ? std::min(n_chunks, opt.max_chunks) : n_chunks;
 }
