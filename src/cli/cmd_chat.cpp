@@ -11,18 +11,17 @@
 // terminal (a pipe or a file) nothing but the replies is written to stdout.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "tokenizer/utf8.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/threadpool.h"
 #include "runtime/chat_session.h"
 #include "runtime/session.h"
-#include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -34,9 +33,7 @@ struct ChatArgs {
   std::string model, system, template_file, cache = "paged", cache_type = "f32";
   int64_t ctx = 0, n_predict = 0;
   int threads = 0;
-  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
-  int64_t top_k = 40;
-  uint64_t seed = 0;
+  ptn::cli::SamplingFlags sampling;
 };
 
 // Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
@@ -110,17 +107,12 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("chat-template"), a->template_file,
                 "a Jinja chat template file to use instead of the program's");
   c->add_option(opt("n-predict", "n"), a->n_predict, "most tokens per reply (default 0: until the model ends it)");
-  c->add_option(opt("temp"), a->temp, "temperature (0 = greedy; default 0.8)");
-  c->add_option(opt("top-k"), a->top_k, "top-k (0 = off; default 40)");
-  c->add_option(opt("top-p"), a->top_p, "top-p (default 1 = off)");
-  c->add_option(opt("min-p"), a->min_p, "min-p (default 0 = off)");
-  c->add_option(opt("repeat-penalty"), a->repeat_penalty, "repetition penalty (default 1 = off)");
-  auto* seed = c->add_option(opt("seed", "s"), a->seed, "random seed (default: from the clock)");
+  ptn::cli::add_sampling_flags(c, &a->sampling);
   c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
   c->add_option(opt("ctx"), a->ctx, "context size in tokens (default: the model's)");
   c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
   c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
-  return [a, seed] {
+  return [a] {
     using namespace ptn;
     if (a->threads < 0 || a->threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
     if (a->threads > 0) set_default_threads(a->threads);
@@ -144,16 +136,7 @@ std::function<int()> setup(CLI::App& app) {
     cc.eos_token = ts.eos_token;
     cc.system = a->system;
     cc.max_reply_tokens = a->n_predict;
-    SamplingParams sp;
-    sp.temperature = a->temp;
-    sp.top_k = a->top_k;
-    sp.top_p = a->top_p;
-    sp.min_p = a->min_p;
-    sp.repetition_penalty = a->repeat_penalty;
-    sp.seed = seed->count() ? a->seed
-                            : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-    const int64_t vocab = program->meta().spec.vocab_size;
-    ChatSession chat(session, *tok, cc, validate_sampling_params(sp, vocab));
+    ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
     if (chat.uses_fallback())

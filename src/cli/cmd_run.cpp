@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "runtime/session.h"
@@ -16,10 +17,7 @@ struct RunArgs {
   int64_t n_predict = 128;
   int64_t ctx = 0;
   int threads = 0;
-  float temp = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
-  int64_t top_k = 40;
-  uint64_t seed = 0;
-  bool seed_set = false;
+  ptn::cli::SamplingFlags sampling;
   bool print_ids = false;
   bool no_bos_stop = false;
 };
@@ -35,12 +33,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("model", "m"), a->model, "the .ptn program")->required();
   c->add_option(opt("prompt", "p"), a->prompt, "the prompt text")->required();
   c->add_option(opt("n-predict", "n"), a->n_predict, "tokens to generate (default 128)");
-  c->add_option(opt("temp"), a->temp, "temperature (0 = greedy; default 0.8)");
-  c->add_option(opt("top-k"), a->top_k, "top-k (0 = off; default 40)");
-  c->add_option(opt("top-p"), a->top_p, "top-p (default 1 = off)");
-  c->add_option(opt("min-p"), a->min_p, "min-p (default 0 = off)");
-  c->add_option(opt("repeat-penalty"), a->repeat_penalty, "repetition penalty (default 1 = off)");
-  auto* seed = c->add_option(opt("seed", "s"), a->seed, "random seed (default: from the clock)");
+  ptn::cli::add_sampling_flags(c, &a->sampling);
   c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
   c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
   c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
@@ -48,7 +41,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("print-ids"), a->print_ids, "print the generated token ids to stderr as a JSON array");
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop,
               "keep generating when the model emits BOS (by default a BOS ends the text, as llama2.c does)");
-  return [a, seed] {
+  return [a] {
     using namespace ptn;
     if (a->threads < 0 || a->threads > 1024) throw Error(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
     if (a->threads > 0) set_default_threads(a->threads);
@@ -67,16 +60,8 @@ std::function<int()> setup(CLI::App& app) {
     Session session(program, so);
     const double load_s = seconds_since(t_load);
 
-    SamplingParams sp;
-    sp.temperature = a->temp;
-    sp.top_k = a->top_k;
-    sp.top_p = a->top_p;
-    sp.min_p = a->min_p;
-    sp.repetition_penalty = a->repeat_penalty;
-    sp.seed = seed->count() ? a->seed
-                            : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
     const int64_t vocab = program->meta().spec.vocab_size;
-    auto chain = make_sampler_chain(validate_sampling_params(sp, vocab), vocab);
+    auto chain = make_sampler_chain(cli::sampling_from_flags(a->sampling, vocab), vocab);
 
     std::vector<int32_t> ids = tok->encode(a->prompt, /*add_special=*/true, /*parse_special=*/true);
     if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "--prompt", "encodes to no tokens");

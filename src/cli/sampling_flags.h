@@ -1,0 +1,49 @@
+// The sampling flags `ptn run` and `ptn chat` share (docs/cli.md lists them under `run`):
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty and -s/--seed, with one set of defaults
+// and help texts. Header-only: the ptn target compiles src/cli/cmd_*.cpp and main.cpp only.
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+#include "cli/command.h"
+#include "sampling/sampling_params.h"
+
+namespace ptn::cli {
+
+struct SamplingFlags {
+  float temp = 0.8f;
+  int64_t top_k = 40;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  const CLI::Option* seed_option = nullptr;  // set by add_sampling_flags: was --seed given?
+};
+
+// Adds the flags to `cmd`, bound to *flags (which must outlive the parse).
+inline void add_sampling_flags(CLI::App* cmd, SamplingFlags* flags) {
+  cmd->add_option(opt("temp"), flags->temp, "temperature (0 = greedy; default 0.8)");
+  cmd->add_option(opt("top-k"), flags->top_k, "top-k (0 = off; default 40)");
+  cmd->add_option(opt("top-p"), flags->top_p, "top-p (default 1 = off)");
+  cmd->add_option(opt("min-p"), flags->min_p, "min-p (default 0 = off)");
+  cmd->add_option(opt("repeat-penalty"), flags->repeat_penalty, "repetition penalty (default 1 = off)");
+  flags->seed_option = cmd->add_option(opt("seed", "s"), flags->seed, "random seed (default: from the clock)");
+}
+
+// The parsed flags as SamplingParams checked by validate_sampling_params for a vocabulary of
+// `vocab` tokens (it throws ptn::Error naming "sampling.<field>"). Without --seed the seed is
+// the clock's tick count.
+inline SamplingParams sampling_from_flags(const SamplingFlags& flags, int64_t vocab) {
+  SamplingParams sp;
+  sp.temperature = flags.temp;
+  sp.top_k = flags.top_k;
+  sp.top_p = flags.top_p;
+  sp.min_p = flags.min_p;
+  sp.repetition_penalty = flags.repeat_penalty;
+  const bool seed_given = flags.seed_option != nullptr && flags.seed_option->count() > 0;
+  sp.seed = seed_given ? flags.seed
+                       : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  return validate_sampling_params(sp, vocab);
+}
+
+}  // namespace ptn::cli
