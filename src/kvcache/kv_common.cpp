@@ -37,6 +37,56 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
   }
 }
 
+void fail_unknown_sequence(const std::string& who, const char* what, SeqId seq) {
+  fail(ErrorKind::InvalidArgument, who, std::string(what) + ": unknown sequence " + std::to_string(seq));
+}
+
+void fail_sequence_in_step(const std::string& who, const char* what, SeqId seq) {
+  fail(ErrorKind::InvalidArgument, who,
+       std::string(what) + ": sequence " + std::to_string(seq) + " is part of a prepared, uncommitted step");
+}
+
+void fail_sequence_exists(const std::string& who, const char* what, SeqId seq) {
+  fail(ErrorKind::InvalidArgument, who, std::string(what) + " " + std::to_string(seq) + " exists");
+}
+
+void check_rewind_length(const std::string& who, SeqId seq, int64_t length, int64_t held) {
+  if (length < 0 || length > held)
+    fail(ErrorKind::InvalidArgument, who,
+         "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(held) + " for sequence " +
+             std::to_string(seq));
+}
+
+bool within_extend_limits(const KVCache& cache, int64_t held, int64_t n_new) {
+  if (n_new < 0) return false;
+  const int64_t max_positions = cache.spec().max_positions;
+  if (max_positions > 0 && held + n_new > max_positions) return false;
+  const int64_t max_step = cache.options().max_step_tokens;
+  return max_step <= 0 || n_new <= max_step;
+}
+
+const LayerCacheSpec& check_attend_args(const KVCache& cache, bool prepared, int64_t layer, int64_t n_q_heads,
+                                        int64_t n_rows, const float* q, const float* k, const float* v,
+                                        const float* out) {
+  auto bad = [&](const std::string& msg) { fail(ErrorKind::InvalidArgument, cache.name(), "update_and_attend: " + msg); };
+  if (!prepared) bad("the step is not prepared on this cache");
+  const auto& layers = cache.spec().layers;
+  if (layer < 0 || layer >= static_cast<int64_t>(layers.size())) bad("layer " + std::to_string(layer) + " is out of range");
+  const LayerCacheSpec& L = layers[static_cast<size_t>(layer)];
+  if (n_q_heads < 1 || n_q_heads % L.n_kv_heads != 0)
+    bad("n_q_heads " + std::to_string(n_q_heads) + " is not a positive multiple of " + std::to_string(L.n_kv_heads) +
+        " kv heads (layer " + std::to_string(layer) + ")");
+  if (n_rows > 0 && (!q || !k || !v || !out)) bad("null tensor pointer");
+  return L;
+}
+
+void check_all_layers_updated(const KVCache& cache, const StepBatch& batch, const std::vector<bool>& layer_done) {
+  if (batch.rows.empty()) return;
+  for (size_t l = 0; l < layer_done.size(); ++l)
+    if (!layer_done[l])
+      fail(ErrorKind::InvalidArgument, cache.name(), "commit: layer " + std::to_string(l) + " was not updated in this step");
+}
+
 size_t kv_row_bytes(DType dtype, int64_t dim) { return row_bytes(dtype, dim, "kv cache row"); }
 
 void store_row(DType dtype, const float* src, void* dst, int64_t dim) {

@@ -164,26 +164,20 @@ std::vector<int32_t> PagedCache::block_table(SeqId seq, int group) const {
 // --- sequence controls -----------------------------------------------------------------------
 
 PagedCache::Sequence& PagedCache::seq_or_throw(SeqId seq, const char* what) {
-  auto it = seqs_.find(seq);
-  if (it == seqs_.end())
-    fail(ErrorKind::InvalidArgument, name(), std::string(what) + ": unknown sequence " + std::to_string(seq));
-  return it->second;
+  return kv::find_sequence(seqs_, seq, name(), what);
 }
 const PagedCache::Sequence& PagedCache::seq_or_throw(SeqId seq, const char* what) const {
-  return const_cast<PagedCache*>(this)->seq_or_throw(seq, what);
+  return kv::find_sequence(seqs_, seq, name(), what);
 }
 
 void PagedCache::check_not_in_step(SeqId seq, const char* what) const {
   if (!active_) return;
   for (const Pending::Seq& p : active_->seqs)
-    if (p.id == seq)
-      fail(ErrorKind::InvalidArgument, name(),
-           std::string(what) + ": sequence " + std::to_string(seq) + " is part of a prepared, uncommitted step");
+    if (p.id == seq) kv::fail_sequence_in_step(name(), what, seq);
 }
 
 void PagedCache::add_sequence(SeqId seq) {
-  if (seqs_.count(seq))
-    fail(ErrorKind::InvalidArgument, name(), "add_sequence: sequence " + std::to_string(seq) + " exists");
+  kv::check_no_sequence(seqs_, seq, name(), "add_sequence: sequence");
   Sequence s;
   s.g.resize(groups_.size());
   s.root = kv::prefix_root();
@@ -193,8 +187,7 @@ void PagedCache::add_sequence(SeqId seq) {
 void PagedCache::fork(SeqId src, SeqId dst) {
   const Sequence& s = seq_or_throw(src, "fork");
   check_not_in_step(src, "fork");
-  if (seqs_.count(dst))
-    fail(ErrorKind::InvalidArgument, name(), "fork: destination sequence " + std::to_string(dst) + " exists");
+  kv::check_no_sequence(seqs_, dst, name(), "fork: destination sequence");
   Sequence copy = s;
   for (size_t g = 0; g < copy.g.size(); ++g)
     for (int32_t b : copy.g[g].table)
@@ -245,10 +238,7 @@ void PagedCache::clear(SeqId seq) {
 void PagedCache::rewind(SeqId seq, int64_t length) {
   Sequence& s = seq_or_throw(seq, "rewind");
   check_not_in_step(seq, "rewind");
-  if (length < 0 || length > s.length)
-    fail(ErrorKind::InvalidArgument, name(),
-         "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
-             " for sequence " + std::to_string(seq));
+  kv::check_rewind_length(name(), seq, length, s.length);
   for (int g = 0; g < n_groups(); ++g) {
     const int64_t gone = s.g[static_cast<size_t>(g)].released * block_size_;
     if (visible_floor(g, length) < gone)
@@ -305,9 +295,7 @@ int64_t PagedCache::blocks_needed(const Sequence& s, int g, int64_t n) const {
 
 bool PagedCache::can_extend(SeqId seq, int64_t n_new) const {
   const Sequence& s = seq_or_throw(seq, "can_extend");
-  if (n_new < 0) return false;
-  if (spec_.max_positions > 0 && s.length + n_new > spec_.max_positions) return false;
-  if (options_.max_step_tokens > 0 && n_new > options_.max_step_tokens) return false;
+  if (!kv::within_extend_limits(*this, s.length, n_new)) return false;
   for (int g = 0; g < n_groups(); ++g)
     if (blocks_needed(s, g, n_new) > pools_[static_cast<size_t>(g)].available()) return false;
   return true;
@@ -445,23 +433,14 @@ std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {
 void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
                                    int64_t n_q_heads, const AttendParams& params, float* out) {
   auto* p = static_cast<Pending*>(txn_state(txn));
-  if (!txn.active() || p == nullptr || p != active_)
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: the step is not prepared on this cache");
-  if (layer < 0 || layer >= static_cast<int64_t>(spec_.layers.size()))
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: layer " + std::to_string(layer) + " is out of range");
-  const LayerCacheSpec& L = spec_.layers[static_cast<size_t>(layer)];
+  const auto& rows = txn.batch().rows;
+  const int64_t T = static_cast<int64_t>(rows.size());
+  const LayerCacheSpec& L =
+      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out);
   const LayerLayout& lay = layout_[static_cast<size_t>(layer)];
   const size_t grp = static_cast<size_t>(lay.group);
   kv::BlockPool& pool = pools_[grp];
   const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
-  if (n_q_heads < 1 || n_q_heads % hkv != 0)
-    fail(ErrorKind::InvalidArgument, name(),
-         "update_and_attend: n_q_heads " + std::to_string(n_q_heads) + " is not a positive multiple of " +
-             std::to_string(hkv) + " kv heads (layer " + std::to_string(layer) + ")");
-  const auto& rows = txn.batch().rows;
-  const int64_t T = static_cast<int64_t>(rows.size());
-  if (T > 0 && (!q || !k || !v || !out))
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: null tensor pointer");
   const DType dt = options_.dtype;
   const size_t bs = static_cast<size_t>(block_size_);
 
@@ -560,10 +539,7 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
 
 void PagedCache::do_commit(const StepBatch& batch, void* state) {
   auto* p = static_cast<Pending*>(state);
-  if (!batch.rows.empty())
-    for (size_t l = 0; l < p->layer_done.size(); ++l)
-      if (!p->layer_done[l])
-        fail(ErrorKind::InvalidArgument, name(), "commit: layer " + std::to_string(l) + " was not updated in this step");
+  kv::check_all_layers_updated(*this, batch, p->layer_done);
   for (size_t i = 0; i < p->seqs.size(); ++i) {
     Pending::Seq& ps = p->seqs[i];
     Sequence& s = seqs_.at(ps.id);

@@ -41,19 +41,14 @@ SequenceReferenceCache::SequenceReferenceCache(CacheSpec spec, CacheOptions opti
 }
 
 SequenceReferenceCache::Sequence& SequenceReferenceCache::seq_or_throw(SeqId seq, const char* what) {
-  auto it = seqs_.find(seq);
-  if (it == seqs_.end())
-    fail(ErrorKind::InvalidArgument, name(), std::string(what) + ": unknown sequence " + std::to_string(seq));
-  return it->second;
+  return kv::find_sequence(seqs_, seq, name(), what);
 }
 const SequenceReferenceCache::Sequence& SequenceReferenceCache::seq_or_throw(SeqId seq, const char* what) const {
-  return const_cast<SequenceReferenceCache*>(this)->seq_or_throw(seq, what);
+  return kv::find_sequence(seqs_, seq, name(), what);
 }
 
 void SequenceReferenceCache::check_not_in_step(SeqId seq, const char* what) const {
-  if (active_ && active_->old_length.count(seq))
-    fail(ErrorKind::InvalidArgument, name(),
-         std::string(what) + ": sequence " + std::to_string(seq) + " is part of a prepared, uncommitted step");
+  if (active_ && active_->old_length.count(seq)) kv::fail_sequence_in_step(name(), what, seq);
 }
 
 int64_t SequenceReferenceCache::total_tokens() const {
@@ -89,8 +84,7 @@ int64_t SequenceReferenceCache::rewind_floor(SeqId seq) const {
 }
 
 void SequenceReferenceCache::add_sequence(SeqId seq) {
-  if (seqs_.count(seq))
-    fail(ErrorKind::InvalidArgument, name(), "add_sequence: sequence " + std::to_string(seq) + " exists");
+  kv::check_no_sequence(seqs_, seq, name(), "add_sequence: sequence");
   Sequence s;
   s.layers.resize(spec_.layers.size());
   seqs_.emplace(seq, std::move(s));
@@ -99,8 +93,7 @@ void SequenceReferenceCache::add_sequence(SeqId seq) {
 void SequenceReferenceCache::fork(SeqId src, SeqId dst) {
   const Sequence& s = seq_or_throw(src, "fork");
   check_not_in_step(src, "fork");
-  if (seqs_.count(dst))
-    fail(ErrorKind::InvalidArgument, name(), "fork: destination sequence " + std::to_string(dst) + " exists");
+  kv::check_no_sequence(seqs_, dst, name(), "fork: destination sequence");
   if (capacity_tokens_ > 0 && total_tokens() + s.length > capacity_tokens_)
     fail(ErrorKind::Capacity, name(),
          "fork of sequence " + std::to_string(src) + " needs " + std::to_string(s.length) +
@@ -117,10 +110,7 @@ void SequenceReferenceCache::clear(SeqId seq) {
 void SequenceReferenceCache::rewind(SeqId seq, int64_t length) {
   Sequence& s = seq_or_throw(seq, "rewind");
   check_not_in_step(seq, "rewind");
-  if (length < 0 || length > s.length)
-    fail(ErrorKind::InvalidArgument, name(),
-         "rewind: length " + std::to_string(length) + " is outside 0.." + std::to_string(s.length) +
-             " for sequence " + std::to_string(seq));
+  kv::check_rewind_length(name(), seq, length, s.length);
   const int64_t floor = rewind_floor(seq);
   if (length < floor)
     fail(ErrorKind::InvalidArgument, name(),
@@ -143,9 +133,7 @@ int64_t SequenceReferenceCache::length(SeqId seq) const { return seq_or_throw(se
 
 bool SequenceReferenceCache::can_extend(SeqId seq, int64_t n_new) const {
   const Sequence& s = seq_or_throw(seq, "can_extend");
-  if (n_new < 0) return false;
-  if (spec_.max_positions > 0 && s.length + n_new > spec_.max_positions) return false;
-  if (options_.max_step_tokens > 0 && n_new > options_.max_step_tokens) return false;
+  if (!kv::within_extend_limits(*this, s.length, n_new)) return false;
   return capacity_tokens_ == 0 || total_tokens() + n_new <= capacity_tokens_;
 }
 
@@ -188,20 +176,11 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
                                                const float* v, int64_t n_q_heads, const AttendParams& params,
                                                float* out) {
   auto* p = static_cast<Pending*>(txn_state(txn));
-  if (!txn.active() || p != active_ || p == nullptr)
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: the step is not prepared on this cache");
-  if (layer < 0 || layer >= static_cast<int64_t>(spec_.layers.size()))
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: layer " + std::to_string(layer) + " is out of range");
-  const LayerCacheSpec& L = spec_.layers[static_cast<size_t>(layer)];
-  const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
-  if (n_q_heads < 1 || n_q_heads % hkv != 0)
-    fail(ErrorKind::InvalidArgument, name(),
-         "update_and_attend: n_q_heads " + std::to_string(n_q_heads) + " is not a positive multiple of " +
-             std::to_string(hkv) + " kv heads (layer " + std::to_string(layer) + ")");
   const auto& rows = txn.batch().rows;
   const int64_t T = static_cast<int64_t>(rows.size());
-  if (T > 0 && (!q || !k || !v || !out))
-    fail(ErrorKind::InvalidArgument, name(), "update_and_attend: null tensor pointer");
+  const LayerCacheSpec& L =
+      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out);
+  const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
   const size_t li = static_cast<size_t>(layer);
 
   // 1. Store. Dense / ChunkTail: truncate to the committed length (a repeated call overwrites)
@@ -272,11 +251,7 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
 
 void SequenceReferenceCache::do_commit(const StepBatch& batch, void* state) {
   auto* p = static_cast<Pending*>(state);
-  if (!batch.rows.empty())
-    for (size_t l = 0; l < p->layer_done.size(); ++l)
-      if (!p->layer_done[l])
-        fail(ErrorKind::InvalidArgument, name(),
-             "commit: layer " + std::to_string(l) + " was not updated in this step");
+  kv::check_all_layers_updated(*this, batch, p->layer_done);
   for (const auto& [id, n] : p->n_new) {
     Sequence& s = seqs_.at(id);
     s.length += n;

@@ -237,6 +237,95 @@ TEST(KvCaches, InvalidPositionsAndSequencesRejected) {
   }
 }
 
+// The argument checks both caches share (kvcache/kv_common.h) give the same kind and the same
+// message in both, naming the cache; the texts are written out here so a change shows.
+TEST(KvCaches, SharedArgumentChecksSayTheSame) {
+  const CacheSpec spec = small_spec(2, 1, 8, 8, {}, /*max_positions=*/40);
+  for (const char* kind : {"reference", "paged"}) {
+    CacheOptions o = opts(256, 4);
+    o.max_step_tokens = 8;
+    auto c = make_cache(kind, spec, o);
+    const std::string who = std::string(kind) + " kv cache";
+    // The Error of `f`, or a failure when it does not throw one.
+    auto error_of = [&](auto&& f) -> std::pair<ErrorKind, std::string> {
+      try {
+        f();
+      } catch (const Error& e) {
+        EXPECT_EQ(e.where(), who);
+        return {e.kind(), e.detail()};
+      }
+      ADD_FAILURE() << kind << ": no error";
+      return {ErrorKind::Internal, ""};
+    };
+    const auto inval = ErrorKind::InvalidArgument;
+    using Want = std::pair<ErrorKind, std::string>;
+    EXPECT_EQ(error_of([&] { c->length(3); }), (Want{inval, "length: unknown sequence 3"})) << kind;
+    EXPECT_EQ(error_of([&] { c->rewind_floor(3); }), (Want{inval, "rewind_floor: unknown sequence 3"})) << kind;
+    EXPECT_EQ(error_of([&] { c->can_extend(3, 1); }), (Want{inval, "can_extend: unknown sequence 3"})) << kind;
+    c->add_sequence(0);
+    c->add_sequence(1);
+    EXPECT_EQ(error_of([&] { c->add_sequence(0); }), (Want{inval, "add_sequence: sequence 0 exists"})) << kind;
+    EXPECT_EQ(error_of([&] { c->fork(0, 1); }), (Want{inval, "fork: destination sequence 1 exists"})) << kind;
+    EXPECT_EQ(error_of([&] { c->fork(2, 3); }), (Want{inval, "fork: unknown sequence 2"})) << kind;
+    StepBatch b;
+    append_rows(*c, 0, tokens_range(1, 6), &b);
+    run_step(*c, b, 2, AttendParams{});
+    EXPECT_EQ(error_of([&] { c->rewind(0, 7); }), (Want{inval, "rewind: length 7 is outside 0..6 for sequence 0"})) << kind;
+    EXPECT_EQ(error_of([&] { c->rewind(0, -1); }), (Want{inval, "rewind: length -1 is outside 0..6 for sequence 0"}))
+        << kind;
+    // can_extend: a negative count, max_step_tokens (8), the model's 40 positions
+    EXPECT_FALSE(c->can_extend(0, -1)) << kind;
+    EXPECT_TRUE(c->can_extend(0, 8)) << kind;
+    EXPECT_FALSE(c->can_extend(0, 9)) << kind;
+    for (int i = 0; i < 4; ++i) {
+      StepBatch more;
+      append_rows(*c, 0, tokens_range(10, 7), &more);
+      run_step(*c, more, 2, AttendParams{});
+    }
+    ASSERT_EQ(c->length(0), 34) << kind;
+    EXPECT_TRUE(c->can_extend(0, 6)) << kind;
+    EXPECT_FALSE(c->can_extend(0, 7)) << kind;
+    c->rewind(0, 6);
+
+    // A prepared step: its sequence refuses controls; the arguments of update_and_attend and
+    // commit are checked.
+    auto txn = c->prepare(StepBatch{{{0, 6, 1}}});
+    auto in_step = [](const char* what) {
+      return Want{ErrorKind::InvalidArgument, std::string(what) + ": sequence 0 is part of a prepared, uncommitted step"};
+    };
+    EXPECT_EQ(error_of([&] { c->rewind(0, 1); }), in_step("rewind")) << kind;
+    EXPECT_EQ(error_of([&] { c->clear(0); }), in_step("clear")) << kind;
+    EXPECT_EQ(error_of([&] { c->fork(0, 5); }), in_step("fork")) << kind;
+    EXPECT_EQ(error_of([&] { c->prepare(StepBatch{}); }),
+              (Want{inval, "prepare: another step is prepared and not committed"}))
+        << kind;
+    std::vector<float> q(2 * 8, 0.25f), kv(8, 0.5f), out(2 * 8);
+    auto attend = [&](StepTxn& t, int64_t layer, int64_t hq, const float* qp) {
+      c->update_and_attend(t, layer, qp, kv.data(), kv.data(), hq, AttendParams{}, out.data());
+    };
+    EXPECT_EQ(error_of([&] { attend(txn, 2, 2, q.data()); }), (Want{inval, "update_and_attend: layer 2 is out of range"}))
+        << kind;
+    EXPECT_EQ(error_of([&] { attend(txn, -1, 2, q.data()); }),
+              (Want{inval, "update_and_attend: layer -1 is out of range"}))
+        << kind;
+    EXPECT_EQ(error_of([&] { attend(txn, 1, 0, q.data()); }),
+              (Want{inval, "update_and_attend: n_q_heads 0 is not a positive multiple of 1 kv heads (layer 1)"}))
+        << kind;
+    EXPECT_EQ(error_of([&] { attend(txn, 0, 2, nullptr); }), (Want{inval, "update_and_attend: null tensor pointer"}))
+        << kind;
+    StepTxn none;
+    EXPECT_EQ(error_of([&] { attend(none, 0, 2, q.data()); }),
+              (Want{inval, "update_and_attend: the step is not prepared on this cache"}))
+        << kind;
+    attend(txn, 0, 2, q.data());
+    EXPECT_EQ(error_of([&] { c->commit(txn); }), (Want{inval, "commit: layer 1 was not updated in this step"})) << kind;
+    c->rollback(txn);
+    EXPECT_EQ(c->length(0), 6) << kind;
+    c->rewind(0, 2);  // the sequence is free again
+    EXPECT_EQ(c->length(0), 2) << kind;
+  }
+}
+
 TEST(KvCaches, RollbackOnExceptionLeavesCacheUnchanged) {
   const CacheSpec spec = small_spec(3, 2, 16, 16, {{AttnKind::Full, 0}, {AttnKind::Window, 3}});
   for (const char* kind : {"reference", "paged"}) {
