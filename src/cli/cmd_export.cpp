@@ -20,6 +20,9 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("max-context-length"), o->max_context_length, "static cache only: positions held in the program");
   c->add_option(opt("kv-cache-dtype"), o->kv_cache_dtype, "static cache only: f32, f16 or bf16");
   c->add_option(opt("quantize"), o->quantize, "weight types: f32, f16, bf16, q8_0, q4_0, q4_k_m (default: keep the source's)");
+  c->add_flag(opt("f16-as-bf16"), o->f16_as_bf16,
+              "store the matrices that would be F16 as BF16 (BF16 dot products); golden samples then come from "
+              "the source weights, so `ptn verify` reports the accuracy this costs");
   c->add_option(opt("max-seq-length"), o->max_seq_length, "most tokens one call may process (prefill chunk)")->required();
   c->add_option(opt("samples"), o->samples, "golden samples to compute with the reference path (default 2)");
   c->add_option(opt("sample-prompt-tokens"), o->sample_prompt_tokens,

@@ -4,9 +4,20 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "export/exporter.h"
 #include "runtime/verify.h"
 
 namespace {
+
+// A string field of the provenance, "" when absent; throws Corrupt naming the file and field
+// when it is there but not a string.
+std::string provenance_string(const nlohmann::json& prov, const char* field, const std::string& file) {
+  if (!prov.is_object() || !prov.contains(field)) return "";
+  const auto& v = prov[field];
+  if (!v.is_string())
+    throw ptn::Error(ptn::ErrorKind::Corrupt, file, std::string("provenance field '") + field + "' must be a string");
+  return v.get<std::string>();
+}
 
 struct VerifyArgs {
   std::string file;
@@ -39,6 +50,19 @@ std::function<int()> setup(CLI::App& app) {
       std::printf("no golden samples to verify (export with --samples K)\n");
       return 1;
     }
+    // Golden samples computed on the source weights before a lossy conversion at export
+    // (--f16-as-bf16) measure that conversion: its cost is part of every comparison below.
+    const std::string conversion = provenance_string(meta.provenance, "weight_conversion", a->file);
+    const bool from_source = provenance_string(meta.provenance, "golden_weights", a->file) == ptn::kGoldenFromSource;
+    if (from_source && conversion != ptn::kF16AsBf16Conversion)
+      throw ptn::Error(ptn::ErrorKind::Unsupported, a->file,
+                       "golden samples were computed on the source weights before the weight conversion '" +
+                           conversion + "', whose cost this ptn has no default threshold for: pass --max-nmse");
+    if (from_source)
+      std::printf("golden samples come from the source weights, before the %s conversion of %s matrices: the nmse "
+                  "and top-1 below are what the conversion costs (plus the runtime's own error, ~1e-6 or less)\n",
+                  conversion.c_str(), meta.provenance.contains("converted_tensors")
+                                          ? meta.provenance["converted_tensors"].dump().c_str() : "the");
     if (!nmse_opt->count()) {
       // Float weights run through float kernels: the optimized path must match the reference
       // closely. Quantized weights run through integer kernels that quantize activations to 8 bits
@@ -49,6 +73,12 @@ std::function<int()> setup(CLI::App& app) {
         if (name.rfind("golden.", 0) != 0 && name.rfind("tokenizer.", 0) != 0 && ptn::traits(t.dtype()).quantized)
           quantized = true;
       a->max_nmse = quantized ? 1e-2 : 1e-4;
+      // F16 -> BF16 rounds each weight to an 8-bit mantissa (relative error up to 2^-9, NMSE ~5e-6 per
+      // product) and the BF16 kernels round activations likewise; the error grows with depth and
+      // with flat logits. Measured: stories260K 7e-6, a 16-layer 1B-shaped random model 3.3e-4
+      // (worst sample). 3e-3 (the f16 cache's allowance) leaves 10x for deeper models while a
+      // wrong kernel (NMSE ~1) still fails.
+      if (from_source) a->max_nmse = std::max(a->max_nmse, ptn::kF16AsBf16VerifyMaxNmse);
     }
     std::printf("pass threshold: nmse <= %g\n", a->max_nmse);
     struct Variant {
@@ -71,6 +101,8 @@ std::function<int()> setup(CLI::App& app) {
       if (variants.empty()) throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--cache", "unknown cache '" + a->cache + "'");
     }
     bool ok = true;
+    std::vector<ptn::SampleCheck> cost;  // the first f32-cache variant's checks: the conversion's cost
+    std::string cost_label;
     for (const auto& v : variants) {
       ptn::VerifyOptions vo;
       vo.mode = a->mode == "reference" ? ptn::ExecMode::Reference : ptn::ExecMode::Optimized;
@@ -88,7 +120,23 @@ std::function<int()> setup(CLI::App& app) {
                     static_cast<long long>(r.decode_tokens), r.cmp.max_abs_err, r.cmp.nmse, 100 * r.cmp.top1,
                     100 * r.cmp.top5, r.pass ? "ok" : "FAIL");
         ok = ok && r.pass;
+        if (from_source && v.dtype == ptn::DType::F32 && (cost_label.empty() || cost_label == v.label)) {
+          cost_label = v.label;
+          cost.push_back(r);
+        }
       }
+    }
+    if (from_source && !cost.empty()) {
+      double sum = 0, worst = 0, top1 = 0;
+      for (const auto& r : cost) {
+        sum += r.cmp.nmse;
+        worst = std::max(worst, r.cmp.nmse);
+        top1 += r.cmp.top1;
+      }
+      const double n = static_cast<double>(cost.size());
+      std::printf("%s conversion cost (%s cache, %s executor, vs the source weights): nmse mean %.3g, worst %.3g; "
+                  "top-1 agreement %.0f%%\n",
+                  conversion.c_str(), cost_label.c_str(), a->mode.c_str(), sum / n, worst, 100 * top1 / n);
     }
     std::printf("%s\n", ok ? "verify: all samples pass" : "verify: FAILED");
     return ok ? 0 : 1;

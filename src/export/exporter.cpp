@@ -87,6 +87,18 @@ DType fit_rows(DType t, int64_t cols) {
   return DType::F16;
 }
 
+// A source tensor as the reference executor can run it for golden samples: itself (a view of
+// the mapped file) when the matmul takes its type and row length, else an f32 copy.
+Tensor golden_source_weight(const Tensor& t) {
+  if (matmul_supports(t.dtype()) && t.row_size() % traits(t.dtype()).block_size == 0) return t;
+  Tensor out = Tensor::zeros(DType::F32, t.shape());
+  const int64_t cols = t.row_size();
+  default_pool().parallel_for(t.rows(), 16, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) convert_row(t.dtype(), t.row_ptr(r), DType::F32, out.row_ptr(r), cols);
+  });
+  return out;
+}
+
 }  // namespace
 
 DType export_weight_type(const std::string& policy, const std::string& name, DType source,
@@ -114,6 +126,12 @@ DType export_weight_type(const std::string& policy, const std::string& name, DTy
   fail(ErrorKind::InvalidArgument, "--quantize", "unknown type '" + policy + "' (f32, f16, bf16, q8_0, q4_0, q4_k_m)");
 }
 
+DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std::string& name, DType source,
+                         const std::vector<int64_t>& shape, const ModelSpec& spec) {
+  const DType t = export_weight_type(policy, name, source, shape, spec);
+  return f16_as_bf16 && t == DType::F16 && shape.size() == 2 ? DType::BF16 : t;
+}
+
 void validate_export_options(const ExportOptions& o) {
   if (o.model.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--model is required");
   if (o.output.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--output is required");
@@ -138,6 +156,16 @@ void validate_export_options(const ExportOptions& o) {
   if (o.sample_decode_tokens < 4 || o.sample_decode_tokens > 256)
     fail(ErrorKind::InvalidArgument, "ptn export", "golden samples need 4..256 decode steps");
   if (!o.quantize.empty()) export_weight_type(o.quantize, "x.weight", DType::F32, {1, 256}, ModelSpec{});
+  if (o.f16_as_bf16 && o.quantize == "bf16")
+    fail(ErrorKind::InvalidArgument, "ptn export",
+         "--f16-as-bf16 and --quantize bf16 do not combine: --quantize bf16 already stores every matrix as BF16, "
+         "so no F16 weight is left to convert. Use --quantize bf16 alone (golden samples on the BF16 weights), "
+         "or --quantize f16 --f16-as-bf16 (the same BF16 weights, with golden samples on the source weights so "
+         "`ptn verify` shows what the conversion costs)");
+  if (o.f16_as_bf16 && o.quantize == "f32")
+    fail(ErrorKind::InvalidArgument, "ptn export",
+         "--f16-as-bf16 and --quantize f32 contradict each other: --quantize f32 stores every matrix exactly as "
+         "f32, --f16-as-bf16 rounds F16 matrices to BF16; drop one of them");
 }
 
 namespace {
@@ -218,11 +246,19 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   Progress prog("converting weights", static_cast<int64_t>(needed.size()));
   int64_t done = 0;
   std::map<std::string, int> type_counts;
+  // --f16-as-bf16: the source tensors of the converted matrices, for the golden samples (views
+  // of the mapped source files where the source allows; only these differ from `tensors`).
+  std::map<std::string, Tensor> golden_overrides;
+  std::map<std::string, int> source_matrix_types;
   for (const auto& name : needed) {
     if (!src->has(name))
       fail(ErrorKind::Corrupt, src->describe(), "tensor '" + name + "' needed by the graph is missing");
     Tensor t = src->get(name);
-    const DType to = export_weight_type(o.quantize, name, t.dtype(), t.shape(), spec);
+    const DType to = export_weight_type(o.quantize, o.f16_as_bf16, name, t.dtype(), t.shape(), spec);
+    if (t.ndim() == 2) ++source_matrix_types[dtype_name(t.dtype())];
+    if (o.f16_as_bf16 && to == DType::BF16 &&
+        export_weight_type(o.quantize, false, name, t.dtype(), t.shape(), spec) == DType::F16)
+      golden_overrides[name] = golden_source_weight(t);
     if (t.dtype() == to) {
       tensors[name] = t;
     } else {
@@ -240,6 +276,18 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   log << "weights:";
   for (const auto& [t, n] : type_counts) log << " " << t << " x" << n;
   log << "\n";
+  if (o.f16_as_bf16) {
+    if (golden_overrides.empty()) {
+      std::string types;
+      for (const auto& [t, n] : source_matrix_types) types += (types.empty() ? "" : ", ") + t + " x" + std::to_string(n);
+      fail(ErrorKind::InvalidArgument, "--f16-as-bf16",
+           "no matrix of " + src->describe() + " would be stored as F16 (source matrices: " + types +
+               (o.quantize.empty() ? "" : ", --quantize " + o.quantize) +
+               "), so there is nothing to convert; add --quantize f16 to run the weights as BF16, or drop the flag");
+    }
+    log << "f16 as bf16: " << golden_overrides.size() << " matrices stored as bf16"
+        << (o.samples > 0 ? "; golden samples from the source weights" : "") << "\n";
+  }
 
   // --- tokenizer ----------------------------------------------------------------------------
   std::optional<TokenizerSpec> tok;
@@ -269,11 +317,21 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
                      {"seed", o.seed},
                      {"quantize", o.quantize.empty() ? "source types" : o.quantize},
                      {"command_line", o.command_line}};
+  if (o.f16_as_bf16) {
+    meta.provenance["weight_conversion"] = kF16AsBf16Conversion;
+    meta.provenance["converted_tensors"] = golden_overrides.size();
+    if (o.samples > 0) meta.provenance["golden_weights"] = kGoldenFromSource;
+  }
 
   // --- golden samples (reference ops, reference cache) --------------------------------------
   std::map<std::string, Tensor> extra;
   if (o.samples > 0) {
-    auto program = Program::from_memory(meta, tensors, o.output);
+    // With --f16-as-bf16 the reference runs on the source weights, so the samples measure the
+    // conversion. The map copies share the tensors' storage.
+    std::map<std::string, Tensor> golden_tensors = tensors;
+    for (auto& [name, t] : golden_overrides) golden_tensors[name] = t;
+    golden_overrides.clear();
+    auto program = Program::from_memory(meta, std::move(golden_tensors), o.output);
     GoldenOptions go;
     go.samples = o.samples;
     go.prompt_tokens = o.sample_prompt_tokens > 0 ? std::min(o.sample_prompt_tokens, o.max_seq_length)

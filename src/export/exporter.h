@@ -26,6 +26,10 @@ struct ExportOptions {
   int64_t max_context_length = 0;     // static cache only
   std::string kv_cache_dtype;         // static cache only
   std::string quantize;               // "" (keep source types), f32, f16, bf16, q8_0, q4_0, q4_k_m
+  // Matrices that would be stored as F16 (under `quantize`, or kept from the source) are stored
+  // as BF16 instead, converted straight from the source values; the golden samples then come
+  // from the source weights, so `ptn verify` shows what the conversion costs.
+  bool f16_as_bf16 = false;
   int64_t max_seq_length = 0;
   int samples = 2;
   int64_t sample_prompt_tokens = 0;   // 0: min(max_seq_length, 24)
@@ -56,5 +60,18 @@ std::shared_ptr<const Program> export_in_memory(const ExportOptions& o, std::ost
 // stay f32; rows that do not fit a block fall back as llama.cpp does.
 DType export_weight_type(const std::string& policy, const std::string& name, DType source,
                          const std::vector<int64_t>& shape, const ModelSpec& spec);
+
+// The same with --f16-as-bf16 applied when `f16_as_bf16`: a matrix export_weight_type makes F16
+// becomes BF16; every other tensor keeps its type.
+DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std::string& name, DType source,
+                         const std::vector<int64_t>& shape, const ModelSpec& spec);
+
+// The value of the provenance field "weight_conversion" for --f16-as-bf16, and of
+// "golden_weights" when the golden samples were computed on the source weights.
+inline constexpr const char* kF16AsBf16Conversion = "f16->bf16";
+inline constexpr const char* kGoldenFromSource = "source";
+// `ptn verify`'s default NMSE threshold for such programs: the conversion's cost is part of what
+// it compares (see cmd_verify.cpp for the measured costs behind the value).
+inline constexpr double kF16AsBf16VerifyMaxNmse = 3e-3;
 
 }  // namespace ptn

@@ -66,6 +66,16 @@ int inspect_ptn_file(const std::string& path) {
   }
   for (const auto& [t, e] : by_type)
     std::printf("  %-6s %4d tensors %12llu bytes\n", t.c_str(), e.first, static_cast<unsigned long long>(e.second));
+  // Written by `ptn export --f16-as-bf16` (provenance "weight_conversion", "converted_tensors",
+  // "golden_weights").
+  const nlohmann::json& pv = m.provenance;
+  if (pv.is_object() && pv.contains("weight_conversion") && pv["weight_conversion"].is_string()) {
+    std::printf("  converted at export: %s", pv["weight_conversion"].get<std::string>().c_str());
+    if (pv.contains("converted_tensors") && pv["converted_tensors"].is_number_unsigned())
+      std::printf(", %llu matrices", static_cast<unsigned long long>(pv["converted_tensors"].get<uint64_t>()));
+    const bool from_source = pv.contains("golden_weights") && pv["golden_weights"] == "source";
+    std::printf("; golden samples computed on the %s weights\n", from_source ? "source (unconverted)" : "converted");
+  }
   if (m.tokenizer) {
     const auto& t = *m.tokenizer;
     std::printf("\ntokenizer: %s, %zu tokens, bos %d, eos %d, chat template %s\n",
