@@ -3,13 +3,12 @@
 // built), and the stored reference renders against @huggingface/jinja itself (skipped when node
 // or tests/js/node_modules is missing).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "../cli_test_util.h"
 #include "chat/chat_template.h"
 
 namespace fs = std::filesystem;
@@ -17,29 +16,9 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void spit(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f << bytes;
-}
-
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-RunResult run(const std::string& args, const fs::path& dir) {
-  std::string cmd = std::string("'") + PTN_BINARY + "' " + args + " > '" + (dir / "out").string() + "' 2> '" +
-                    (dir / "err").string() + "'";
-  int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
-}
+using ptn_test::RunResult;
+using ptn_test::run_ptn;
+using ptn_test::spit;
 
 // A GGUF v3 file with no tensors and the tokenizer keys the command reads.
 std::string tiny_gguf(const std::string& chat_template) {
@@ -85,6 +64,10 @@ class ChatCli : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
+  // `ptn chat-template --model <model> --messages <messages> <extra>`
+  RunResult chat_template(const fs::path& model, const fs::path& messages, const std::string& extra = "") const {
+    return run_ptn("chat-template --model '" + model.string() + "' --messages '" + messages.string() + "' " + extra, dir_);
+  }
   fs::path dir_;
   const std::string tmpl_ =
       "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
@@ -95,24 +78,18 @@ TEST_F(ChatCli, RendersFromTokenizerConfig) {
   fs::create_directories(dir_ / "model");
   ojson cfg = {{"chat_template", tmpl_}, {"bos_token", {{"content", "<s>"}, {"lstrip", false}}}, {"eos_token", "</s>"}};
   spit(dir_ / "model" / "tokenizer_config.json", cfg.dump());
-  RunResult r = run("chat-template --model '" + (dir_ / "model").string() + "' --messages '" + (dir_ / "messages.json").string() +
-                  "' --add_generation_prompt",
-              dir_);
+  RunResult r = chat_template(dir_ / "model", dir_ / "messages.json", "--add_generation_prompt");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><|system|>Be brief.</s><|user|>Hi ü</s><|assistant|>");
   // The same through the library, without the generation prompt, by file path.
-  RunResult r2 = run("chat-template --model '" + (dir_ / "model" / "tokenizer_config.json").string() + "' --messages '" +
-                   (dir_ / "messages.json").string() + "'",
-               dir_);
+  RunResult r2 = chat_template(dir_ / "model" / "tokenizer_config.json", dir_ / "messages.json");
   ASSERT_EQ(r2.code, 0) << r2.err;
   EXPECT_EQ(r2.out, "<s><|system|>Be brief.</s><|user|>Hi ü</s>");
 }
 
 TEST_F(ChatCli, RendersFromGguf) {
   spit(dir_ / "m.gguf", tiny_gguf(tmpl_));
-  RunResult r = run("chat-template --model '" + (dir_ / "m.gguf").string() + "' --messages '" + (dir_ / "messages.json").string() +
-                  "' --add-generation-prompt",
-              dir_);
+  RunResult r = chat_template(dir_ / "m.gguf", dir_ / "messages.json", "--add-generation-prompt");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><|system|>Be brief.</s><|user|>Hi ü</s><|assistant|>");
 }
@@ -120,35 +97,29 @@ TEST_F(ChatCli, RendersFromGguf) {
 TEST_F(ChatCli, ToolsAndVarsFromFiles) {
   spit(dir_ / "t.json", ojson{{"chat_template", "{{ tools | tojson }}|{{ enable_thinking }}|{{ messages | length }}"}}.dump());
   spit(dir_ / "conv.json", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f", "z": 1, "a": 2}]})");
-  RunResult r = run("chat-template --model '" + (dir_ / "t.json").string() + "' --messages '" + (dir_ / "conv.json").string() +
-                  "' --vars '{\"enable_thinking\": false}'",
-              dir_);
+  RunResult r = chat_template(dir_ / "t.json", dir_ / "conv.json", "--vars '{\"enable_thinking\": false}'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "[{\"name\": \"f\", \"z\": 1, \"a\": 2}]|false|1");
 }
 
 TEST_F(ChatCli, ReportsErrors) {
   spit(dir_ / "m.ptn", std::string("PTN\0PROG", 8) + std::string(200, '\0'));
-  RunResult r = run("chat-template --model '" + (dir_ / "m.ptn").string() + "' --messages '" + (dir_ / "messages.json").string() + "'",
-              dir_);
+  RunResult r = chat_template(dir_ / "m.ptn", dir_ / "messages.json");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("m.ptn: header"), std::string::npos) << r.err;  // .ptn programs are read now: a damaged one is reported
 
   spit(dir_ / "bad.json", ojson{{"chat_template", "{% for m in messages %}{{ m.content | nosuchfilter }}{% endfor %}"}}.dump());
-  RunResult r2 = run("chat-template --model '" + (dir_ / "bad.json").string() + "' --messages '" + (dir_ / "messages.json").string() + "'",
-               dir_);
+  RunResult r2 = chat_template(dir_ / "bad.json", dir_ / "messages.json");
   EXPECT_EQ(r2.code, 1);
   EXPECT_NE(r2.err.find("unknown filter 'nosuchfilter'"), std::string::npos) << r2.err;
   EXPECT_NE(r2.err.find("line 1"), std::string::npos) << r2.err;
 
   spit(dir_ / "notjson.json", "{\"chat_template\": ");
-  RunResult r3 = run("chat-template --model '" + (dir_ / "notjson.json").string() + "' --messages '" + (dir_ / "messages.json").string() + "'",
-               dir_);
+  RunResult r3 = chat_template(dir_ / "notjson.json", dir_ / "messages.json");
   EXPECT_EQ(r3.code, 1);
   EXPECT_NE(r3.err.find("invalid JSON"), std::string::npos) << r3.err;
 
-  RunResult r4 = run("chat-template --model '" + (dir_ / "missing").string() + "' --messages '" + (dir_ / "messages.json").string() + "'",
-               dir_);
+  RunResult r4 = chat_template(dir_ / "missing", dir_ / "messages.json");
   EXPECT_EQ(r4.code, 1);
 }
 

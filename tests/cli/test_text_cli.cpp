@@ -2,36 +2,23 @@
 // tokenize / detokenize / chat-template / inspect on .ptn programs, perplexity, and chat driven
 // through a pipe.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+
+#include "../cli_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void spit(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f << bytes;
-}
-
-struct RunResult {
-  int code;
-  std::string out, err;
-};
+using ptn_test::RunResult;
+using ptn_test::slurp;
+using ptn_test::spit;
 
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -73,17 +60,9 @@ class TextCli : public ::testing::Test {
     if (!fs::exists(PTN_BINARY)) GTEST_SKIP() << "ptn binary not built: " << PTN_BINARY;
     ASSERT_TRUE(ok_) << "export of stories260K failed";
   }
-  // Runs `ptn args` with stdin from `input` (empty: /dev/null).
+  // Runs `ptn args` in dir_ with stdin from `input` (empty: /dev/null).
   static RunResult run_in(const std::string& args, const std::string& input = "") {
-    std::string in = "/dev/null";
-    if (!input.empty()) {
-      in = (dir_ / "stdin").string();
-      spit(in, input);
-    }
-    std::string cmd = std::string("'") + PTN_BINARY + "' " + args + " < '" + in + "' > '" + (dir_ / "out").string() +
-                      "' 2> '" + (dir_ / "err").string() + "'";
-    int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
+    return ptn_test::run_ptn(args, dir_, input);
   }
   static std::string ptn_path() { return "'" + (dir_ / "s.ptn").string() + "'"; }
   static inline fs::path dir_;
