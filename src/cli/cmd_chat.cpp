@@ -16,13 +16,13 @@
 
 #include "cli/command.h"
 #include "cli/sampling_flags.h"
-#include "tokenizer/utf8.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/threadpool.h"
 #include "runtime/chat_session.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace {
 
@@ -185,7 +185,11 @@ std::function<int()> setup(CLI::App& app) {
           }
           continue;
         }
-        // Invalid UTF-8 from the terminal becomes U+FFFD before it enters the conversation.
+        // Invalid UTF-8 typed here becomes U+FFFD (one per maximal ill-formed subpart) before it
+        // joins the conversation, so the model sees what /save writes (its replace handler
+        // substitutes the same way) and a saved conversation /loads back to the same prompt.
+        // Kept for that, not as a guard: /save's dump with error_handler_t::replace never throws
+        // on bad UTF-8 (test_text_cli ChatInvalidUtf8BecomesReplacementOnEntry).
         const std::string text = ptn::tok::sanitize_utf8(line.rfind("//", 0) == 0 ? line.substr(1) : line);
         if (trim(text).empty()) continue;
         ChatReply r = chat.send(text, [](const std::string& piece) {

@@ -113,4 +113,21 @@ TEST(ChatTemplates, TokenizerConfigVariants) {
   EXPECT_THROW(ptn::chat::read_tokenizer_config(ojson::parse(R"({"chat_template": "x", "bos_token": 5})"), "x"), ptn::Error);
 }
 
+// Message contents may hold bytes that are not UTF-8 (ptn chat replaces them on entry, other
+// callers need not): a render passes them through unchanged and never throws, also through
+// the filters that walk characters; each ill-formed byte counts as one character.
+TEST(ChatTemplates, InvalidUtf8ContentRendersWithoutThrowing) {
+  const std::string bad = std::string("a\xff") + "b\xe2\x82";  // a, FF, b, E2 82 (a cut-off sequence)
+  const ojson messages = ojson::array({{{"role", "user"}, {"content", bad}}});
+  const ptn::chat::ChatOptions o;
+  using ptn::chat::render_chat;
+  EXPECT_EQ(render_chat("{% for m in messages %}[{{ m.content }}]{% endfor %}", messages, o), "[" + bad + "]");
+  EXPECT_EQ(render_chat("{{ messages[0].content | length }}", messages, o), "5");
+  EXPECT_EQ(render_chat("{{ messages[0].content | list | length }}", messages, o), "5");
+  EXPECT_EQ(render_chat("{{ (' ' + messages[0].content + ' ') | trim }}", messages, o), bad);
+  EXPECT_NO_THROW(render_chat("{{ messages[0].content | upper }}{{ messages[0].content[1] }}", messages, o));
+  // tojson (ensure_ascii off, as transformers calls it) copies the bytes into the string too
+  EXPECT_EQ(render_chat("{{ messages | tojson }}", messages, o), R"([{"role": "user", "content": ")" + bad + R"("}])");
+}
+
 }  // namespace

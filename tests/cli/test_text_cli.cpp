@@ -186,13 +186,41 @@ TEST_F(TextCli, ChatWithTemplateAndContinuationLines) {
   EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
 }
 
-TEST_F(TextCli, ChatSavesInvalidUtf8AsReplacement) {
+// Invalid UTF-8 typed at the prompt becomes U+FFFD, one per maximal ill-formed subpart, before
+// it joins the conversation: the turn runs without an error, /save writes the replaced text,
+// typing the replaced text gives the same prompt and reply (the model saw U+FFFD, not the raw
+// bytes), and the saved file loads back.
+TEST_F(TextCli, ChatInvalidUtf8BecomesReplacementOnEntry) {
+  const std::string R = "\xEF\xBF\xBD";  // U+FFFD
+  // a surrogate (ED A0 80: 3 subparts), an overlong (C0 AF: 2), a lone continuation byte, a
+  // 4-byte sequence cut off by a space (1), FF, and a 3-byte sequence cut off by the line's end (1)
+  const std::string typed = std::string("a\xED\xA0\x80") + "b \xC0\xAF \x80 \xF0\x9F\x98 x \xFF \xE2\x82";
+  const std::string want = "a" + R + R + R + "b " + R + R + " " + R + " " + R + " x " + R + " " + R;
   const std::string conv = (dir_ / "u.json").string();
-  RunResult r = run_in("chat -m " + ptn_path() + " --temp 0 -n 4 -t 1", "Hi \xff there\n/save " + conv + "\n");
+  const std::string chat = "chat -m " + ptn_path() + " --temp 0 -n 6 -t 1";
+  RunResult r = run_in(chat, typed + "\n//\xFF\n/save " + conv + "\n");
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("saved 4 messages"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.err, "ptn chat: "), 2u) << r.err;  // the no-template notice and the save: no error
   auto saved = nlohmann::json::parse(slurp(conv));
-  ASSERT_EQ(saved.size(), 2u);
-  EXPECT_EQ(saved[0]["content"], "Hi \xEF\xBF\xBD there");  // U+FFFD
+  ASSERT_EQ(saved.size(), 4u);
+  EXPECT_EQ(saved[0]["content"], want);
+  EXPECT_EQ(saved[2]["content"], "/" + R);  // "//" sends the text after the first '/'
+
+  std::smatch m;
+  const std::regex prompt(R"(\[prompt ([0-9]+) tokens)");
+  ASSERT_TRUE(std::regex_search(r.err, m, prompt)) << r.err;
+  const std::string first_prompt = m[1];
+  RunResult same = run_in(chat, want + "\n");
+  ASSERT_EQ(same.code, 0) << same.err;
+  ASSERT_TRUE(std::regex_search(same.err, m, prompt)) << same.err;
+  EXPECT_EQ(m[1], first_prompt);
+  EXPECT_EQ(same.out, r.out.substr(0, r.out.find('\n') + 1));  // the same first reply
+
+  r = run_in(chat, "/load " + conv + "\nmore\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("loaded 4 messages"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.out, "\n"), 1u);
 }
 
 }  // namespace
