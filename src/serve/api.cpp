@@ -218,7 +218,11 @@ ParsedRequest parse_completion_request(const json& body, const ModelInfo& model)
     r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
   } else if (p->is_array()) {
     if (p->empty()) throw bad("prompt", "the prompt is empty");
-    if (static_cast<int64_t>(p->size()) >= model.context) throw bad("prompt", "longer than the context");
+    if (static_cast<int64_t>(p->size()) >= model.context)
+      throw ApiError(400, "invalid_request_error",
+                     "'prompt': " + std::to_string(p->size()) + " tokens; this model's context holds " +
+                         std::to_string(model.context) + " tokens including at least one output token",
+                     "prompt", "context_length_exceeded");
     for (const auto& x : *p) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= model.vocab)
         throw bad("prompt", "must be a string, or an array of token ids in [0, " + std::to_string(model.vocab) + ")");

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "serve/http_server.h"
 
 namespace ptn::serve {
 
@@ -40,6 +41,14 @@ std::string endpoint_label(const std::string& path) {
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// httplib applies its payload limit to Content-Length bodies only; a chunked body (bounded in
+// raw bytes by HttpServer) is checked here, once read.
+bool body_too_large(const httplib::Request& req, httplib::Response& res, size_t max_bytes) {
+  if (req.body.size() <= max_bytes) return false;
+  send_error(res, 413, "invalid_request_error", "the request body is too large");
+  return true;
+}
+
 }  // namespace
 
 Server::Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads)
@@ -63,7 +72,12 @@ Server::Server(std::shared_ptr<const Program> program, const ServerOptions& opti
   for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) longest = std::max(longest, tokenizer_->token_piece(id).size());
   model_.max_prompt_bytes = static_cast<size_t>(model_.context) * longest * 4 + 4096;
   created_ = static_cast<int64_t>(std::time(nullptr));
-  http_ = std::make_unique<httplib::Server>();
+  HttpLimits limits;
+  limits.max_head_bytes = opt_.max_header_bytes;
+  limits.max_body_bytes = opt_.max_body_bytes;
+  limits.request_deadline =
+      std::chrono::seconds(opt_.request_read_timeout_s > 0 ? opt_.request_read_timeout_s : 10 * opt_.read_timeout_s);
+  http_ = std::make_unique<HttpServer>(limits);
   routes();
 }
 
@@ -100,6 +114,20 @@ void Server::routes() {
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // The library answers 400 to a request it could not read; say which limit stopped it.
+    switch (res.status == 400 ? current_read_limit() : ReadLimit::None) {
+      case ReadLimit::HeadTooLarge:
+        send_error(res, 431, "invalid_request_error", "the request line and headers are too large");
+        return;
+      case ReadLimit::BodyTooLarge:
+        send_error(res, 413, "invalid_request_error", "the request body is too large");
+        return;
+      case ReadLimit::Deadline:
+        send_error(res, 408, "invalid_request_error", "the request did not arrive in time");
+        return;
+      case ReadLimit::None:
+        break;
+    }
     if (res.status == 404)
       send_error(res, 404, "invalid_request_error", "no such endpoint: " + req.method + " " + req.path);
     else if (res.status == 413)
@@ -133,6 +161,7 @@ void Server::routes() {
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   });
   s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (body_too_large(req, res, opt_.max_body_bytes)) return;
     try {
       json body = parse_body(req.body);
       const json* c = nullptr;
@@ -152,6 +181,7 @@ void Server::routes() {
     }
   });
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (body_too_large(req, res, opt_.max_body_bytes)) return;
     try {
       json body = parse_body(req.body);
       if (!body.contains("tokens") || !body["tokens"].is_array())
@@ -178,6 +208,7 @@ void Server::routes() {
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   const auto arrival = Clock::now();
+  if (body_too_large(req, res, opt_.max_body_bytes)) return;
   ParsedRequest pr;
   std::shared_ptr<Channel> ch;
   try {
@@ -200,11 +231,24 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
                                                    pr.gen.logprobs);
+  // The connection's socket, to notice a client that goes away before its result is ready
+  // (-1 if it cannot be found: then only the timeout ends an abandoned request).
+  const int sock = current_connection_socket();
   if (!pr.stream) {
     const auto end = arrival + std::chrono::seconds(opt_.request_timeout_s);
+    auto next_check = Clock::now();
     Event e;
     for (;;) {
-      if (!ch->pop(&e, std::chrono::milliseconds(200))) {
+      const bool got = ch->pop(&e, std::chrono::milliseconds(50));
+      if (Clock::now() >= next_check) {  // (events may arrive every millisecond: check by time)
+        next_check = Clock::now() + std::chrono::milliseconds(20);
+        if (peer_closed(sock)) {  // nobody to answer: free the request's blocks now
+          ch->cancel();
+          res.status = 499;  // (never sent; counted in /metrics as "client closed request")
+          return;
+        }
+      }
+      if (!got) {
         if (Clock::now() > end) {
           ch->cancel();
           send_error(res, 504, "server_error", "the request took longer than the server's timeout");
@@ -226,16 +270,25 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   const bool include_usage = pr.include_usage;
   auto finished = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
+  ++open_streams_;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [ch, builder, include_usage, finished](size_t, httplib::DataSink& sink) {
+      [ch, builder, include_usage, finished, sock](size_t, httplib::DataSink& sink) {
         if (*finished) return false;
         if (!sink.is_writable()) {
           ch->cancel();
           return false;
         }
         Event e;
-        if (!ch->pop(&e, std::chrono::milliseconds(100))) return true;  // nothing yet; poll again
+        if (!ch->pop(&e, std::chrono::milliseconds(50))) {
+          // Nothing to write yet (e.g. a long prompt being computed): a write cannot reveal a
+          // vanished client, the socket can.
+          if (peer_closed(sock)) {
+            ch->cancel();
+            return false;
+          }
+          return true;  // poll again
+        }
         std::string out;
         if (e.kind == Event::Kind::Delta) {
           json c = builder->chunk(e);
@@ -256,8 +309,9 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
         if (*finished) sink.done();
         return true;
       },
-      [ch](bool success) {
+      [this, ch](bool success) {
         if (!success) ch->cancel();
+        --open_streams_;
       });
 }
 
@@ -276,6 +330,10 @@ void Server::start() {
 
 void Server::shutdown(std::chrono::milliseconds deadline) {
   if (engine_) engine_->drain(deadline);  // running requests finish (or get an error event)
+  // Streams may still be writing their last events (the engine has pushed them): let them
+  // finish before the HTTP server stops, bounded by the write timeout.
+  const auto end = Clock::now() + std::chrono::seconds(std::max(opt_.write_timeout_s, 1));
+  while (open_streams_ > 0 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (http_) http_->stop();
   if (listener_.joinable()) listener_.join();
 }

@@ -32,8 +32,10 @@ struct ServerOptions {
   std::string api_key;                        // empty: no authentication
   std::string model_name;                     // empty: the program's name
   size_t max_body_bytes = 4u << 20;           // larger bodies get 413
+  size_t max_header_bytes = 64u << 10;        // request line + headers; larger get 431
   int read_timeout_s = 30;                    // socket read / write timeouts
   int write_timeout_s = 30;
+  int request_read_timeout_s = 0;             // a whole request must arrive within this (0: 10 x read)
   int request_timeout_s = 600;                // a non-streaming request waits at most this long
   int http_threads = 0;                       // 0: max_running + max_queue + 4, at most 512
   EngineOptions engine;
@@ -73,6 +75,7 @@ class Server {
   int64_t created_ = 0;
   std::atomic<uint64_t> next_id_{1};
   int listen_fd_ = -1;  // the listening socket (set while binding)
+  std::atomic<int> open_streams_{0};  // streaming responses not yet finished
 };
 
 // Constant-time comparison of a presented key with the expected one (time depends only on
