@@ -2,6 +2,9 @@
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -50,6 +53,24 @@ size_t parse_bytes(const std::string& s) {
   return static_cast<size_t>(bytes);
 }
 
+// The KV cache size when neither --ctx nor --kv-memory is given: 16 full contexts, but no more
+// than a quarter of the physical memory (at least 256 MiB, at most 32 GiB). A model whose
+// context is 128K tokens would otherwise ask for hundreds of GiB.
+int64_t default_cache_tokens(const ptn::ProgramMeta& meta, ptn::DType dtype) {
+  int64_t ctx = meta.cache_spec.max_positions > 0 ? meta.cache_spec.max_positions : meta.spec.max_position_embeddings;
+  if (ctx <= 0) ctx = 4096;
+  const double elem = dtype == ptn::DType::F32 ? 4.0 : dtype == ptn::DType::Q8_0 ? 34.0 / 32.0 : 2.0;
+  double per_token = 0;  // K and V bytes of one position over every layer
+  for (const auto& l : meta.cache_spec.layers)
+    per_token += elem * static_cast<double>(l.n_kv_heads) * static_cast<double>(l.head_dim_k + l.head_dim_v);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const double phys = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 4.0 * (1ull << 30);
+  const double budget = std::clamp(phys / 4, 256.0 * (1 << 20), 32.0 * (1ull << 30));
+  const double wanted = 16.0 * static_cast<double>(ctx);
+  if (per_token <= 0 || per_token * wanted <= budget) return static_cast<int64_t>(wanted);
+  return std::max<int64_t>(2, static_cast<int64_t>(budget / per_token));
+}
+
 std::function<int()> setup(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* c = app.add_subcommand("serve", "Serve a .ptn program over an OpenAI-compatible HTTP API");
@@ -59,7 +80,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("port"), a->port, "port (default 8080; 0 picks a free port)");
   c->add_option(opt("threads", "t"), a->threads, "compute threads (default: all CPUs)");
   c->add_option(opt("kv-memory"), a->kv_memory, "KV cache budget in bytes (e.g. 256M)");
-  c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts)");
+  c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts, at most a quarter of the memory)");
   c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
   c->add_option(opt("max-batch-tokens"), a->max_batch_tokens, "token rows per step (default: the program's max_seq_length)");
   c->add_option(opt("max-queue"), a->max_queue, "requests waiting before 503 (default 256)");
@@ -101,6 +122,8 @@ std::function<int()> setup(CLI::App& app) {
     so.engine.max_running = a->parallel;
     so.engine.block_size = a->block_size;
     auto program = ptn::Program::load(a->model);
+    if (so.engine.capacity_tokens == 0 && so.engine.capacity_bytes == 0)
+      so.engine.capacity_tokens = default_cache_tokens(program->meta(), *dtype);
     ptn::serve::Server server(program, so, &ptn::default_pool());
     const int port = server.bind();
     server.start();
