@@ -3,7 +3,7 @@
 // and over the committed seeds (fuzz/corpus/<name>/). A regression input must be rejected with a
 // ptn::Error or accepted, never crash or let another exception escape; the seeds are valid files
 // and must be accepted all the way. Run under `make test SANITIZE=1` to catch memory errors too.
-// http_request needs ptn_serve, which tests/runtime does not link: its inputs run in `make fuzz`.
+// http_request needs ptn_serve, which tests/runtime does not link: tests/serve/test_fuzz_http_regressions.
 #define PTN_FUZZ_NO_ENTRY
 #include "../../fuzz/fuzz_chat_template.cpp"
 #include "../../fuzz/fuzz_gguf.cpp"
