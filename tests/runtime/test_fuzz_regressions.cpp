@@ -14,12 +14,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
+
+#include "../fuzz_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -41,20 +40,8 @@ const Target kTargets[] = {
     {"chat_template", ptn::fuzz::run_chat_template},
 };
 
-std::vector<fs::path> files_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename().string()[0] != '.' && e.path().extension() != ".md")
-      out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using ptn_test::files_in;
+using ptn_test::read_bytes;
 
 int run(const Target& t, const std::vector<uint8_t>& bytes) {
   return t.run(bytes.empty() ? nullptr : bytes.data(), bytes.size());

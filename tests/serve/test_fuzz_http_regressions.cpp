@@ -7,31 +7,22 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
+
+#include "../fuzz_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<fs::path> files_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename().string()[0] != '.' && e.path().extension() != ".md")
-      out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using ptn_test::files_in;
 
 std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  const auto bytes = ptn_test::read_bytes(p);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 int run(const std::string& s) {
