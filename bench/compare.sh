@@ -2,11 +2,15 @@
 # Runs llama.cpp's llama-bench (or ik_llama.cpp's) and `ptn bench` alternately on the same GGUF
 # files and thread count, and prints the ratios ptn / llama.cpp for pp and tg, plus a PNG plot.
 # llama-bench is built by the user from llama.cpp or ik_llama.cpp; it is not part of this repo.
+# With --batched-bench PATH (llama.cpp's llama-batched-bench) it also compares the aggregate
+# decode speed of 1, 2, 4 and 8 sequences (each with a 128-token prompt, 128 generated tokens).
 #
 #   bench/compare.sh --llama-bench PATH [--ptn build/ptn] [-t 2] [-p 512] [-n 128] [-r 3]
-#                    [--rounds 2] [--llama-args "-fa 1"] [--plot out.png] MODEL.gguf...
+#                    [--rounds 2] [--llama-args "-fa 1"] [--ptn-args "--f16-as-bf16"]
+#                    [--batched-bench PATH] [--npl 1,2,4,8] [--plot out.png] MODEL.gguf...
 set -euo pipefail
-ptn=build/ptn; llama=""; threads=2; np=512; ng=128; reps=3; rounds=2; largs=""; plot=""
+ptn=build/ptn; llama=""; threads=2; np=512; ng=128; reps=3; rounds=2; largs=""; pargs=""; plot=""
+batched=""; npl=1,2,4,8
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -18,12 +22,16 @@ while [ $# -gt 0 ]; do
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --llama-args) largs=$2; shift 2 ;;
+    --ptn-args) pargs=$2; shift 2 ;;
+    --batched-bench) batched=$2; shift 2 ;;
+    --npl) npl=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
 [ -n "$llama" ] && [ -x "$llama" ] || { echo "compare.sh: --llama-bench PATH to a built llama-bench is required" >&2; exit 2; }
+[ -z "$batched" ] || [ -x "$batched" ] || { echo "compare.sh: --batched-bench $batched is not executable" >&2; exit 2; }
 [ ${#models[@]} -gt 0 ] || { echo "compare.sh: give at least one GGUF file" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "compare.sh: needs python3" >&2; exit 2; }
 out=$(mktemp -d)
@@ -33,8 +41,16 @@ for m in "${models[@]}"; do
     # Alternate the engines so both see the same machine conditions.
     "$llama" -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" -o json $largs > "$out/llama.$r.$(basename "$m").json" \
       2> "$out/llama.err" || { cat "$out/llama.err" >&2; exit 1; }
-    "$ptn" bench -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" --json > "$out/ptn.$r.$(basename "$m").jsonl" \
+    "$ptn" bench -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" --json $pargs > "$out/ptn.$r.$(basename "$m").jsonl" \
       2> "$out/ptn.err" || { cat "$out/ptn.err" >&2; exit 1; }
+    if [ -n "$batched" ]; then
+      maxpl=$(echo "$npl" | tr ',' '\n' | sort -n | tail -1)
+      "$batched" -m "$m" -t "$threads" -c $(( (128 + 128 + 16) * maxpl )) -b 2048 -ub 512 -npp 128 -ntg 128 \
+        -npl "$npl" --output-format jsonl $largs > "$out/bb-llama.$r.$(basename "$m").txt" 2> "$out/llama.err" \
+        || { cat "$out/llama.err" >&2; exit 1; }
+      "$ptn" bench -m "$m" -t "$threads" -p 0 -n 0 -r 1 --batch "$npl" --batch-prompt 128 --batch-gen 128 --json $pargs \
+        > "$out/bb-ptn.$r.$(basename "$m").txt" 2> "$out/ptn.err" || { cat "$out/ptn.err" >&2; exit 1; }
+    fi
   done
 done
 python3 - "$out" "$np" "$ng" "$plot" "${models[@]}" <<'PY'
@@ -62,6 +78,26 @@ print(f"{'model':40s} {'llama pp':>10s} {'ptn pp':>10s} {'ratio':>6s} {'llama tg
 for b, lp, pp, lt, tt in rows:
     print(f"{b:40s} {lp:10.2f} {pp:10.2f} {pp/lp:6.2f} {lt:10.2f} {tt:10.2f} {tt/lt:6.2f}")
 print(f"(medians over rounds; pp{np_} and tg{ng} tokens/s)")
+# Batched decode: llama-batched-bench's speed_tg (all sequences' generated tokens / decode time)
+# against ptn bench's batchN (the same quantity after a 128-token prompt per sequence).
+bb = [f for f in os.listdir(out) if f.startswith("bb-")]
+if bb:
+    print(f"\n{'model':40s} {'seqs':>4s} {'llama tg':>10s} {'ptn tg':>10s} {'ratio':>6s}  (aggregate tokens/s, 128 prompt + 128 generated each)")
+    for m in models:
+        b = os.path.basename(m)
+        ll, pt = {}, {}
+        for f in bb:
+            if not f.endswith(b + ".txt"): continue
+            for line in open(os.path.join(out, f)):
+                line = line.strip()
+                if not line.startswith("{"): continue
+                x = json.loads(line)
+                if f.startswith("bb-llama.") and "speed_tg" in x: ll.setdefault(int(x["pl"]), []).append(x["speed_tg"])
+                elif f.startswith("bb-ptn.") and x.get("test", "").startswith("batch"):
+                    pt.setdefault(int(x["test"][5:]), []).append(x["mean_tps"])
+        for n in sorted(set(ll) | set(pt)):
+            l = statistics.median(ll[n]) if n in ll else float("nan"); p = statistics.median(pt[n]) if n in pt else float("nan")
+            print(f"{b:40s} {n:4d} {l:10.2f} {p:10.2f} {p/l:6.2f}")
 if plot:
     dat = os.path.join(out, "plot.dat")
     with open(dat, "w") as f:

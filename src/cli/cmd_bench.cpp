@@ -20,6 +20,8 @@ struct BenchArgs {
   std::string cache_type = "f32";
   bool json = false;
   std::string quantize;
+  bool f16_as_bf16 = false;
+  int64_t batch_prompt = 128, batch_gen = 32;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -32,8 +34,11 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
   c->add_option(opt("repetitions", "r"), a->reps, "repetitions after one warm-up (default 3)");
   c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
+  c->add_option(opt("batch-prompt"), a->batch_prompt, "prompt tokens of each sequence before batched decode (default 128)");
+  c->add_option(opt("batch-gen"), a->batch_gen, "batched decode steps timed (default 32)");
   c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype (default f32)");
   c->add_option(opt("quantize"), a->quantize, "GGUF input: convert the weights first (as ptn export --quantize)");
+  c->add_flag(opt("f16-as-bf16"), a->f16_as_bf16, "GGUF input: run F16 matrices as BF16 (as ptn export --f16-as-bf16)");
   c->add_flag(opt("json"), a->json, "print one JSON object per result");
   return [a] {
     using namespace ptn;
@@ -43,6 +48,11 @@ std::function<int()> setup(CLI::App& app) {
     o.n_prompt = a->n_prompt;
     o.n_gen = a->n_gen;
     o.reps = a->reps;
+    if (a->batch_prompt < 1 || a->batch_prompt > 65536)
+      throw Error(ErrorKind::InvalidArgument, "--batch-prompt", "must be 1..65536");
+    if (a->batch_gen < 1 || a->batch_gen > 65536) throw Error(ErrorKind::InvalidArgument, "--batch-gen", "must be 1..65536");
+    o.batch_context = a->batch_prompt;
+    o.batch_steps = a->batch_gen;
     auto dt = dtype_from_name(a->cache_type);
     if (!dt) throw Error(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
     o.cache_dtype = *dt;
@@ -61,11 +71,15 @@ std::function<int()> setup(CLI::App& app) {
     }
     std::shared_ptr<const Program> program;
     if (is_ptn_file(a->model)) {
+      if (!a->quantize.empty() || a->f16_as_bf16)
+        throw Error(ErrorKind::InvalidArgument, a->quantize.empty() ? "--f16-as-bf16" : "--quantize",
+                    "applies to a GGUF input only; a .ptn program keeps the weight types it was exported with");
       program = Program::load(a->model);
     } else {
       ExportOptions eo;
       eo.model = a->model;
       eo.quantize = a->quantize;
+      eo.f16_as_bf16 = a->f16_as_bf16;
       eo.samples = 0;
       eo.max_seq_length = std::max<int64_t>(512, a->n_prompt > 0 ? std::min<int64_t>(a->n_prompt, 4096) : 512);
       std::ostringstream log;
