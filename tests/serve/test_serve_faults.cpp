@@ -899,8 +899,15 @@ TEST_F(FaultTest, PromptsAtTheContextBoundary) {
 // every request completes, and each output equals the one it gets alone.
 TEST_F(FaultTest, CacheExhaustionPreemptsAndEveryRequestCompletes) {
   serve::ServerOptions o;
-  o.engine.capacity_tokens = 128;  // 8 blocks of 16: two or three sequences at a time
+  // --kv-memory 160K: 5 layers x 4 KV heads x 8 dims x K and V x 4 bytes = 1280 bytes per
+  // token, so 128 tokens (8 blocks of 16): two or three of these sequences at a time.
+  o.engine.capacity_bytes = 160 << 10;
   Running r(*short_path_, o);
+  httplib::Client hc("127.0.0.1", r.port);
+  auto models = hc.Get("/v1/models");
+  ASSERT_TRUE(models);
+  const int64_t cache_tokens = json::parse(models->body)["data"][0]["context_length"];
+  EXPECT_EQ(cache_tokens, 128);
   const char* starts[] = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird",
                           "The sun was", "Tom had a red", "Mom said", "In the park there"};
   std::vector<json> bodies;
@@ -936,8 +943,9 @@ TEST_F(FaultTest, CacheExhaustionPreemptsAndEveryRequestCompletes) {
   }
   const int64_t preemptions = metric(r.port, "ptn_preemptions_total") - pre0;
   EXPECT_GE(preemptions, 1);
-  tally().figure("kind=cache_exhaustion requests=" + std::to_string(bodies.size()) + " cache_tokens=128 preemptions=" +
-                 std::to_string(preemptions));
+  tally().figure("kind=cache_exhaustion requests=" + std::to_string(bodies.size()) + " kv_memory_bytes=" +
+                 std::to_string(160 << 10) + " cache_tokens=" + std::to_string(cache_tokens) +
+                 " preemptions=" + std::to_string(preemptions));
   expect_healthy_and_no_leak(r, "cache_exhaustion");
 }
 
