@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/blocks.h"
 #include "kernels/ops_internal.h"
@@ -37,6 +38,48 @@ struct RowF32 {
     int64_t i = 0;
     for (; i + V::W <= d; i += V::W) V::store(acc + i, V::fma(vp, V::load(v + i), V::load(acc + i)));
     for (; i < d; ++i) acc[i] += p * v[i];
+  }
+  // acc[d] += sum_j p[j] * row_j for m rows `stride` bytes apart; rows with p[j] == 0 are
+  // skipped (as axpy's callers do), so a non-finite value under a zero weight stays out.
+  // acc is held in registers over all m rows, 4 vectors at a time with two sets of
+  // accumulators (even / odd rows): calling axpy per row would store acc and load it back
+  // for the next row, a store-forwarding chain that bounded the whole loop.
+  template <class V>
+  static void axpy_rows(float* acc, const float* p, const uint8_t* rows, int64_t stride, int64_t m, int64_t d) {
+    using R = typename V::R;
+    int64_t i = 0;
+    for (; i + 4 * V::W <= d; i += 4 * V::W) {
+      R a[4], b[4];
+      for (int u = 0; u < 4; ++u) {
+        a[u] = V::load(acc + i + u * V::W);
+        b[u] = V::zero();
+      }
+      int64_t j = 0;
+      for (; j + 2 <= m; j += 2) {
+        const float* v0 = reinterpret_cast<const float*>(rows + j * stride) + i;
+        const float* v1 = reinterpret_cast<const float*>(rows + (j + 1) * stride) + i;
+        if (p[j] != 0.0f) {
+          const R c = V::set1(p[j]);
+          for (int u = 0; u < 4; ++u) a[u] = V::fma(c, V::load(v0 + u * V::W), a[u]);
+        }
+        if (p[j + 1] != 0.0f) {
+          const R c = V::set1(p[j + 1]);
+          for (int u = 0; u < 4; ++u) b[u] = V::fma(c, V::load(v1 + u * V::W), b[u]);
+        }
+      }
+      if (j < m && p[j] != 0.0f) {
+        const float* v0 = reinterpret_cast<const float*>(rows + j * stride) + i;
+        const R c = V::set1(p[j]);
+        for (int u = 0; u < 4; ++u) a[u] = V::fma(c, V::load(v0 + u * V::W), a[u]);
+      }
+      for (int u = 0; u < 4; ++u) V::store(acc + i + u * V::W, V::add(a[u], b[u]));
+    }
+    if (i < d)
+      for (int64_t j = 0; j < m; ++j)
+        if (p[j] != 0.0f) {
+          const float* v = reinterpret_cast<const float*>(rows + j * stride);
+          for (int64_t e = i; e < d; ++e) acc[e] += p[j] * v[e];
+        }
   }
 };
 
@@ -176,6 +219,14 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
         a.sum += bsum;
       }
       if (!any) continue;
+      if constexpr (std::is_same_v<VR, RowF32>) {
+        const uint8_t* v0 = vb + j0 * v.stride;
+        for (int64_t j = 0; j < m; ++j)
+          if (j0 + j + kPrefetchRows < n) prefetch_row(v0 + (j + kPrefetchRows) * v.stride, vbytes);
+        for (int64_t g = 0; g < ng; ++g)
+          RowF32::axpy_rows<V>(st[g0 + g].acc, s[g], v0, v.stride, m, st[g0 + g].dv);
+        continue;
+      }
       for (int64_t j = 0; j < m; ++j) {
         const uint8_t* vrow = vb + (j0 + j) * v.stride;
         if (j0 + j + kPrefetchRows < n) prefetch_row(vrow + kPrefetchRows * v.stride, vbytes);

@@ -756,8 +756,58 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
 
 constexpr int kFMR = 8;  // activation rows per float micro-tile
 
+// In-register transpose of a 16 x 16 f32 tile: on return r[j] holds column j of the input.
+// Pairs of rows are interleaved (ps), then pairs of pairs (pd): r[4g + e] lane l then holds
+// rows 4g..4g+3 at column 4l + e; 128-bit lanes are regrouped last.
+inline void transpose16(__m512 r[16]) {
+  __m512d t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_castps_pd(_mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]));
+    t[2 * i + 1] = _mm512_castps_pd(_mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+  }
+  __m512 q[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    q[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t[4 * g], t[4 * g + 2]));
+    q[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t[4 * g], t[4 * g + 2]));
+    q[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t[4 * g + 1], t[4 * g + 3]));
+    q[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t[4 * g + 1], t[4 * g + 3]));
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    const __m512 u0 = _mm512_shuffle_f32x4(q[e], q[4 + e], 0x88), u1 = _mm512_shuffle_f32x4(q[e], q[4 + e], 0xDD);
+    const __m512 u2 = _mm512_shuffle_f32x4(q[8 + e], q[12 + e], 0x88), u3 = _mm512_shuffle_f32x4(q[8 + e], q[12 + e], 0xDD);
+    r[e] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    r[4 + e] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    r[8 + e] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    r[12 + e] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+}
+
+// 16 elements of a float weight row as f32.
+inline __m512 load_f16x(DType t, const uint8_t* row, int64_t k0) {
+  if (t == DType::F32) return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k0);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k0));
+  return t == DType::F16 ? _mm512_cvtph_ps(v) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
 // Rows n0..n0+ncols-1, elements [k0, k0 + kc) as f32 [kc][32].
 void decode_fpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64_t kc, float* out) {
+  if (ncols == kNR && kc % 16 == 0) {
+    // Full panel: 16 x 16 tiles converted and transposed in registers.
+    const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * w.row_stride;
+    for (int cb = 0; cb < kNR; cb += 16)
+      for (int64_t i = 0; i < kc; i += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) r[j] = load_f16x(w.type, base + (cb + j) * w.row_stride, k0 + i);
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(out + (i + j) * kNR + cb, r[j]);
+      }
+    return;
+  }
   thread_local std::vector<float> rows;
   rows.resize(static_cast<size_t>(kNR * kFloatChunk));
   for (int c = 0; c < kNR; ++c) {
@@ -821,7 +871,7 @@ void fpanel_rows(const float* p, int64_t kc, const float* x, int64_t ldx, int64_
 }
 
 void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
-  const int64_t k = w.cols;
+  const int64_t k = w.cols, esize = w.type == DType::F32 ? 4 : 2;
   thread_local std::vector<float> pbuf, acc;
   pbuf.resize(static_cast<size_t>(kFloatChunk * kNR + 16));
   acc.resize(static_cast<size_t>(m) * kNR);
@@ -832,7 +882,24 @@ void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
     for (int64_t k0 = 0; k0 < k; k0 += kFloatChunk) {
       const int64_t kc = std::min(kFloatChunk, k - k0);
       decode_fpanel(w, c0, ncols, k0, kc, p);
-      fpanel_rows<kFMR>(p, kc, x + k0, k, 0, m, acc.data());
+      // While this panel runs, pull the next one's weight rows (32 rows x kc elements) toward
+      // L2, a few cache lines per row tile: 32 short strided runs defeat the hardware
+      // prefetcher, and the decode would otherwise wait on memory for each of them.
+      const bool last_k = k0 + kFloatChunk >= k;
+      const int64_t nc0 = last_k ? c0 + kNR : c0, nk0 = last_k ? 0 : k0 + kFloatChunk;
+      const int64_t nrows = std::min<int64_t>(kNR, n1 - nc0);
+      const int64_t row_lines = (std::min(kFloatChunk, k - nk0) * esize + 63) / 64;
+      const int64_t lines = nrows > 0 ? nrows * row_lines : 0;
+      const int64_t tiles = std::max<int64_t>(1, m / kFMR), per_tile = (lines + tiles - 1) / tiles;
+      const uint8_t* next = static_cast<const uint8_t*>(w.data) + nc0 * w.row_stride + nk0 * esize;
+      int64_t line = 0, r0 = 0;
+      for (; r0 + kFMR <= m; r0 += kFMR) {
+        for (const int64_t e = std::min(lines, line + per_tile); line < e; ++line)
+          _mm_prefetch(reinterpret_cast<const char*>(next + (line / row_lines) * w.row_stride + (line % row_lines) * 64),
+                       _MM_HINT_T1);
+        fpanel_kernel<kFMR>(p, kc, x + k0 + r0 * k, k, acc.data() + r0 * kNR);
+      }
+      fpanel_rows<kFMR / 2>(p, kc, x + k0, k, r0, m, acc.data());
     }
     for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
   }
