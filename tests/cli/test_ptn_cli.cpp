@@ -3,30 +3,20 @@
 // that must give a clear message and a non-zero exit code, never a crash (exit code < 128, no
 // signal).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "../cli_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct RunResult {
-  int code = -1;       // exit code, or -1 when the process did not exit normally
-  int signal = 0;      // the signal that ended it, if any
-  std::string out, err;
-};
+using ptn_test::RunResult;
+using ptn_test::slurp;
 
 std::string stories() { return std::string(PTN_SOURCE_DIR) + "/models/stories260K"; }
 
@@ -38,19 +28,8 @@ class PtnCli : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  // Runs `ptn ARGS` (args already shell-quoted where needed).
-  static RunResult ptn(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = std::string("'") + PTN_BINARY + "' " + args + " > '" + out.string() + "' 2> '" +
-                            err.string() + "' < /dev/null";
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  // Runs `ptn ARGS` (args already shell-quoted where needed), stdin from /dev/null.
+  static RunResult ptn(const std::string& args) { return ptn_test::run_ptn(args, dir_); }
   static std::string path(const std::string& f) { return (dir_ / f).string(); }
 
   // The stories program, exported once through the CLI.
