@@ -54,15 +54,20 @@ std::function<int()> setup(CLI::App& app) {
     // (--f16-as-bf16) measure that conversion: its cost is part of every comparison below.
     const std::string conversion = provenance_string(meta.provenance, "weight_conversion", a->file);
     const bool from_source = provenance_string(meta.provenance, "golden_weights", a->file) == ptn::kGoldenFromSource;
-    if (from_source && conversion != ptn::kF16AsBf16Conversion)
+    if (from_source && conversion != ptn::kF16AsBf16Conversion && !nmse_opt->count())
       throw ptn::Error(ptn::ErrorKind::Unsupported, a->file,
-                       "golden samples were computed on the source weights before the weight conversion '" +
-                           conversion + "', whose cost this ptn has no default threshold for: pass --max-nmse");
-    if (from_source)
-      std::printf("golden samples come from the source weights, before the %s conversion of %s matrices: the nmse "
+                       conversion.empty()
+                           ? std::string("golden samples were computed on the source weights but the provenance "
+                                         "records no weight_conversion: pass --max-nmse")
+                           : "golden samples were computed on the source weights before the weight conversion '" +
+                                 conversion + "', whose cost this ptn has no default threshold for: pass --max-nmse");
+    if (from_source) {
+      const auto& n = meta.provenance.value("converted_tensors", nlohmann::json());
+      const std::string count = n.is_number_unsigned() ? std::to_string(n.get<uint64_t>()) + " " : "";
+      std::printf("golden samples come from the source weights, before the %s conversion of %smatrices: the nmse "
                   "and top-1 below are what the conversion costs (plus the runtime's own error, ~1e-6 or less)\n",
-                  conversion.c_str(), meta.provenance.contains("converted_tensors")
-                                          ? meta.provenance["converted_tensors"].dump().c_str() : "the");
+                  conversion.empty() ? "(unrecorded)" : conversion.c_str(), count.c_str());
+    }
     if (!nmse_opt->count()) {
       // Float weights run through float kernels: the optimized path must match the reference
       // closely. Quantized weights run through integer kernels that quantize activations to 8 bits
