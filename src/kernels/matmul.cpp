@@ -47,6 +47,54 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 }  // namespace
 }  // namespace mm
 
+namespace {
+
+using QuantizeFn = void (*)(const float*, int64_t, int64_t, mm::QuantActs&);
+using RangeFn = void (*)(const WeightView&, const float*, const mm::QuantActs&, int64_t, int64_t, int64_t, float*);
+
+struct LevelFns {
+  QuantizeFn quantize;
+  RangeFn range;
+};
+
+LevelFns level_fns() {
+  const SimdLevel level = simd_level();
+  if (level == SimdLevel::AVX512) return {mm::quantize_acts_avx512, mm::matmul_range_avx512};
+  if (level == SimdLevel::AVX2) return {mm::quantize_acts_avx2, mm::matmul_range_avx2};
+  return {mm::quantize_acts_scalar, mm::matmul_range_scalar};
+}
+
+// Quantizes x [m, k] for weights of type t into thread-local scratch (quantized types only; qa
+// stays empty for float weights).
+mm::QuantActs quantize_acts(DType t, const float* x, int64_t m, int64_t k, QuantizeFn quantize, ThreadPool& pool) {
+  mm::QuantActs qa;
+  if (!traits(t).quantized) return qa;
+  thread_local mm::Scratch scratch;
+  qa.m = m;
+  qa.k = k;
+  qa.group = mm::act_group(t);
+  const size_t sz_q = mm::align64(static_cast<size_t>(m * k));
+  const size_t sz_d = mm::align64(static_cast<size_t>(m * qa.groups()) * 4);
+  const size_t sz_s16 = mm::align64(static_cast<size_t>(m * (k / 16)) * 4);
+  const size_t sz_s32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 4);
+  const size_t sz_h32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 2);
+  uint8_t* p = scratch.get(sz_q + sz_d + sz_s16 + 2 * sz_s32 + sz_h32);
+  qa.q = reinterpret_cast<int8_t*>(p);
+  qa.d = reinterpret_cast<float*>(p + sz_q);
+  qa.s16 = reinterpret_cast<int32_t*>(p + sz_q + sz_d);
+  qa.s32 = reinterpret_cast<int32_t*>(p + sz_q + sz_d + sz_s16);
+  qa.fs32 = reinterpret_cast<float*>(p + sz_q + sz_d + sz_s16 + sz_s32);
+  qa.h32 = reinterpret_cast<int16_t*>(p + sz_q + sz_d + sz_s16 + 2 * sz_s32);
+  // Split the rows over the threads only when there is enough work to pay for the hand-off.
+  if (m * k >= (int64_t{1} << 16) && pool.size() > 1)
+    pool.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) { quantize(x, r0, r1, qa); });
+  else
+    quantize(x, 0, m, qa);
+  return qa;
+}
+
+}  // namespace
+
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   matmul_check("matmul", w, x, m, y);
   const int64_t n = w.rows, k = w.cols;
@@ -55,43 +103,71 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
     std::memset(y, 0, static_cast<size_t>(m * n) * sizeof(float));
     return;
   }
-  const SimdLevel level = simd_level();
-  auto quantize = level == SimdLevel::AVX512 ? mm::quantize_acts_avx512
-                  : level == SimdLevel::AVX2 ? mm::quantize_acts_avx2
-                                             : mm::quantize_acts_scalar;
-  auto range = level == SimdLevel::AVX512 ? mm::matmul_range_avx512
-               : level == SimdLevel::AVX2 ? mm::matmul_range_avx2
-                                          : mm::matmul_range_scalar;
-  mm::QuantActs qa;
-  if (traits(w.type).quantized) {
-    thread_local mm::Scratch scratch;
-    qa.m = m;
-    qa.k = k;
-    qa.group = mm::act_group(w.type);
-    const size_t sz_q = mm::align64(static_cast<size_t>(m * k));
-    const size_t sz_d = mm::align64(static_cast<size_t>(m * qa.groups()) * 4);
-    const size_t sz_s16 = mm::align64(static_cast<size_t>(m * (k / 16)) * 4);
-    const size_t sz_s32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 4);
-    const size_t sz_h32 = mm::align64(static_cast<size_t>(m * (k / 32)) * 2);
-    uint8_t* p = scratch.get(sz_q + sz_d + sz_s16 + 2 * sz_s32 + sz_h32);
-    qa.q = reinterpret_cast<int8_t*>(p);
-    qa.d = reinterpret_cast<float*>(p + sz_q);
-    qa.s16 = reinterpret_cast<int32_t*>(p + sz_q + sz_d);
-    qa.s32 = reinterpret_cast<int32_t*>(p + sz_q + sz_d + sz_s16);
-    qa.fs32 = reinterpret_cast<float*>(p + sz_q + sz_d + sz_s16 + sz_s32);
-    qa.h32 = reinterpret_cast<int16_t*>(p + sz_q + sz_d + sz_s16 + 2 * sz_s32);
-    // Split the rows over the threads only when there is enough work to pay for the hand-off.
-    if (m * k >= (int64_t{1} << 16) && pool.size() > 1)
-      pool.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) { quantize(x, r0, r1, qa); });
-    else
-      quantize(x, 0, m, qa);
-  }
+  const LevelFns fns = level_fns();
+  const mm::QuantActs qa = quantize_acts(w.type, x, m, k, fns.quantize, pool);
   // Rows of W in multiples of 32 (the AVX-512 panel width) so every thread streams its own rows.
   const double work = static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(m);  // MACs
   if (work < 32768.0 || pool.size() == 1)
-    range(w, x, qa, m, 0, n, y);
+    fns.range(w, x, qa, m, 0, n, y);
   else
-    pool.parallel_for(n, 32, [&](int64_t n0, int64_t n1, int) { range(w, x, qa, m, n0, n1, y); });
+    pool.parallel_for(n, 32, [&](int64_t n0, int64_t n1, int) { fns.range(w, x, qa, m, n0, n1, y); });
+}
+
+void matmul_multi(const WeightView* w, float* const* y, int count, const float* x, int64_t m, ThreadPool& pool) {
+  if (count < 0 || count > kMatmulMultiMax)
+    fail(ErrorKind::InvalidArgument, "matmul_multi",
+         "count must be 0.." + std::to_string(kMatmulMultiMax) + ", got " + std::to_string(count));
+  if (count == 0) return;
+  for (int i = 0; i < count; ++i) {
+    matmul_check("matmul_multi", w[i], x, m, y[i]);
+    if (w[i].cols != w[0].cols)
+      fail(ErrorKind::InvalidArgument, "matmul_multi",
+           "weight " + std::to_string(i) + " has K = " + std::to_string(w[i].cols) + ", weight 0 has " +
+               std::to_string(w[0].cols));
+  }
+  // One activation format for all: every weight float, or every weight quantized with the same
+  // activation group. Otherwise (and with nothing to split) the products run one by one.
+  bool shared = true;
+  for (int i = 1; i < count; ++i)
+    shared = shared && traits(w[i].type).quantized == traits(w[0].type).quantized &&
+             (!traits(w[0].type).quantized || mm::act_group(w[i].type) == mm::act_group(w[0].type));
+  const int64_t k = w[0].cols;
+  double work = 0, bytes = 0;  // MACs; weight bytes
+  for (int i = 0; i < count; ++i) {
+    work += static_cast<double>(w[i].rows) * static_cast<double>(k) * static_cast<double>(m);
+    bytes += static_cast<double>(w[i].rows) * static_cast<double>(row_bytes(w[i].type, k));
+  }
+  if (!shared || m == 0 || k == 0 || work < 32768.0 || pool.size() == 1) {
+    for (int i = 0; i < count; ++i) matmul(w[i], x, m, y[i], pool);
+    return;
+  }
+  const LevelFns fns = level_fns();
+  const mm::QuantActs qa = quantize_acts(w[0].type, x, m, k, fns.quantize, pool);
+  // The rows of all the matrices, end to end, are split over the threads by weight bytes (the
+  // cost of a decode step); each boundary falls on a multiple of 32 rows within its matrix.
+  struct Pos {
+    int i;
+    int64_t r;
+  };
+  auto at = [&](double c) -> Pos {
+    for (int i = 0; i < count; ++i) {
+      const double rb = static_cast<double>(row_bytes(w[i].type, k)), total = rb * static_cast<double>(w[i].rows);
+      if (c < total) {
+        const int64_t r = (static_cast<int64_t>(c / rb) + 31) / 32 * 32;
+        return r >= w[i].rows ? Pos{i + 1, 0} : Pos{i, r};
+      }
+      c -= total;
+    }
+    return Pos{count, 0};
+  };
+  pool.run([&](int ti, int nt) {
+    const Pos b = ti == 0 ? Pos{0, 0} : at(bytes * ti / nt);
+    const Pos e = ti + 1 == nt ? Pos{count, 0} : at(bytes * (ti + 1) / nt);
+    for (int i = b.i; i < count && i <= e.i; ++i) {
+      const int64_t r0 = i == b.i ? b.r : 0, r1 = i == e.i ? e.r : w[i].rows;
+      if (r0 < r1) fns.range(w[i], x, qa, m, r0, r1, y[i]);
+    }
+  });
 }
 
 }  // namespace ptn

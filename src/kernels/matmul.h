@@ -64,4 +64,14 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y);
 // jobs on the pool, so it must not be called from inside a job of that same pool).
 void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
+// Several products of one activation matrix in one pass over the pool: y[i][m, N_i] =
+// x[m, K] · W_i^T for i < count (count <= kMatmulMultiMax; every W_i has K columns; y[i] must
+// not overlap x or each other). The same results as `count` calls of matmul, with one thread
+// hand-off instead of `count` (a decode step's q/k/v and gate/up products are each too small
+// to be worth a hand-off of their own). The rows of all the W_i are split over the threads by
+// weight bytes. Weights whose activation formats differ (float and quantized, or quantized
+// with different scale groups) run one matmul call each.
+constexpr int kMatmulMultiMax = 8;
+void matmul_multi(const WeightView* w, float* const* y, int count, const float* x, int64_t m, ThreadPool& pool);
+
 }  // namespace ptn

@@ -52,6 +52,10 @@ struct NodePlan {
   AttendParams attend;
   // static cache buffers
   int32_t kbuf = -1, vbuf = -1;
+  // Linear nodes that read the same input back to back (q/k/v, gate/up) run as one
+  // matmul_multi: the first holds the count, the others are marked as already computed.
+  int multi = 1;
+  bool in_multi = false;
 };
 
 struct StaticBuffer {
@@ -334,6 +338,20 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     for (int32_t in : n.inputs) im.values[in].last_use = static_cast<int>(i);
     im.nodes.push_back(std::move(np));
   }
+  // --- Linear nodes with one input, back to back: one thread hand-off for all of them -------
+  for (size_t i = 0; i < im.nodes.size();) {
+    NodePlan& head = im.nodes[i];
+    size_t j = i + 1;
+    if (head.op == OpType::Linear && im.values[head.out].last_use >= 0) {
+      while (j < im.nodes.size() && j - i < static_cast<size_t>(kMatmulMultiMax) && im.nodes[j].op == OpType::Linear &&
+             im.nodes[j].in[0] == head.in[0] && im.values[im.nodes[j].out].last_use >= 0 &&
+             im.nodes[j].w.cols == head.w.cols)
+        ++j;
+      head.multi = static_cast<int>(j - i);
+      for (size_t t = i + 1; t < j; ++t) im.nodes[t].in_multi = true;
+    }
+    i = j;
+  }
   const bool has_buffers = !im.buffers.empty();
   if (has_buffers != p.meta().static_cache)
     fail(ErrorKind::Corrupt, p.name(), "cache mode and graph buffers disagree");
@@ -506,8 +524,22 @@ const float* Executor::step(const StepBatch& batch, OutputRows which, int64_t* n
         break;
       }
       case OpType::Linear:
-        if (ref_mode) ref::matmul(np.w, im.f32(np.in[0]), rows_out, out);
-        else matmul(np.w, im.f32(np.in[0]), rows_out, out, pool);
+        if (ref_mode) {
+          ref::matmul(np.w, im.f32(np.in[0]), rows_out, out);
+        } else if (np.multi > 1) {
+          // This node and the next multi - 1 (same input): one pass over the pool.
+          const size_t first = static_cast<size_t>(&np - im.nodes.data());
+          WeightView ws[kMatmulMultiMax];
+          float* ys[kMatmulMultiMax];
+          for (int t = 0; t < np.multi; ++t) {
+            const NodePlan& o = im.nodes[first + static_cast<size_t>(t)];
+            ws[t] = o.w;
+            ys[t] = im.f32(o.out);
+          }
+          matmul_multi(ws, ys, np.multi, im.f32(np.in[0]), rows_out, pool);
+        } else if (!np.in_multi) {
+          matmul(np.w, im.f32(np.in[0]), rows_out, out, pool);
+        }
         if (np.bias)
           for (int64_t r = 0; r < rows_out; ++r)
             for (int64_t c = 0; c < wout; ++c) out[r * wout + c] += np.bias[c];

@@ -285,5 +285,76 @@ TEST(Matmul, BadShapesThrow) {
   expect_error({DType::F32, int64_t{1} << 40, int64_t{1} << 40, buf.data(), 256}, x.data(), 1, y.data(), "too large");
 }
 
+// matmul_multi against independent matmul calls (bitwise: every output is computed by the same
+// kernel on the same rows, only the split over the threads differs) and against the reference.
+void check_multi(const std::vector<DType>& types, const std::vector<int64_t>& ns, int64_t k) {
+  SimdCapReset reset;
+  ThreadPool pool1(1), pool2(2);
+  std::vector<Matrix> ws;
+  for (size_t i = 0; i < types.size(); ++i)
+    ws.push_back(make_weights(types[i], ns[i], k, 300 + static_cast<uint32_t>(i), i == 1 ? 16 : 0));
+  for (int64_t m : {1, 4, 23}) {
+    const std::vector<float> x = make_x(m, k, 400 + static_cast<uint32_t>(m));
+    for (SimdLevel level : levels()) {
+      set_simd_cap(level);
+      for (ThreadPool* pool : {&pool1, &pool2}) {
+        std::vector<std::vector<float>> got(ws.size()), want(ws.size()), ref_y(ws.size());
+        std::vector<WeightView> views;
+        std::vector<float*> ys;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const size_t sz = static_cast<size_t>(m * ws[i].rows);
+          got[i].assign(sz, -1.f);
+          want[i].assign(sz, -2.f);
+          ref_y[i].assign(sz, 0.f);
+          views.push_back(ws[i].view());
+          ys.push_back(got[i].data());
+          matmul(ws[i].view(), x.data(), m, want[i].data(), *pool);
+          ref::matmul(ws[i].view(), x.data(), m, ref_y[i].data());
+        }
+        matmul_multi(views.data(), ys.data(), static_cast<int>(ws.size()), x.data(), m, *pool);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4))
+              << "matrix " << i << " " << dtype_name(types[i]) << " m=" << m << " " << simd_level_name(level)
+              << " threads=" << pool->size();
+          EXPECT_LT(rel_error(got[i], ref_y[i], x, ws[i].source, m, ws[i].rows, k), threshold(types[i]))
+              << "matrix " << i << " " << dtype_name(types[i]) << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
+// q/k/v-like shapes: a wide matrix and two narrow ones, boundaries inside and between them.
+TEST(MatmulMulti, QuantizedSameActivationFormat) {
+  check_multi({DType::Q4_K, DType::Q6_K, DType::Q4_K}, {200, 67, 96}, 512);
+  check_multi({DType::Q8_0, DType::Q8_0}, {300, 300}, 256);
+}
+TEST(MatmulMulti, FloatWeights) { check_multi({DType::F16, DType::F32, DType::BF16}, {96, 40, 70}, 288); }
+// Differing activation formats fall back to one call each; the results are the same.
+TEST(MatmulMulti, MixedFormatsFallBack) {
+  check_multi({DType::Q8_0, DType::Q4_K, DType::F16}, {64, 64, 33}, 512);
+}
+
+TEST(MatmulMulti, BadArgumentsThrow) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> buf(4096);
+  std::vector<float> x(1024), y0(64), y1(64);
+  const WeightView a{DType::F32, 2, 64, buf.data(), 256}, b{DType::F32, 2, 32, buf.data(), 128};
+  WeightView pair[2] = {a, b};
+  float* ys[2] = {y0.data(), y1.data()};
+  try {
+    matmul_multi(pair, ys, 2, x.data(), 1, pool);
+    ADD_FAILURE() << "no error for differing K";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K = 32"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(matmul_multi(pair, ys, kMatmulMultiMax + 1, x.data(), 1, pool), Error);
+  EXPECT_THROW(matmul_multi(pair, ys, -1, x.data(), 1, pool), Error);
+  pair[1] = a;
+  ys[1] = nullptr;
+  EXPECT_THROW(matmul_multi(pair, ys, 2, x.data(), 1, pool), Error);  // null y of the second
+  matmul_multi(pair, ys, 0, x.data(), 1, pool);                        // nothing to do
+}
+
 }  // namespace
 }  // namespace ptn
