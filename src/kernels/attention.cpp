@@ -45,9 +45,15 @@ void attn_begin(AttnAccumulator& st, float* acc, int64_t dv) {
 }
 
 namespace {
+// Called once per block of rows (in prefill, once per 16 positions per query and kv head):
+// the checks are plain comparisons and the message strings are built only on failure.
 void check_kv_rows(const char* what, const KvRows& r, int64_t d, int64_t n) {
+  const bool ok_type = attn_kv_type_supported(r.type);
+  if (ok_type && (r.type != DType::Q8_0 || d % 32 == 0) && d >= 1 && (n <= 1 || r.stride >= static_cast<int64_t>(row_bytes(r.type, d))) &&
+      (n <= 0 || r.data != nullptr))
+    return;
   const std::string where = std::string("attend_block: ") + what;
-  if (!attn_kv_type_supported(r.type))
+  if (!ok_type)
     fail(ErrorKind::Unsupported, where,
          std::string("type ") + dtype_name(r.type) + " is not an attention K/V type (f32, f16, bf16, q8_0)");
   if (r.type == DType::Q8_0 && d % 32 != 0)
@@ -63,16 +69,18 @@ void check_kv_rows(const char* what, const KvRows& r, int64_t d, int64_t n) {
 void attend_block_group(AttnAccumulator* states, const float* q, int64_t G, int64_t d,
                         const KvRows& k, const KvRows& v, int64_t n, float scale, float softcap) {
   const int64_t dv = G >= 1 && states != nullptr ? states[0].dv : 0;
-  const std::string shape = "G=" + std::to_string(G) + " d=" + std::to_string(d) + " dv=" +
-                            std::to_string(dv) + " n=" + std::to_string(n);
+  auto shape = [&] {
+    return "G=" + std::to_string(G) + " d=" + std::to_string(d) + " dv=" + std::to_string(dv) + " n=" +
+           std::to_string(n);
+  };
   if (G < 1 || states == nullptr || n < 0 || d < 1 || (n > 0 && q == nullptr))
-    fail(ErrorKind::InvalidArgument, "attend_block", shape + ": need G >= 1 states, n >= 0, d >= 1 and q");
+    fail(ErrorKind::InvalidArgument, "attend_block", shape() + ": need G >= 1 states, n >= 0, d >= 1 and q");
   for (int64_t g = 0; g < G; ++g)
     if (states[g].acc == nullptr || states[g].dv < 1 || states[g].dv != dv)
       fail(ErrorKind::InvalidArgument, "attend_block",
-           shape + ": state " + std::to_string(g) + " is not begun (attn_begin) with dv=" + std::to_string(dv));
+           shape() + ": state " + std::to_string(g) + " is not begun (attn_begin) with dv=" + std::to_string(dv));
   if (!std::isfinite(scale) || !std::isfinite(softcap) || softcap < 0)
-    fail(ErrorKind::InvalidArgument, "attend_block", shape + ": scale must be finite, softcap finite and >= 0");
+    fail(ErrorKind::InvalidArgument, "attend_block", shape() + ": scale must be finite, softcap finite and >= 0");
   check_kv_rows("k", k, d, n);
   check_kv_rows("v", v, dv, n);
   if (n == 0) return;
