@@ -42,9 +42,4 @@ int run_chat_template(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_chat_template(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_chat_template)

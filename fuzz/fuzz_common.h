@@ -53,3 +53,15 @@ inline std::pair<std::string_view, std::string_view> split(const uint8_t* data, 
 }
 
 }  // namespace ptn::fuzz
+
+// The libFuzzer entry point of a target whose harness is ptn::fuzz::<fn>(data, size). Left out
+// when PTN_FUZZ_NO_ENTRY is defined (the regression tests compile every harness into one binary).
+#ifndef PTN_FUZZ_NO_ENTRY
+#define PTN_FUZZ_ENTRY(fn)                                                  \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    (void)ptn::fuzz::fn(data, size);                                        \
+    return 0;                                                               \
+  }
+#else
+#define PTN_FUZZ_ENTRY(fn)
+#endif

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "formats/hf_config.h"
+#include "fuzz_common.h"
 
 namespace ptn::fuzz {
 
@@ -23,9 +24,4 @@ int run_hf_config(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_hf_config(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_hf_config)

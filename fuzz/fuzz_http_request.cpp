@@ -11,6 +11,7 @@
 #include "serve/api.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
+#include "fuzz_common.h"
 
 namespace {
 
@@ -54,9 +55,4 @@ int run_http_request(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_http_request(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_http_request)

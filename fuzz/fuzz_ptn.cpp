@@ -16,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/manifest.h"
 #include "runtime/program.h"
+#include "fuzz_common.h"
 
 namespace {
 
@@ -92,9 +93,4 @@ int run_ptn(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_ptn(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_ptn)

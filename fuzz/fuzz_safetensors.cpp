@@ -55,9 +55,4 @@ int run_safetensors(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_safetensors(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_safetensors)

@@ -59,9 +59,4 @@ int run_tokenizer_json(const uint8_t* data, size_t size) {
 
 }  // namespace ptn::fuzz
 
-#ifndef PTN_FUZZ_NO_ENTRY
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)ptn::fuzz::run_tokenizer_json(data, size);
-  return 0;
-}
-#endif
+PTN_FUZZ_ENTRY(run_tokenizer_json)
