@@ -23,6 +23,9 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("f16-as-bf16"), o->f16_as_bf16,
               "store the matrices that would be F16 as BF16 (BF16 dot products); golden samples then come from "
               "the source weights, so `ptn verify` reports the accuracy this costs");
+  c->add_flag(opt("golden-from-source"), o->golden_from_source,
+              "golden samples from the source weights for every lossily converted weight (any --quantize), so "
+              "`ptn verify --max-nmse X` measures the whole conversion's cost instead of the runtime alone");
   c->add_option(opt("max-seq-length"), o->max_seq_length, "most tokens one call may process (prefill chunk)")->required();
   c->add_option(opt("samples"), o->samples, "golden samples to compute with the reference path (default 2)");
   c->add_option(opt("sample-prompt-tokens"), o->sample_prompt_tokens,

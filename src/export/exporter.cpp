@@ -162,6 +162,8 @@ void validate_export_options(const ExportOptions& o) {
          "so no F16 weight is left to convert. Use --quantize bf16 alone (golden samples on the BF16 weights), "
          "or --quantize f16 --f16-as-bf16 (the same BF16 weights, with golden samples on the source weights so "
          "`ptn verify` shows what the conversion costs)");
+  if (o.golden_from_source && o.samples == 0)
+    fail(ErrorKind::InvalidArgument, "ptn export", "--golden-from-source needs golden samples: drop --samples 0");
   if (o.f16_as_bf16 && o.quantize == "f32")
     fail(ErrorKind::InvalidArgument, "ptn export",
          "--f16-as-bf16 and --quantize f32 contradict each other: --quantize f32 stores every matrix exactly as "
@@ -250,15 +252,20 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   // of the mapped source files where the source allows; only these differ from `tensors`).
   std::map<std::string, Tensor> golden_overrides;
   std::map<std::string, int> source_matrix_types;
+  int64_t f16_converted = 0, lossy_converted = 0;
   for (const auto& name : needed) {
     if (!src->has(name))
       fail(ErrorKind::Corrupt, src->describe(), "tensor '" + name + "' needed by the graph is missing");
     Tensor t = src->get(name);
     const DType to = export_weight_type(o.quantize, o.f16_as_bf16, name, t.dtype(), t.shape(), spec);
     if (t.ndim() == 2) ++source_matrix_types[dtype_name(t.dtype())];
-    if (o.f16_as_bf16 && to == DType::BF16 &&
-        export_weight_type(o.quantize, false, name, t.dtype(), t.shape(), spec) == DType::F16)
-      golden_overrides[name] = golden_source_weight(t);
+    const bool f16_rule = o.f16_as_bf16 && to == DType::BF16 &&
+                          export_weight_type(o.quantize, false, name, t.dtype(), t.shape(), spec) == DType::F16;
+    // Widening to f32 (from f16, bf16 or a block type) is exact; every other change of type rounds.
+    const bool lossy = to != t.dtype() && to != DType::F32;
+    f16_converted += f16_rule;
+    lossy_converted += lossy;
+    if (f16_rule || (o.golden_from_source && lossy)) golden_overrides[name] = golden_source_weight(t);
     if (t.dtype() == to) {
       tensors[name] = t;
     } else {
@@ -276,8 +283,13 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   log << "weights:";
   for (const auto& [t, n] : type_counts) log << " " << t << " x" << n;
   log << "\n";
+  if (o.golden_from_source && lossy_converted == 0)
+    fail(ErrorKind::InvalidArgument, "--golden-from-source",
+         "no weight of " + src->describe() + " changes type lossily" +
+             (o.quantize.empty() ? std::string(" (no --quantize)") : " under --quantize " + o.quantize) +
+             ", so the golden samples would be the same; drop the flag");
   if (o.f16_as_bf16) {
-    if (golden_overrides.empty()) {
+    if (f16_converted == 0) {
       std::string types;
       for (const auto& [t, n] : source_matrix_types) types += (types.empty() ? "" : ", ") + t + " x" + std::to_string(n);
       fail(ErrorKind::InvalidArgument, "--f16-as-bf16",
@@ -285,9 +297,11 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
                (o.quantize.empty() ? "" : ", --quantize " + o.quantize) +
                "), so there is nothing to convert; add --quantize f16 to run the weights as BF16, or drop the flag");
     }
-    log << "f16 as bf16: " << golden_overrides.size() << " matrices stored as bf16"
+    log << "f16 as bf16: " << f16_converted << " matrices stored as bf16"
         << (o.samples > 0 ? "; golden samples from the source weights" : "") << "\n";
   }
+  if (o.golden_from_source)
+    log << "golden samples from the source weights of " << golden_overrides.size() << " converted tensors\n";
 
   // --- tokenizer ----------------------------------------------------------------------------
   std::optional<TokenizerSpec> tok;
@@ -317,8 +331,13 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
                      {"seed", o.seed},
                      {"quantize", o.quantize.empty() ? "source types" : o.quantize},
                      {"command_line", o.command_line}};
-  if (o.f16_as_bf16) {
-    meta.provenance["weight_conversion"] = kF16AsBf16Conversion;
+  if (o.f16_as_bf16 || o.golden_from_source) {
+    // "f16->bf16" alone when that rule is the only lossy change the goldens see (verify has a
+    // default threshold for it); otherwise the --quantize policy too.
+    std::string conversion = kF16AsBf16Conversion;
+    if (lossy_converted > f16_converted && o.golden_from_source)
+      conversion = "quantize " + o.quantize + (f16_converted > 0 ? std::string(" + ") + kF16AsBf16Conversion : "");
+    meta.provenance["weight_conversion"] = conversion;
     meta.provenance["converted_tensors"] = golden_overrides.size();
     if (o.samples > 0) meta.provenance["golden_weights"] = kGoldenFromSource;
   }

@@ -30,6 +30,9 @@ struct ExportOptions {
   // as BF16 instead, converted straight from the source values; the golden samples then come
   // from the source weights, so `ptn verify` shows what the conversion costs.
   bool f16_as_bf16 = false;
+  // Golden samples from the source weights for every weight whose type changes lossily (any
+  // --quantize, not only --f16-as-bf16), so `ptn verify --max-nmse X` measures the whole cost.
+  bool golden_from_source = false;
   int64_t max_seq_length = 0;
   int samples = 2;
   int64_t sample_prompt_tokens = 0;   // 0: min(max_seq_length, 24)
@@ -66,7 +69,8 @@ DType export_weight_type(const std::string& policy, const std::string& name, DTy
 DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std::string& name, DType source,
                          const std::vector<int64_t>& shape, const ModelSpec& spec);
 
-// The value of the provenance field "weight_conversion" for --f16-as-bf16, and of
+// The value of the provenance field "weight_conversion" for --f16-as-bf16 (with
+// --golden-from-source and other lossy conversions: "quantize <policy>[ + f16->bf16]"), and of
 // "golden_weights" when the golden samples were computed on the source weights.
 inline constexpr const char* kF16AsBf16Conversion = "f16->bf16";
 inline constexpr const char* kGoldenFromSource = "source";

@@ -93,6 +93,24 @@ TEST_F(Bf16Cli, VerifyReportsTheConversionCostAndPasses) {
       << r.out;
 }
 
+// --golden-from-source with --quantize q4_0: verify has no default threshold for that cost and
+// says so; with one it prints the cost.
+TEST_F(Bf16Cli, GoldenFromSourceNeedsAThresholdAndPrintsTheCost) {
+  const std::string p = path("q.ptn");
+  RunResult r = ptn("export -m '" + hf() + "' --quantize q4_0 --golden-from-source --max-seq-length 64 -o '" + p + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = ptn("verify '" + p + "' -t 1 --cache reference");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'quantize q4_0'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass --max-nmse"), std::string::npos) << r.err;
+  r = ptn("verify '" + p + "' -t 1 --cache reference --max-nmse 0.5");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(quantize q4_0 conversion cost .*: nmse mean ([0-9.e+-]+), worst)")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), 1e-4);  // 4-bit weights: ~1e-2 measured
+}
+
 TEST_F(Bf16Cli, ContradictoryFlagsFailNamingBoth) {
   for (const std::string q : {"bf16", "f32"}) {
     RunResult r = ptn("export -m '" + hf() + "' --quantize " + q + " --f16-as-bf16 --max-seq-length 64 -o '" +

@@ -1,6 +1,7 @@
 // `ptn export --f16-as-bf16`: exactly the matrices that would be F16 become BF16 (quantized and
 // f32 tensors keep their type and bytes), the golden samples come from the source weights so
 // the conversion's cost shows in verify, and contradictory flag combinations are refused.
+// `--golden-from-source` does the same for any --quantize.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -173,6 +174,62 @@ TEST(F16AsBf16, NothingToConvertIsAnError) {
     }
     EXPECT_FALSE(fs::exists(d / "x.ptn"));
   }
+}
+
+// --golden-from-source with --quantize q8_0: the goldens are the f32 source's (bitwise those of
+// the unconverted export), so the reference executor on the q8_0 weights now differs from them
+// by the quantization, where without the flag it reproduces its goldens exactly.
+TEST(GoldenFromSource, MeasuresTheQuantization) {
+  TempDir d;
+  ExportOptions f32 = base_options(stories_dir() + "/hf", d / "f32.ptn");
+  f32.max_seq_length = 64;
+  quiet_export(f32);
+  ExportOptions q = f32;
+  q.output = d / "q.ptn";
+  q.quantize = "q8_0";
+  quiet_export(q);
+  ExportOptions g = q;
+  g.output = d / "g.ptn";
+  g.golden_from_source = true;
+  quiet_export(g);
+  auto pf = Program::load(f32.output, VerifyLevel::Full);
+  auto pq = Program::load(q.output, VerifyLevel::Full);
+  auto pg = Program::load(g.output, VerifyLevel::Full);
+  for (size_t s = 0; s < pf->meta().samples.size(); ++s)
+    EXPECT_TRUE(same_bytes(pf->tensor(pf->meta().samples[s].logits_tensor), pg->tensor(pg->meta().samples[s].logits_tensor)))
+        << "sample " << s;
+  EXPECT_EQ(pg->meta().provenance.value("weight_conversion", ""), "quantize q8_0");
+  EXPECT_EQ(pg->meta().provenance.value("golden_weights", ""), kGoldenFromSource);
+  EXPECT_FALSE(pq->meta().provenance.contains("golden_weights"));
+
+  VerifyOptions vo;
+  vo.mode = ExecMode::Reference;
+  vo.cache_kind = "reference";
+  vo.max_nmse = 1e-2;
+  const auto rg = verify_samples(pg, vo), rq = verify_samples(pq, vo);
+  ASSERT_EQ(rg.size(), 2u);
+  ASSERT_EQ(rq.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(rq[s].cmp.nmse, 0.0) << s;
+    EXPECT_GT(rg[s].cmp.nmse, 1e-6) << s;  // q8_0 rounding: ~7e-5 measured
+    EXPECT_TRUE(rg[s].pass) << rg[s].cmp.nmse;
+  }
+}
+
+TEST(GoldenFromSource, RefusedWhenThereIsNothingToMeasure) {
+  TempDir d;
+  ExportOptions o = base_options(stories_dir() + "/hf", d / "x.ptn");
+  o.golden_from_source = true;
+  try {  // f32 weights kept as they are
+    quiet_export(o);
+    ADD_FAILURE() << "exported with no lossy conversion";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--golden-from-source"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(d / "x.ptn"));
+  o.quantize = "q8_0";
+  o.samples = 0;
+  EXPECT_THROW(validate_export_options(o), Error);
 }
 
 // Only matrices convert: export_weight_type keeps 1-D tensors f32 and non-F16 matrices as they are.
