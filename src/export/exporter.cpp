@@ -248,11 +248,12 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   Progress prog("converting weights", static_cast<int64_t>(needed.size()));
   int64_t done = 0;
   std::map<std::string, int> type_counts;
-  // --f16-as-bf16: the source tensors of the converted matrices, for the golden samples (views
-  // of the mapped source files where the source allows; only these differ from `tensors`).
+  // The source tensors of the matrices converted by --f16-as-bf16 (and of every lossily converted
+  // weight with --golden-from-source), for the golden samples: views of the mapped source files
+  // where the source allows; only these differ from `tensors`. Kept only when samples are due.
   std::map<std::string, Tensor> golden_overrides;
   std::map<std::string, int> source_matrix_types;
-  int64_t f16_converted = 0, lossy_converted = 0;
+  int64_t f16_converted = 0, lossy_converted = 0, measured = 0;
   for (const auto& name : needed) {
     if (!src->has(name))
       fail(ErrorKind::Corrupt, src->describe(), "tensor '" + name + "' needed by the graph is missing");
@@ -265,7 +266,10 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
     const bool lossy = to != t.dtype() && to != DType::F32;
     f16_converted += f16_rule;
     lossy_converted += lossy;
-    if (f16_rule || (o.golden_from_source && lossy)) golden_overrides[name] = golden_source_weight(t);
+    if (f16_rule || (o.golden_from_source && lossy)) {
+      ++measured;
+      if (o.samples > 0) golden_overrides[name] = golden_source_weight(t);
+    }
     if (t.dtype() == to) {
       tensors[name] = t;
     } else {
@@ -301,7 +305,7 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
         << (o.samples > 0 ? "; golden samples from the source weights" : "") << "\n";
   }
   if (o.golden_from_source)
-    log << "golden samples from the source weights of " << golden_overrides.size() << " converted tensors\n";
+    log << "golden samples from the source weights of " << measured << " converted tensors\n";
 
   // --- tokenizer ----------------------------------------------------------------------------
   std::optional<TokenizerSpec> tok;
@@ -338,15 +342,15 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
     if (lossy_converted > f16_converted && o.golden_from_source)
       conversion = "quantize " + o.quantize + (f16_converted > 0 ? std::string(" + ") + kF16AsBf16Conversion : "");
     meta.provenance["weight_conversion"] = conversion;
-    meta.provenance["converted_tensors"] = golden_overrides.size();
+    meta.provenance["converted_tensors"] = static_cast<uint64_t>(measured);
     if (o.samples > 0) meta.provenance["golden_weights"] = kGoldenFromSource;
   }
 
   // --- golden samples (reference ops, reference cache) --------------------------------------
   std::map<std::string, Tensor> extra;
   if (o.samples > 0) {
-    // With --f16-as-bf16 the reference runs on the source weights, so the samples measure the
-    // conversion. The map copies share the tensors' storage.
+    // With --f16-as-bf16 / --golden-from-source the reference runs on the source weights of the
+    // converted tensors, so the samples measure the conversion. The map copies share storage.
     std::map<std::string, Tensor> golden_tensors = tensors;
     for (auto& [name, t] : golden_overrides) golden_tensors[name] = t;
     golden_overrides.clear();

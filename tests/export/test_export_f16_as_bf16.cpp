@@ -135,6 +135,26 @@ TEST(F16AsBf16, VerifyShowsTheCostAndPasses) {
   }
 }
 
+// Without golden samples the conversion is still recorded, but no goldens claim to be from the source.
+TEST(F16AsBf16, WithoutSamplesTheProvenanceStillRecordsTheConversion) {
+  TempDir d;
+  ExportOptions o = base_options(q4km_gguf(), d / "n.ptn");
+  o.samples = 0;
+  o.f16_as_bf16 = true;
+  quiet_export(o);
+  auto p = Program::load(o.output, VerifyLevel::Full);
+  int bf16 = 0;
+  for (const auto& [name, t] : p->tensors()) bf16 += t.dtype() == DType::BF16;
+  EXPECT_GT(bf16, 0);
+  const auto& pv = p->meta().provenance;
+  EXPECT_EQ(pv.value("weight_conversion", ""), kF16AsBf16Conversion);
+  ASSERT_TRUE(pv.contains("converted_tensors"));
+  EXPECT_TRUE(pv["converted_tensors"].is_number_unsigned());  // inspect and verify read it so
+  EXPECT_EQ(pv["converted_tensors"].get<int>(), bf16);
+  EXPECT_FALSE(pv.contains("golden_weights"));
+  EXPECT_TRUE(p->meta().samples.empty());
+}
+
 TEST(F16AsBf16, ContradictoryFlagsAreRejected) {
   ExportOptions o = base_options(q4km_gguf(), "/nonexistent/never-written.ptn");
   o.f16_as_bf16 = true;
