@@ -46,6 +46,28 @@ class ThreadPool {
     });
   }
 
+  // Like parallel_for, but the threads take chunks of `grain` indices in turn from a shared
+  // counter until none is left, so fn(begin, end, thread_index) may run several times per
+  // thread. For work whose cost varies along [0, n): in causal attention a later row attends to
+  // more positions, and contiguous halves of a prompt's rows cost 1 : 3.
+  template <class F>
+  void parallel_for_dynamic(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (n_threads_ == 1 || n <= grain) {
+      fn(int64_t{0}, n, 0);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int ti, int) {
+      for (;;) {
+        const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+        if (b >= n) break;
+        fn(b, std::min<int64_t>(n, b + grain), ti);
+      }
+    });
+  }
+
  private:
   void worker(int index);
   int n_threads_;

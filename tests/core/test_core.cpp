@@ -301,6 +301,23 @@ TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
   }
 }
 
+TEST(ThreadPool, ParallelForDynamicCoversTheRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{64}, int64_t{1000}, int64_t{1023}}) {
+    for (int64_t grain : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{16}, int64_t{5000}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<bool> bad_range{false};
+      pool.parallel_for_dynamic(n, grain, [&](int64_t b, int64_t e, int ti) {
+        const int64_t g = grain < 1 ? 1 : grain;
+        if (b % g != 0 || e <= b || e - b > g || ti < 0 || ti >= 3) bad_range = true;
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << "/" << grain << " @" << i;
+      EXPECT_FALSE(bad_range) << n << "/" << grain;
+    }
+  }
+}
+
 TEST(ThreadPool, ExceptionsReachTheCaller) {
   ThreadPool pool(3);
   // From a worker thread and from the calling thread; the pool stays usable afterwards.
