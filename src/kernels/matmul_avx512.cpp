@@ -912,6 +912,20 @@ constexpr int64_t kBf16Chunk = 512;  // K elements per decoded chunk: 256 pairs 
 // Rows n0..n0+ncols-1, elements [k0, k0 + kc) as bf16 pairs [kc/2][32 cols] (dwords); an odd
 // last element is paired with zero.
 void decode_bpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64_t kc, uint32_t* out) {
+  if (ncols == kNR && kc % 32 == 0) {
+    // Full panel: 16 rows x 16 pairs (dwords) at a time, transposed in registers as floats.
+    const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * w.row_stride + k0 * 2;
+    for (int cb = 0; cb < kNR; cb += 16)
+      for (int64_t i = 0; i < kc / 2; i += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(base + (cb + j) * w.row_stride + i * 4);
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(reinterpret_cast<float*>(out + (i + j) * kNR + cb), r[j]);
+      }
+    return;
+  }
   thread_local std::vector<uint32_t> rows;
   const int64_t pairs = (kc + 1) / 2, cap = kBf16Chunk / 2;
   rows.resize(static_cast<size_t>(kNR * cap));
