@@ -197,8 +197,15 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
           for (; j + V::W <= m; j += V::W) V::store(sg + j, V::mul(vc, vtanh<V>(V::mul(V::load(sg + j), vi))));
           if (j < m) store_part<V>(sg + j, V::mul(vc, vtanh<V>(V::mul(load_part<V>(sg + j, m - j), vi))), m - j);
         }
+        // max(x, running) keeps the running value when x is NaN, as the scalar compare does.
         float bmax = -INFINITY;
-        for (int64_t j = 0; j < m; ++j) bmax = sg[j] > bmax ? sg[j] : bmax;
+        {
+          R vmax = V::set1(-INFINITY);
+          int64_t j = 0;
+          for (; j + V::W <= m; j += V::W) vmax = V::max(V::load(sg + j), vmax);
+          bmax = V::hmax(vmax);
+          for (; j < m; ++j) bmax = sg[j] > bmax ? sg[j] : bmax;
+        }
         if (bmax == -INFINITY) {  // every weight is exp(-inf) = 0
           for (int64_t j = 0; j < m; ++j) sg[j] = 0.0f;
           continue;
@@ -211,11 +218,20 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
           a.max = bmax;
         }
         const R vm = V::set1(a.max);
+        // The sum of the weights in a vector (a scalar sum of the stored values was a chain of
+        // dependent adds that each waited on the store).
+        R vsum = V::zero();
         int64_t j = 0;
-        for (; j + V::W <= m; j += V::W) V::store(sg + j, V::exp(V::sub(V::load(sg + j), vm)));
-        if (j < m) store_part<V>(sg + j, V::exp(V::sub(load_part<V>(sg + j, m - j), vm)), m - j);
-        float bsum = 0;
-        for (int64_t jj = 0; jj < m; ++jj) bsum += sg[jj];
+        for (; j + V::W <= m; j += V::W) {
+          const R e = V::exp(V::sub(V::load(sg + j), vm));
+          V::store(sg + j, e);
+          vsum = V::add(vsum, e);
+        }
+        float bsum = V::hsum(vsum);
+        if (j < m) {
+          store_part<V>(sg + j, V::exp(V::sub(load_part<V>(sg + j, m - j), vm)), m - j);
+          for (; j < m; ++j) bsum += sg[j];
+        }
         a.sum += bsum;
       }
       if (!any) continue;
