@@ -325,7 +325,11 @@ int Server::bind() {
 }
 
 void Server::start() {
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  listener_done_ = false;
+  listener_ = std::thread([this] {
+    http_->listen_after_bind();
+    listener_done_ = true;
+  });
 }
 
 void Server::shutdown(std::chrono::milliseconds deadline) {
@@ -334,7 +338,13 @@ void Server::shutdown(std::chrono::milliseconds deadline) {
   // finish before the HTTP server stops, bounded by the write timeout.
   const auto end = Clock::now() + std::chrono::seconds(std::max(opt_.write_timeout_s, 1));
   while (open_streams_ > 0 && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (http_) http_->stop();
+  // httplib's stop() does nothing until the listener thread has marked the server running, so a
+  // shutdown right after start() could leave that thread blocked in accept() for ever: wait for
+  // it to be running (or gone) first, then stop once.
+  if (http_ && listener_.joinable()) {
+    while (!listener_done_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    http_->stop();
+  }
   if (listener_.joinable()) listener_.join();
 }
 

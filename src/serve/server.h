@@ -72,6 +72,7 @@ class Server {
   ModelInfo model_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::atomic<bool> listener_done_{true};  // the listener thread has returned (or never started)
   int64_t created_ = 0;
   std::atomic<uint64_t> next_id_{1};
   int listen_fd_ = -1;  // the listening socket (set while binding)
