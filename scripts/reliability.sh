@@ -10,6 +10,8 @@
 # `scripts/fuzz.sh FUZZ_BUILD N` itself (needs clang; builds the fuzz targets).
 #   FUZZ_BUILD   default build-fuzz
 #   FUZZ_SECONDS default unset: only read existing logs
+#   SAN_BUILD    optional: a build directory configured with -DPTN_SANITIZE=ON (e.g. build-san from
+#                `make build SANITIZE=1`); its test_serve_faults is built and run too (ASan + UBSan)
 #   OUT          default docs/reliability.md
 #   JOBS         build parallelism (default 1)
 set -euo pipefail
@@ -62,6 +64,18 @@ rc=0
 "$exe" --gtest_color=no >"$tmp/faults.log" 2>&1 || rc=$?
 secs=$(( $(date +%s) - start ))
 grep '^RELIABILITY ' "$tmp/faults.log" | sed 's/^RELIABILITY //' >"$tmp/rel.txt" || true
+san_line=""
+if [ -n "${SAN_BUILD:-}" ]; then
+  echo "reliability: running the fault tests under ASan + UBSan ($SAN_BUILD)"
+  cmake --build "$SAN_BUILD" --target test_serve_faults -j "$JOBS" >/dev/null
+  san_rc=0
+  san_start=$(date +%s)
+  "$SAN_BUILD/tests/test_serve_faults" --gtest_color=no >"$tmp/san.log" 2>&1 || san_rc=$?
+  san_ok=$(grep -c '^\[       OK \]' "$tmp/san.log" || true)
+  san_reports=$(grep -cE '^(SUMMARY: (Address|UndefinedBehavior)Sanitizer|.*runtime error:)' "$tmp/san.log" || true)
+  san_line="Under AddressSanitizer + UndefinedBehaviorSanitizer (\`$SAN_BUILD\`): $san_ok tests passed, exit status $san_rc, $san_reports sanitizer reports, in $(( $(date +%s) - san_start )) s."
+  [ "$san_rc" -eq 0 ] || rc=$san_rc
+fi
 passed=$(grep -c '^\[       OK \]' "$tmp/faults.log" || true)
 failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$tmp/faults.log" || true)
 failed_names=$(grep '^\[  FAILED  \] [A-Za-z]' "$tmp/faults.log" | sed 's/^\[  FAILED  \] //; s/ (.*//' | sort -u | tr '\n' ' ' || true)
@@ -88,7 +102,8 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
       echo "\`scripts/fuzz.sh $FUZZ_BUILD $FUZZ_SECONDS\` ran each libFuzzer target (ASan + UBSan) for $FUZZ_SECONDS s"
       echo "(exit status $fuzz_rc). Figures from libFuzzer's final statistics in \`$FUZZ_BUILD/fuzz-<target>.log\`:"
     else
-      echo "Figures from the libFuzzer logs \`make fuzz\` left in \`$FUZZ_BUILD/\` (dated in the last column):"
+      echo "Figures from the libFuzzer logs that \`scripts/fuzz.sh\` (\`make fuzz\`) left in \`$FUZZ_BUILD/\`, one run"
+      echo "per target (ASan + UBSan) of the length in the seconds column, dated in the last column:"
     fi
     echo
     echo "| target | runs | seconds | seed inputs | corpus (files/size) | coverage (edges) | peak RSS MB | result | log date (UTC) |"
@@ -106,6 +121,7 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo "\`$exe\`: $passed passed, $failed failed${failed_names:+ ($failed_names)}, in $secs s. The tests run"
   echo "\`ptn serve\` in process on loopback (and the real binary for SIGTERM), on stories260K exported"
   echo "in the test (context 512, and 8192 for long generations)."
+  [ -z "$san_line" ] || { echo; echo "$san_line"; }
   echo
   echo "### Requests sent and how they ended"
   echo
@@ -115,15 +131,15 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo
   echo "| test group | outcome | requests |"
   echo "|---|---|---:|"
-  lines request | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["group"] " | " v["outcome"] " | " v["count"] " |"}'
+  lines request | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["group"] " | " v["outcome"] " | " v["count"] " |"}'
   echo
   echo "Totals by outcome:"
   echo
   echo "| outcome | requests |"
   echo "|---|---:|"
-  lines request | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} n[v["outcome"]]+=v["count"]}
+  lines request | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} n[v["outcome"]]+=v["count"]}
     END {for (o in n) print "| " o " | " n[o] " |"}' | sort
-  lines request | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} t+=v["count"]} END {print "| **all** | **" t "** |"}'
+  lines request | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} t+=v["count"]} END {print "| **all** | **" t "** |"}'
   echo
   echo "### Disconnects"
   echo
@@ -134,7 +150,7 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo
   echo "| case | tokens generated | of max_tokens | cancelled after (ms) |"
   echo "|---|---:|---:|---:|"
-  lines cancel | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
+  lines cancel | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     extra = v["blocks_at_close"] != "" ? " (closed at " v["blocks_at_close"] " blocks)" : ""
     print "| " v["test"] extra " | " v["generated"] " | " v["of"] " | " v["cancel_ms"] " |"}'
   echo
@@ -145,36 +161,36 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo
   echo "| case | closed after (s) | answer |"
   echo "|---|---:|---|"
-  lines unfinished | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["case"] " | " v["closed_after_s"] " | " v["status"] " |"}'
-  lines slow_client | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| slow client: " v["bytes"] " bytes, one per " v["byte_interval_ms"] " ms | - | " v["status"] " |"}'
+  lines unfinished | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["case"] " | " v["closed_after_s"] " | " v["status"] " |"}'
+  lines slow_client | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| slow client: " v["bytes"] " bytes, one per " v["byte_interval_ms"] " ms | - | " v["status"] " |"}'
   echo
   echo "(read timeout 1 s, whole-request deadline 3 s in the trickle case; an idle connection is"
   echo "closed after the 5 s keep-alive timeout.)"
   echo
   echo "| oversized case | answer |"
   echo "|---|---|"
-  lines oversized | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["case"] " | " v["status"] " |"}'
+  lines oversized | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["case"] " | " v["status"] " |"}'
   echo
   echo "### 200 concurrent connections, --max-queue 32, --parallel 8"
   echo
   echo "| round | connections | 200 | 503 + Retry-After | other | seconds | process RSS after (KiB) |"
   echo "|---:|---:|---:|---:|---:|---:|---:|"
-  lines load | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["round"] " | " v["connections"] " | " v["ok"] " | " v["busy_503"] " | " v["other"] " | " v["seconds"] " | " v["rss_kb"] " |"}'
+  lines load | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["round"] " | " v["connections"] " | " v["ok"] " | " v["busy_503"] " | " v["other"] " | " v["seconds"] " | " v["rss_kb"] " |"}'
   echo
-  lines rss | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
+  lines rss | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     printf "Test process RSS: %s KiB before the load, %s KiB after round 1, %s KiB after round 2 (%+d KiB in round 2).\n",
       v["before_kb"], v["after_round1_kb"], v["after_round2_kb"], v["after_round2_kb"] - v["after_round1_kb"]}'
   echo
   echo "### Sampling values, context boundary, cache exhaustion, shutdown"
   echo
-  lines sampling | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
+  lines sampling | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     print "- Pathological sampling values: " v["cases"] " cases, " v["ok_200"] " answered 200 with a valid completion, " v["refused_400"] " refused with a 400 naming the field (temperature 1e-30 and 1e-45, top_p 1e-9, top_k 2^31-1, min_p 1, penalties at their bounds, logit_bias +-100 on every token, seed extremes and logprobs 20 are served; 1e30 values, logit_bias +-1e30, top_k 2^63-1, seed 2^64-1 are refused)."}'
   echo "- Context boundary: a prompt of context - 1 tokens gets one token (\`length\`); context and"
   echo "  context + 1 tokens get 400 \`context_length_exceeded\` naming \`prompt\`; with the model's"
   echo "  context (512) and with a KV cache of 96 tokens setting it."
-  lines cache_exhaustion | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
+  lines cache_exhaustion | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     print "- Cache exhaustion: " v["requests"] " concurrent greedy requests of up to 70 tokens with --kv-memory " v["kv_memory_bytes"] " bytes (" v["cache_tokens"] " tokens): " v["preemptions"] " preemptions, every request completed with the same text as when sent alone."}'
-  lines sigterm | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
+  lines sigterm | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     print "- SIGTERM to `ptn serve` with " v["streams"] " streams open (2 of 200 tokens that finish within the 4 s deadline, 2 of 8000 that cannot): exit code " v["exit_code"] "; every stream a complete chunked body of well-formed SSE events ending in `[DONE]` (the unfinished ones with an error event). The same in process with 5 streams."}'
   echo
   echo "### Leaks"
@@ -184,7 +200,7 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo
   echo "| after | KV blocks in use before | after |"
   echo "|---|---:|---:|"
-  lines leak | awk '{for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["test"] " | " v["blocks_before"] " | " v["blocks_after"] " |"}'
+  lines leak | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]} print "| " v["test"] " | " v["blocks_before"] " | " v["blocks_after"] " |"}'
   echo
   echo "## Not covered"
   echo
