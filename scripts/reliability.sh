@@ -189,7 +189,7 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo "  context + 1 tokens get 400 \`context_length_exceeded\` naming \`prompt\`; with the model's"
   echo "  context (512) and with a KV cache of 96 tokens setting it."
   lines cache_exhaustion | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
-    print "- Cache exhaustion: " v["requests"] " concurrent greedy requests of up to 70 tokens with --kv-memory " v["kv_memory_bytes"] " bytes (" v["cache_tokens"] " tokens): " v["preemptions"] " preemptions, every request completed with the same text as when sent alone."}'
+    print "- Cache exhaustion: " v["requests"] " concurrent greedy requests of up to 70 tokens with --kv-memory " v["kv_memory_bytes"] " bytes (" v["cache_tokens"] " tokens): " v["preemptions"] " preemptions in " v["concurrent_rounds"] " concurrent round(s), every request completed with the same text as when sent alone."}'
   lines sigterm | awk '{delete v; for(i=1;i<=NF;i++){split($i,kv,"=");v[kv[1]]=kv[2]}
     print "- SIGTERM to `ptn serve` with " v["streams"] " streams open (2 of 200 tokens that finish within the 4 s deadline, 2 of 8000 that cannot): exit code " v["exit_code"] "; every stream a complete chunked body of well-formed SSE events ending in `[DONE]` (the unfinished ones with an error event). The same in process with 5 streams."}'
   echo

@@ -928,24 +928,31 @@ TEST_F(FaultTest, CacheExhaustionPreemptsAndEveryRequestCompletes) {
   std::vector<std::string> alone;
   for (const auto& b : bodies)
     alone.push_back(text_of(exchange(r.port, post_text("/v1/completions", b.dump()), "cache_exhaustion"), b["stream"]));
+  // Concurrent rounds until one overlapped enough to preempt (on a loaded machine the requests
+  // can run one after another); every round must give the same texts as alone.
   const int64_t pre0 = metric(r.port, "ptn_preemptions_total");
-  std::vector<std::string> together(bodies.size());
-  std::vector<std::thread> ts;
-  for (size_t i = 0; i < bodies.size(); ++i)
-    ts.emplace_back([&, i] {
-      together[i] = text_of(exchange(r.port, post_text("/v1/completions", bodies[i].dump()), "cache_exhaustion"),
-                            bodies[i]["stream"]);
-    });
-  for (auto& t : ts) t.join();
-  for (size_t i = 0; i < bodies.size(); ++i) {
-    EXPECT_EQ(together[i], alone[i]) << bodies[i].dump();
-    EXPECT_EQ(together[i].rfind("<", 0), std::string::npos) << together[i];
+  int rounds = 0;
+  int64_t preemptions = 0;
+  while (rounds < 5 && preemptions == 0) {
+    ++rounds;
+    std::vector<std::string> together(bodies.size());
+    std::vector<std::thread> ts;
+    for (size_t i = 0; i < bodies.size(); ++i)
+      ts.emplace_back([&, i] {
+        together[i] = text_of(exchange(r.port, post_text("/v1/completions", bodies[i].dump()), "cache_exhaustion"),
+                              bodies[i]["stream"]);
+      });
+    for (auto& t : ts) t.join();
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      EXPECT_EQ(together[i], alone[i]) << "round " << rounds << ": " << bodies[i].dump();
+      EXPECT_EQ(together[i].rfind("<", 0), std::string::npos) << together[i];
+    }
+    preemptions = metric(r.port, "ptn_preemptions_total") - pre0;
   }
-  const int64_t preemptions = metric(r.port, "ptn_preemptions_total") - pre0;
-  EXPECT_GE(preemptions, 1);
+  EXPECT_GE(preemptions, 1) << "no round of " << bodies.size() << " concurrent requests overlapped";
   tally().figure("kind=cache_exhaustion requests=" + std::to_string(bodies.size()) + " kv_memory_bytes=" +
                  std::to_string(160 << 10) + " cache_tokens=" + std::to_string(cache_tokens) +
-                 " preemptions=" + std::to_string(preemptions));
+                 " concurrent_rounds=" + std::to_string(rounds) + " preemptions=" + std::to_string(preemptions));
   expect_healthy_and_no_leak(r, "cache_exhaustion");
 }
 
