@@ -204,8 +204,6 @@ lines() { grep "^kind=$1 " "$tmp/rel.txt" || true; }
   echo
   echo "## Not covered"
   echo
-  echo "- A request line over 64 KiB is dropped without a status (the HTTP library gives up on the"
-  echo "  line before a reply can be formed); headers over 64 KiB get 431."
   echo "- Clients that half-close their connection after sending a request are treated as gone."
   echo "- HTTP worker threads are --parallel + --max-queue + 4 (at most 512): connections beyond"
   echo "  them are accepted and wait in the HTTP library's task queue until a worker is free, and an"

@@ -76,12 +76,14 @@ class ConnStream : public httplib::Stream {
     return false;
   }
   void start_request() {
+    written_ = 0;
     head_done_ = false;
     tail_ = 0;
     head_bytes_ = body_bytes_ = 0;
     deadline_ = Clock::now() + limits_.request_deadline;
   }
   bool failed() const { return failed_; }
+  size_t written() const { return written_; }  // bytes of the current request's reply sent
 
   bool is_readable() const override { return off_ < len_ || wait_for(sock_, POLLIN, read_timeout_) > 0; }
   bool is_writable() const override { return wait_for(sock_, POLLOUT, write_timeout_) > 0 && !peer_closed(sock_); }
@@ -124,6 +126,7 @@ class ConnStream : public httplib::Stream {
     do {
       n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
+    if (n > 0) written_ += static_cast<size_t>(n);
     return n;
   }
 
@@ -147,9 +150,28 @@ class ConnStream : public httplib::Stream {
   bool head_done_ = false;
   uint32_t tail_ = 0;         // the last four bytes of the head, to find its end
   size_t head_bytes_ = 0, body_bytes_ = 0;
+  size_t written_ = 0;
   Clock::time_point deadline_ = Clock::time_point::max();
   bool failed_ = false;
 };
+
+// httplib gives up without a reply when the request line itself cannot be read; when a limit
+// stopped it, say so before closing (same error shape as every other reply).
+void answer_unreadable_request_line(ConnStream& strm, ReadLimit why) {
+  const bool too_long = why == ReadLimit::HeadTooLarge;
+  const std::string body = std::string("{\"error\":{\"message\":\"") +
+                           (too_long ? "the request line is too long" : "the request did not arrive in time") +
+                           "\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}";
+  const std::string reply = std::string(too_long ? "HTTP/1.1 414 URI Too Long" : "HTTP/1.1 408 Request Timeout") +
+                            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                            "\r\nConnection: close\r\n\r\n" + body;
+  size_t off = 0;
+  while (off < reply.size()) {
+    const ssize_t n = strm.write(reply.data() + off, reply.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
 
 }  // namespace
 
@@ -165,6 +187,8 @@ bool HttpServer::process_and_close_socket(int sock) {
     t_limit = ReadLimit::None;
     bool closed = false;
     ret = process_request(strm, count == 1, closed, nullptr);
+    if (!ret && strm.failed() && strm.written() == 0 && t_limit != ReadLimit::None)
+      answer_unreadable_request_line(strm, t_limit);
     if (!ret || closed || strm.failed()) break;
   }
   t_socket = -1;

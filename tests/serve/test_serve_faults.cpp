@@ -273,6 +273,12 @@ RawResponse parse_response(const std::string& raw) {
 
 std::string outcome_of(const RawResponse& r) { return r.status == 0 ? "closed" : std::to_string(r.status); }
 
+// An error reply carries the OpenAI error object, whoever produced it (handler or HTTP layer).
+bool is_error_json(const RawResponse& r) {
+  const json j = json::parse(r.body, nullptr, false);
+  return !j.is_discarded() && j.contains("error") && j["error"].contains("message") && j["error"]["message"].is_string();
+}
+
 // One request on its own connection, answered or not within `limit`.
 RawResponse exchange(int port, const std::string& request, const std::string& group, ms limit = ms(60000)) {
   Conn c(port);
@@ -584,11 +590,12 @@ TEST_F(FaultTest, UnfinishedRequestsAreClosedByTheReadTimeout) {
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(how[i], Conn::End::Closed) << cases[i].first << " still open after " << secs[i] << " s";
     RawResponse res = parse_response(raw[i]);
-    // Nothing or a partial request line: closed without a word; a partial head or body: 408.
-    if (i < 2) {
+    // Nothing sent: closed without a word (keep-alive timeout); a partial request: 408.
+    if (i == 0) {
       EXPECT_EQ(res.status, 0) << cases[i].first;
     } else {
       EXPECT_EQ(res.status, 408) << cases[i].first << ": " << raw[i].substr(0, 200);
+      EXPECT_TRUE(is_error_json(res)) << cases[i].first << ": " << res.body;
     }
     tally().outcome("unfinished_request", outcome_of(res));
     tally().figure("kind=unfinished case=" + cases[i].first + " closed_after_s=" + std::to_string(secs[i]).substr(0, 4) +
@@ -647,7 +654,7 @@ TEST_F(FaultTest, OversizedHeadersAndBodiesAreRefused) {
   chunked_big += "0\r\n\r\n";
   const std::vector<Case> cases = {
       {"header_line_100KB", post_text("/v1/completions", ok_body, "X-Big: " + std::string(100000, 'a') + "\r\n"), 0},
-      {"request_uri_100KB", "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 0},
+      {"request_uri_100KB", "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 414},
       {"20000_headers", post_text("/v1/completions", ok_body, many_headers), 431},
       {"body_5MB", post_text("/v1/completions", big_body), 413},
       {"chunked_body_6MB", chunked_big, 413},
@@ -661,6 +668,9 @@ TEST_F(FaultTest, OversizedHeadersAndBodiesAreRefused) {
   };
   for (const auto& c : cases) {
     RawResponse res = exchange(r.port, c.request, "oversized", ms(20000));
+    if (res.status >= 400) {
+      EXPECT_TRUE(is_error_json(res)) << c.name << ": " << res.body.substr(0, 200);
+    }
     if (c.want != 0) {
       EXPECT_EQ(res.status, c.want) << c.name;
     } else if (res.status != 0) {
