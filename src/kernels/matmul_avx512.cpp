@@ -473,17 +473,41 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   tiles.clear();
   for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
   float out[4];
-  for (int64_t n = n0; n < n1; ++n) {
-    const void* row = base + n * w.row_stride;
+  // With several tiles of f32 activation rows (float weights, 8 KB per row at k = 2048), all
+  // tiles together overflow L1 when each weight row visits every tile in turn. Then the weight
+  // rows go in blocks of about 256 KB (they stay in L2) and each tile sweeps a whole block while
+  // its activations stay in L1. Quantized activations are 4x smaller and keep the simple order.
+  const bool float_acts = w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16;
+  const int64_t row_bytes = std::max<int64_t>(1, static_cast<int64_t>(w.row_stride));
+  const int64_t block = tiles.size() > 1 && float_acts ? std::max<int64_t>(1, (256 << 10) / row_bytes) : 1;
+  for (int64_t nb = n0; nb < n1; nb += block) {
+    const int64_t ne = std::min(n1, nb + block);
+    if (block == 1) {
+      const void* row = base + nb * w.row_stride;
+      for (const RowArgs& ra : tiles) {
+        const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
+        switch (rr) {
+          case 4: row_dispatch<4>(w, row, x, ra, out); break;
+          case 3: row_dispatch<3>(w, row, x, ra, out); break;
+          case 2: row_dispatch<2>(w, row, x, ra, out); break;
+          default: row_dispatch<1>(w, row, x, ra, out); break;
+        }
+        for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + nb] = out[r];
+      }
+      continue;
+    }
     for (const RowArgs& ra : tiles) {
       const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
-      switch (rr) {
-        case 4: row_dispatch<4>(w, row, x, ra, out); break;
-        case 3: row_dispatch<3>(w, row, x, ra, out); break;
-        case 2: row_dispatch<2>(w, row, x, ra, out); break;
-        default: row_dispatch<1>(w, row, x, ra, out); break;
+      for (int64_t n = nb; n < ne; ++n) {
+        const void* row = base + n * w.row_stride;
+        switch (rr) {
+          case 4: row_dispatch<4>(w, row, x, ra, out); break;
+          case 3: row_dispatch<3>(w, row, x, ra, out); break;
+          case 2: row_dispatch<2>(w, row, x, ra, out); break;
+          default: row_dispatch<1>(w, row, x, ra, out); break;
+        }
+        for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
       }
-      for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
     }
   }
 }

@@ -189,6 +189,33 @@ void check_type(DType t, const std::vector<int64_t>& ks) {
     }
 }
 
+// Float weights with several 4-row activation tiles go through the row kernels in blocks of
+// weight rows (about 256 KB each): k = 2048 makes blocks of 32 (f32) / 64 (f16, bf16) rows, so
+// n = 200 spans several blocks and a partial last one.
+TEST(Matmul, FloatRowKernelBlocksOfWeightRows) {
+  SimdCapReset reset;
+  ThreadPool pool1(1), pool2(2);
+  uint32_t seed = 900;
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    const int64_t n = 200, k = 2048;
+    Matrix w = make_weights(t, n, k, seed++, 0);
+    for (int64_t m : {5, 8, 13}) {
+      const std::vector<float> x = make_x(m, k, seed++);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      ref::matmul(w.view(), x.data(), m, want.data());
+      for (SimdLevel level : levels()) {
+        set_simd_cap(level);
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          std::vector<float> got(static_cast<size_t>(m * n), -1.f);
+          matmul(w.view(), x.data(), m, got.data(), *pool);
+          EXPECT_LT(rel_error(got, want, x, w.source, m, n, k), threshold(t))
+              << dtype_name(t) << " " << simd_level_name(level) << " threads=" << pool->size() << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, F32) { check_type(DType::F32, {1, 7, 300}); }
 TEST(Matmul, F16) { check_type(DType::F16, {1, 33, 520}); }
 TEST(Matmul, BF16) { check_type(DType::BF16, {1, 35, 520}); }
