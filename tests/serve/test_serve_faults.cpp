@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -725,8 +726,14 @@ TEST_F(FaultTest, TwoHundredConnectionsAgainstAQueueOf32) {
   }
   tally().figure("kind=rss before_kb=" + std::to_string(rss0) + " after_round1_kb=" + std::to_string(rss_rounds[0]) +
                  " after_round2_kb=" + std::to_string(rss_rounds[1]));
-  // The second round reuses what the first one allocated.
+  // The second round reuses what the first one allocated. Not under AddressSanitizer: its
+  // quarantine keeps freed memory out of reuse on purpose (up to 256 MB), so RSS grows there.
+#if defined(__SANITIZE_ADDRESS__)
+  std::printf("RSS plateau not checked under AddressSanitizer (grew %lld KiB)\n",
+              static_cast<long long>(rss_rounds[1] - rss_rounds[0]));
+#else
   EXPECT_LT(rss_rounds[1] - rss_rounds[0], 32 * 1024) << "memory grew by more than 32 MiB in the second round";
+#endif
 }
 
 // Extreme sampling values: a 200 with a valid completion, or a 400 naming the field.
