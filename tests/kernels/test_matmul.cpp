@@ -161,7 +161,8 @@ double threshold(DType t) {
 void check_type(DType t, const std::vector<int64_t>& ks) {
   SimdCapReset reset;
   ThreadPool pool1(1), pool2(2);
-  const int64_t ms[] = {1, 3, 17, 23, 64};  // 23, 64: the AVX-512 panel kernels (m >= 20)
+  // 3, 6, 13, 17: full and partial 4-row tiles of the row kernels; 23, 64: the AVX-512 panel kernels (m >= 20)
+  const int64_t ms[] = {1, 3, 6, 13, 17, 23, 64};
   const int64_t ns[] = {1, 67, 96};
   uint32_t seed = 100;
   for (int64_t k : ks)
