@@ -656,4 +656,8 @@ void PtnFile::verify_checksums() const {
   }
 }
 
+bool has_ptn_magic(const void* data, size_t n) {
+  return data != nullptr && n >= sizeof kMagic && std::memcmp(data, kMagic, sizeof kMagic) == 0;
+}
+
 }  // namespace ptn

@@ -150,4 +150,7 @@ class PtnFile {
   std::vector<size_t> by_offset_;  // tensor indices sorted by offset
 };
 
+// True when `data` (n bytes) starts with the 8 magic bytes of a .ptn file ("PTN\0PROG").
+bool has_ptn_magic(const void* data, size_t n);
+
 }  // namespace ptn

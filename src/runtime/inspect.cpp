@@ -1,10 +1,10 @@
 #include "runtime/inspect.h"
 
 #include <cstdio>
-#include <cstring>
 #include <map>
 
 #include "core/error.h"
+#include "formats/ptn_file.h"
 #include "runtime/program.h"
 
 namespace ptn {
@@ -15,8 +15,7 @@ bool is_ptn_file(const std::string& path) {
   char magic[8] = {};
   const size_t n = std::fread(magic, 1, sizeof magic, f);
   std::fclose(f);
-  static const char kMagic[8] = {'P', 'T', 'N', 0, 'P', 'R', 'O', 'G'};
-  return n == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0;
+  return has_ptn_magic(magic, n);
 }
 
 int inspect_ptn_file(const std::string& path) {

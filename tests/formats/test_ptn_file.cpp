@@ -756,3 +756,15 @@ TEST(PtnFileCorrupt, RandomMutationsNeverEscapeAsOtherErrors) {
   std::printf("[ mutate  ] manifest: %d loaded, %d refused\n", loaded, refused);
   EXPECT_GT(refused, 1500);
 }
+
+TEST(PtnMagic, RecognisesOnlyTheEightMagicBytes) {
+  const char good[] = {'P', 'T', 'N', 0, 'P', 'R', 'O', 'G', 1, 2};
+  EXPECT_TRUE(ptn::has_ptn_magic(good, sizeof good));
+  EXPECT_TRUE(ptn::has_ptn_magic(good, 8));
+  EXPECT_FALSE(ptn::has_ptn_magic(good, 7));  // too short to tell
+  const char gguf[] = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
+  EXPECT_FALSE(ptn::has_ptn_magic(gguf, sizeof gguf));
+  const char near[] = {'P', 'T', 'N', 0, 'P', 'R', 'O', 'H'};
+  EXPECT_FALSE(ptn::has_ptn_magic(near, sizeof near));
+  EXPECT_FALSE(ptn::has_ptn_magic(nullptr, 8));
+}
