@@ -480,35 +480,23 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   const bool float_acts = w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16;
   const int64_t row_bytes = std::max<int64_t>(1, static_cast<int64_t>(w.row_stride));
   const int64_t block = tiles.size() > 1 && float_acts ? std::max<int64_t>(1, (256 << 10) / row_bytes) : 1;
+  // One weight row dotted with one tile; y gets the tile's outputs of column n.
+  auto dot_tile = [&](int64_t n, const RowArgs& ra) {
+    const void* row = base + n * w.row_stride;
+    const int64_t rr = std::min<int64_t>(4, m - ra.r0);
+    switch (rr) {
+      case 4: row_dispatch<4>(w, row, x, ra, out); break;
+      case 3: row_dispatch<3>(w, row, x, ra, out); break;
+      case 2: row_dispatch<2>(w, row, x, ra, out); break;
+      default: row_dispatch<1>(w, row, x, ra, out); break;
+    }
+    for (int64_t r = 0; r < rr; ++r) y[(ra.r0 + r) * w.rows + n] = out[r];
+  };
+  // block == 1: each weight row visits every tile in turn.
   for (int64_t nb = n0; nb < n1; nb += block) {
     const int64_t ne = std::min(n1, nb + block);
-    if (block == 1) {
-      const void* row = base + nb * w.row_stride;
-      for (const RowArgs& ra : tiles) {
-        const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
-        switch (rr) {
-          case 4: row_dispatch<4>(w, row, x, ra, out); break;
-          case 3: row_dispatch<3>(w, row, x, ra, out); break;
-          case 2: row_dispatch<2>(w, row, x, ra, out); break;
-          default: row_dispatch<1>(w, row, x, ra, out); break;
-        }
-        for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + nb] = out[r];
-      }
-      continue;
-    }
-    for (const RowArgs& ra : tiles) {
-      const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
-      for (int64_t n = nb; n < ne; ++n) {
-        const void* row = base + n * w.row_stride;
-        switch (rr) {
-          case 4: row_dispatch<4>(w, row, x, ra, out); break;
-          case 3: row_dispatch<3>(w, row, x, ra, out); break;
-          case 2: row_dispatch<2>(w, row, x, ra, out); break;
-          default: row_dispatch<1>(w, row, x, ra, out); break;
-        }
-        for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
-      }
-    }
+    for (const RowArgs& ra : tiles)
+      for (int64_t n = nb; n < ne; ++n) dot_tile(n, ra);
   }
 }
 

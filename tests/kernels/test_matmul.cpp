@@ -158,13 +158,11 @@ double threshold(DType t) {
   }
 }
 
-void check_type(DType t, const std::vector<int64_t>& ks) {
+// 3, 6, 13, 17: full and partial 4-row tiles of the row kernels; 23, 64: the AVX-512 panel kernels (m >= 20)
+void check_type(DType t, const std::vector<int64_t>& ks, const std::vector<int64_t>& ns = {1, 67, 96},
+                const std::vector<int64_t>& ms = {1, 3, 6, 13, 17, 23, 64}, uint32_t seed = 100) {
   SimdCapReset reset;
   ThreadPool pool1(1), pool2(2);
-  // 3, 6, 13, 17: full and partial 4-row tiles of the row kernels; 23, 64: the AVX-512 panel kernels (m >= 20)
-  const int64_t ms[] = {1, 3, 6, 13, 17, 23, 64};
-  const int64_t ns[] = {1, 67, 96};
-  uint32_t seed = 100;
   for (int64_t k : ks)
     for (int64_t n : ns) {
       Matrix w = make_weights(t, n, k, seed++, n == 67 ? 48 : 0);
@@ -194,27 +192,8 @@ void check_type(DType t, const std::vector<int64_t>& ks) {
 // weight rows (about 256 KB each): k = 2048 makes blocks of 32 (f32) / 64 (f16, bf16) rows, so
 // n = 200 spans several blocks and a partial last one.
 TEST(Matmul, FloatRowKernelBlocksOfWeightRows) {
-  SimdCapReset reset;
-  ThreadPool pool1(1), pool2(2);
   uint32_t seed = 900;
-  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
-    const int64_t n = 200, k = 2048;
-    Matrix w = make_weights(t, n, k, seed++, 0);
-    for (int64_t m : {5, 8, 13}) {
-      const std::vector<float> x = make_x(m, k, seed++);
-      std::vector<float> want(static_cast<size_t>(m * n));
-      ref::matmul(w.view(), x.data(), m, want.data());
-      for (SimdLevel level : levels()) {
-        set_simd_cap(level);
-        for (ThreadPool* pool : {&pool1, &pool2}) {
-          std::vector<float> got(static_cast<size_t>(m * n), -1.f);
-          matmul(w.view(), x.data(), m, got.data(), *pool);
-          EXPECT_LT(rel_error(got, want, x, w.source, m, n, k), threshold(t))
-              << dtype_name(t) << " " << simd_level_name(level) << " threads=" << pool->size() << " m=" << m;
-        }
-      }
-    }
-  }
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) check_type(t, {2048}, {200}, {5, 8, 13}, seed += 10);
 }
 
 TEST(Matmul, F32) { check_type(DType::F32, {1, 7, 300}); }
