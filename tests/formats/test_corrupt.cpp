@@ -16,18 +16,14 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "formats/weights.h"
+#include "../scratch_dir.h"
 
 namespace ptn {
 namespace {
 
 std::string temp_dir() {
-  static std::string d = [] {
-    std::string base = ::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir();
-    std::string p = base + "ptn_corrupt_" + std::to_string(getpid());
-    ::mkdir(p.c_str(), 0755);
-    return p;
-  }();
-  return d;
+  static const testing::ScratchDir dir("ptn_corrupt_");
+  return dir.path();
 }
 
 std::string write_file(const std::string& name, const std::string& bytes) {

@@ -16,6 +16,7 @@
 #include "formats/random_weights.h"
 #include "formats/synth.h"
 #include "formats/weights.h"
+#include "../scratch_dir.h"
 
 namespace ptn {
 namespace {
@@ -23,8 +24,8 @@ namespace {
 using json = nlohmann::json;
 
 std::string tmp(const std::string& name) {
-  std::string base = ::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir();
-  return base + "ptn_synth_" + std::to_string(getpid()) + "_" + name;
+  static const testing::ScratchDir dir("ptn_synth_");
+  return dir.path() + "/" + name;
 }
 
 // Small configs of each family (same structure as the real ones, tiny dimensions).
