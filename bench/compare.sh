@@ -7,10 +7,13 @@
 #
 #   bench/compare.sh --llama-bench PATH [--ptn build/ptn] [-t 2] [-p 512] [-n 128] [-r 3]
 #                    [--rounds 2] [--llama-args "-fa 1"] [--ptn-args "--f16-as-bf16"]
-#                    [--batched-bench PATH] [--npl 1,2,4,8] [--plot out.png] MODEL.gguf...
+#                    [--batched-bench PATH] [--npl 1,2,4,8] [--plot out.png] [--label NAME] MODEL.gguf...
+#
+#   --label NAME  names the other engine in the tables, the ratio line and the plot legend
+#                 (default "llama.cpp"; e.g. --label ik_llama.cpp)
 set -euo pipefail
 ptn=build/ptn; llama=""; threads=2; np=512; ng=128; reps=3; rounds=2; largs=""; pargs=""; plot=""
-batched=""; npl=1,2,4,8
+batched=""; npl=1,2,4,8; label=llama.cpp
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,13 +29,18 @@ while [ $# -gt 0 ]; do
     --batched-bench) batched=$2; shift 2 ;;
     --npl) npl=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --label) label=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
 [ -n "$llama" ] && [ -x "$llama" ] || { echo "compare.sh: --llama-bench PATH to a built llama-bench is required" >&2; exit 2; }
 [ -z "$batched" ] || [ -x "$batched" ] || { echo "compare.sh: --batched-bench $batched is not executable" >&2; exit 2; }
 [ ${#models[@]} -gt 0 ] || { echo "compare.sh: give at least one GGUF file" >&2; exit 2; }
+# The label goes into the gnuplot script inside double quotes.
+case "$label" in
+  ""|*[\"\\]*|*$'\n'*) echo "compare.sh: --label must be non-empty, without quotes, backslashes or newlines" >&2; exit 2 ;;
+esac
 command -v python3 >/dev/null || { echo "compare.sh: needs python3" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -53,10 +61,11 @@ for m in "${models[@]}"; do
     fi
   done
 done
-python3 - "$out" "$np" "$ng" "$plot" "${models[@]}" <<'PY'
+python3 - "$out" "$np" "$ng" "$plot" "$label" "${models[@]}" <<'PY'
 import json, os, statistics, sys
-out, np_, ng, plot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-models = sys.argv[5:]
+out, np_, ng, plot, label = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+models = sys.argv[6:]
+w = max(10, len(label) + 3)  # width of the other engine's columns: "<label> pp"
 rows = []
 for m in models:
     b = os.path.basename(m)
@@ -74,15 +83,15 @@ for m in models:
                 pt["pp" if x["test"].startswith("pp") else "tg"].append(x["mean_tps"])
     med = lambda v: statistics.median(v) if v else float("nan")
     rows.append((b, med(ll["pp"]), med(pt["pp"]), med(ll["tg"]), med(pt["tg"])))
-print(f"{'model':40s} {'llama pp':>10s} {'ptn pp':>10s} {'ratio':>6s} {'llama tg':>10s} {'ptn tg':>10s} {'ratio':>6s}")
+print(f"{'model':40s} {label + ' pp':>{w}s} {'ptn pp':>10s} {'ratio':>6s} {label + ' tg':>{w}s} {'ptn tg':>10s} {'ratio':>6s}")
 for b, lp, pp, lt, tt in rows:
-    print(f"{b:40s} {lp:10.2f} {pp:10.2f} {pp/lp:6.2f} {lt:10.2f} {tt:10.2f} {tt/lt:6.2f}")
-print(f"(medians over rounds; pp{np_} and tg{ng} tokens/s)")
+    print(f"{b:40s} {lp:{w}.2f} {pp:10.2f} {pp/lp:6.2f} {lt:{w}.2f} {tt:10.2f} {tt/lt:6.2f}")
+print(f"(medians over rounds; pp{np_} and tg{ng} tokens/s; ratio = ptn / {label})")
 # Batched decode: llama-batched-bench's speed_tg (all sequences' generated tokens / decode time)
 # against ptn bench's batchN (the same quantity after a 128-token prompt per sequence).
 bb = [f for f in os.listdir(out) if f.startswith("bb-")]
 if bb:
-    print(f"\n{'model':40s} {'seqs':>4s} {'llama tg':>10s} {'ptn tg':>10s} {'ratio':>6s}  (aggregate tokens/s, 128 prompt + 128 generated each)")
+    print(f"\n{'model':40s} {'seqs':>4s} {label + ' tg':>{w}s} {'ptn tg':>10s} {'ratio':>6s}  (aggregate tokens/s, 128 prompt + 128 generated each)")
     for m in models:
         b = os.path.basename(m)
         ll, pt = {}, {}
@@ -97,7 +106,7 @@ if bb:
                     pt.setdefault(int(x["test"][5:]), []).append(x["mean_tps"])
         for n in sorted(set(ll) | set(pt)):
             l = statistics.median(ll[n]) if n in ll else float("nan"); p = statistics.median(pt[n]) if n in pt else float("nan")
-            print(f"{b:40s} {n:4d} {l:10.2f} {p:10.2f} {p/l:6.2f}")
+            print(f"{b:40s} {n:4d} {l:{w}.2f} {p:10.2f} {p/l:6.2f}")
 if plot:
     dat = os.path.join(out, "plot.dat")
     with open(dat, "w") as f:
@@ -107,8 +116,8 @@ if plot:
     with open(gp, "w") as f:
         f.write(f'set terminal pngcairo size 1000,500\nset output "{plot}"\nset style data histograms\n'
                 'set style fill solid\nset yrange [0:*]\nset ylabel "tokens/s"\nset xtics rotate by -20\nset key top left\n'
-                f'set multiplot layout 1,2\nset title "pp{np_}"\nplot "{dat}" using 2:xtic(1) title "llama.cpp", "" using 3 title "ptn"\n'
-                f'set title "tg{ng}"\nplot "{dat}" using 4:xtic(1) title "llama.cpp", "" using 5 title "ptn"\nunset multiplot\n')
+                f'set multiplot layout 1,2\nset title "pp{np_}"\nplot "{dat}" using 2:xtic(1) title "{label}", "" using 3 title "ptn"\n'
+                f'set title "tg{ng}"\nplot "{dat}" using 4:xtic(1) title "{label}", "" using 5 title "ptn"\nunset multiplot\n')
     os.system(f"gnuplot {gp}")
     print("plot:", plot)
 PY
