@@ -12,13 +12,17 @@
 #include <sstream>
 #include <thread>
 
-#include "export/exporter.h"
 #include "serve/server.h"
+#include "serve_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace ptn;
+using ptn::testing::copy_stories_hf;
+using ptn::testing::export_hf;
+using ptn::testing::stories_hf_dir;
+using ptn::testing::temp_dir;
 
 namespace {
 
@@ -26,34 +30,14 @@ const char* kChatMl =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("ptn_serve_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-std::string export_model(const fs::path& hf_dir, const std::string& name) {
-  ExportOptions o;
-  o.model = hf_dir.string();
-  o.max_seq_length = 64;
-  o.samples = 1;
-  o.output = (temp_dir() / (name + ".ptn")).string();
-  std::ostringstream log;
-  export_program(o, log);
-  return o.output;
-}
+// This process's scratch directory (see temp_dir), removed after the suite.
+const char* const kScratch = "ptn_serve_test_";
 
 // stories260K plus a ChatML template in its tokenizer_config.json.
 std::string export_chat_model() {
-  const fs::path src = fs::path(PTN_SOURCE_DIR) / "models/stories260K/hf";
-  const fs::path dst = temp_dir() / "chat_hf";
-  fs::create_directories(dst);
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
-    fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
-  json cfg = json::parse(std::ifstream(src / "tokenizer_config.json"));
-  cfg["chat_template"] = kChatMl;
-  std::ofstream(dst / "tokenizer_config.json") << cfg.dump(1);
-  return export_model(dst, "stories_chat");
+  const fs::path dir = temp_dir(kScratch);
+  copy_stories_hf(dir / "chat_hf", "tokenizer_config.json", [](json& cfg) { cfg["chat_template"] = kChatMl; });
+  return export_hf(dir / "chat_hf", dir, "stories_chat");
 }
 
 json expected() {
@@ -88,7 +72,7 @@ struct Running {
 class ServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    plain_path_ = new std::string(export_model(fs::path(PTN_SOURCE_DIR) / "models/stories260K/hf", "stories"));
+    plain_path_ = new std::string(export_hf(stories_hf_dir(), temp_dir(kScratch), "stories"));
     chat_path_ = new std::string(export_chat_model());
     serve::ServerOptions o;
     o.model_name = "stories";
@@ -105,7 +89,7 @@ class ServeTest : public ::testing::Test {
     srv_ = chat_ = nullptr;
     plain_path_ = chat_path_ = nullptr;
     std::error_code ec;
-    fs::remove_all(temp_dir(), ec);
+    fs::remove_all(temp_dir(kScratch), ec);
   }
 
   static httplib::Result post(const Running& r, const std::string& path, const json& body,

@@ -33,14 +33,16 @@
 #include <sstream>
 #include <thread>
 
-#include "export/exporter.h"
 #include "serve/server.h"
+#include "serve_test_util.h"
 
 extern char** environ;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace ptn;
+using ptn::testing::export_stories;
+using ptn::testing::temp_dir;
 using ms = std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -89,32 +91,8 @@ int64_t rss_kb() {
 
 // --- fixtures ----------------------------------------------------------------------------------
 
-fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("ptn_serve_faults_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-// stories260K with its config's max_position_embeddings set to `context` (RoPE takes any
-// position; a longer context makes generations long enough to disconnect from).
-std::string export_stories(int64_t context, const std::string& name) {
-  const fs::path src = fs::path(PTN_SOURCE_DIR) / "models/stories260K/hf";
-  const fs::path dst = temp_dir() / (name + "_hf");
-  fs::create_directories(dst);
-  for (const char* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
-  json cfg = json::parse(std::ifstream(src / "config.json"));
-  cfg["max_position_embeddings"] = context;
-  std::ofstream(dst / "config.json") << cfg.dump(1);
-  ExportOptions o;
-  o.model = dst.string();
-  o.max_seq_length = 64;
-  o.samples = 1;
-  o.output = (temp_dir() / (name + ".ptn")).string();
-  std::ostringstream log;
-  export_program(o, log);
-  return o.output;
-}
+// This process's scratch directory (see temp_dir), removed after the suite.
+const char* const kScratch = "ptn_serve_faults_";
 
 ThreadPool& pool() {
   static ThreadPool p(1);  // the model is tiny and the machine shared
@@ -394,8 +372,9 @@ bool wait_for(const std::function<bool()>& cond, ms limit) {
 class FaultTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    short_path_ = new std::string(export_stories(512, "stories512"));
-    long_path_ = new std::string(export_stories(8192, "stories8k"));
+    short_path_ = new std::string(export_stories(temp_dir(kScratch), "stories512", 512));
+    // 8192 positions: generations long enough to disconnect from.
+    long_path_ = new std::string(export_stories(temp_dir(kScratch), "stories8k", 8192));
   }
   static void TearDownTestSuite() {
     tally().print();
@@ -403,7 +382,7 @@ class FaultTest : public ::testing::Test {
     delete long_path_;
     short_path_ = long_path_ = nullptr;
     std::error_code ec;
-    fs::remove_all(temp_dir(), ec);
+    fs::remove_all(temp_dir(kScratch), ec);
   }
   // A server on the 8192-token model with room for a couple of long sequences.
   static serve::ServerOptions long_options() {
