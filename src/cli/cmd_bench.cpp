@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "export/exporter.h"
@@ -31,7 +32,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("model", "m"), a->model, "a .ptn program, or a GGUF file (exported in memory first)")->required();
   c->add_option(opt("n-prompt", "p"), a->n_prompt, "prompt tokens (default 512; 0 skips)");
   c->add_option(opt("n-gen", "n"), a->n_gen, "generated tokens (default 128; 0 skips)");
-  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  ptn::cli::add_threads_flag(c, &a->threads);
   c->add_option(opt("repetitions", "r"), a->reps, "repetitions after one warm-up (default 3)");
   c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
   c->add_option(opt("batch-prompt"), a->batch_prompt, "prompt tokens of each sequence before batched decode (default 128)");
@@ -42,8 +43,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("json"), a->json, "print one JSON object per result");
   return [a] {
     using namespace ptn;
-    if (a->threads < 0 || a->threads > 1024) throw Error(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
-    if (a->threads > 0) set_default_threads(a->threads);
+    cli::apply_threads_flag(a->threads);
     BenchOptions o;
     o.n_prompt = a->n_prompt;
     o.n_gen = a->n_gen;

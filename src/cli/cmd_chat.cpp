@@ -15,10 +15,10 @@
 #include <fstream>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/threadpool.h"
 #include "runtime/chat_session.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -30,9 +30,10 @@ constexpr size_t kMaxMessageBytes = 1u << 20;
 constexpr size_t kMaxConversationFile = 64u << 20;
 
 struct ChatArgs {
-  std::string model, system, template_file, cache = "paged", cache_type = "f32";
+  std::string model, system, template_file;
   int64_t ctx = 0, n_predict = 0;
   int threads = 0;
+  ptn::cli::CacheFlags cache;
   ptn::cli::SamplingFlags sampling;
 };
 
@@ -108,14 +109,12 @@ std::function<int()> setup(CLI::App& app) {
                 "a Jinja chat template file to use instead of the program's");
   c->add_option(opt("n-predict", "n"), a->n_predict, "most tokens per reply (default 0: until the model ends it)");
   ptn::cli::add_sampling_flags(c, &a->sampling);
-  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
-  c->add_option(opt("ctx"), a->ctx, "context size in tokens (default: the model's)");
-  c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_context_flag(c, &a->ctx);
+  ptn::cli::add_cache_flags(c, &a->cache);
   return [a] {
     using namespace ptn;
-    if (a->threads < 0 || a->threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
-    if (a->threads > 0) set_default_threads(a->threads);
+    cli::apply_threads_flag(a->threads);
     if (a->n_predict < 0) fail(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
     auto program = Program::load(a->model);
     if (!program->meta().tokenizer)
@@ -123,10 +122,7 @@ std::function<int()> setup(CLI::App& app) {
     const TokenizerSpec& ts = *program->meta().tokenizer;
     auto tok = Tokenizer::create(ts);
     SessionOptions so;
-    so.cache_kind = a->cache;
-    auto dt = dtype_from_name(a->cache_type);
-    if (!dt) fail(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
-    so.cache_dtype = *dt;
+    cli::apply_cache_flags(a->cache, &so);
     so.context = a->ctx;
     Session session(program, so);
 

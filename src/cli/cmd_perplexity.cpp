@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/threadpool.h"
 #include "runtime/perplexity.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -18,9 +18,10 @@ constexpr size_t kMaxTextBytes = 256u << 20;
 constexpr int64_t kDefaultCtx = 512;
 
 struct Args {
-  std::string model, file, cache = "paged", cache_type = "f32";
+  std::string model, file;
   int64_t ctx = 0, chunks = 0;
   int threads = 0;
+  ptn::cli::CacheFlags cache;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -31,13 +32,11 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("file", "f"), a->file, "the text file (UTF-8)")->required();
   c->add_option(opt("ctx", "c"), a->ctx, "tokens per chunk (default: 512, or the model's context if smaller)");
   c->add_option(opt("chunks"), a->chunks, "evaluate at most this many chunks (default: all)");
-  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
-  c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_cache_flags(c, &a->cache);
   return [a] {
     using namespace ptn;
-    if (a->threads < 0 || a->threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
-    if (a->threads > 0) set_default_threads(a->threads);
+    cli::apply_threads_flag(a->threads);
     if (a->ctx < 0) fail(ErrorKind::InvalidArgument, "--ctx", "must be >= 0");
     if (a->chunks < 0) fail(ErrorKind::InvalidArgument, "--chunks", "must be >= 0");
     auto program = Program::load(a->model);
@@ -45,10 +44,7 @@ std::function<int()> setup(CLI::App& app) {
       fail(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
     auto tok = Tokenizer::create(*program->meta().tokenizer);
     SessionOptions so;
-    so.cache_kind = a->cache;
-    auto dt = dtype_from_name(a->cache_type);
-    if (!dt) fail(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
-    so.cache_dtype = *dt;
+    cli::apply_cache_flags(a->cache, &so);
     so.context = a->ctx;  // 0: the model's
     Session session(program, so);
     if (a->ctx > session.context())

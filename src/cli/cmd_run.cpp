@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
-#include "core/threadpool.h"
 #include "runtime/session.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -13,10 +13,11 @@
 namespace {
 
 struct RunArgs {
-  std::string model, prompt, cache = "paged", cache_type = "f32";
+  std::string model, prompt;
   int64_t n_predict = 128;
   int64_t ctx = 0;
   int threads = 0;
+  ptn::cli::CacheFlags cache;
   ptn::cli::SamplingFlags sampling;
   bool print_ids = false;
   bool no_bos_stop = false;
@@ -34,17 +35,15 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("prompt", "p"), a->prompt, "the prompt text")->required();
   c->add_option(opt("n-predict", "n"), a->n_predict, "tokens to generate (default 128)");
   ptn::cli::add_sampling_flags(c, &a->sampling);
-  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
-  c->add_option(opt("cache"), a->cache, "KV cache: paged (default) or reference");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
-  c->add_option(opt("ctx"), a->ctx, "context size in tokens (default: the model's)");
+  ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_cache_flags(c, &a->cache);
+  ptn::cli::add_context_flag(c, &a->ctx);
   c->add_flag(opt("print-ids"), a->print_ids, "print the generated token ids to stderr as a JSON array");
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop,
               "keep generating when the model emits BOS (by default a BOS ends the text, as llama2.c does)");
   return [a] {
     using namespace ptn;
-    if (a->threads < 0 || a->threads > 1024) throw Error(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
-    if (a->threads > 0) set_default_threads(a->threads);
+    cli::apply_threads_flag(a->threads);
     if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
     auto t_load = std::chrono::steady_clock::now();
     auto program = Program::load(a->model);
@@ -52,10 +51,7 @@ std::function<int()> setup(CLI::App& app) {
       throw Error(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
     auto tok = Tokenizer::create(*program->meta().tokenizer);
     SessionOptions so;
-    so.cache_kind = a->cache;
-    auto dt = dtype_from_name(a->cache_type);
-    if (!dt) throw Error(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
-    so.cache_dtype = *dt;
+    cli::apply_cache_flags(a->cache, &so);
     so.context = a->ctx;
     Session session(program, so);
     const double load_s = seconds_since(t_load);

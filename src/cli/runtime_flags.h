@@ -1,0 +1,54 @@
+// The runtime flags several commands share, each with one name, help text and check:
+//   -t/--threads        run, chat, perplexity, bench
+//   --cache/--cache-type run, chat, perplexity (a Session's cache kind and dtype)
+//   --ctx               run, chat (perplexity's --ctx is tokens per chunk: its own flag)
+// Each flag is added by its own call so that a command keeps its order of options in --help.
+// Header-only: the ptn target compiles src/cli/cmd_*.cpp and main.cpp only.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "cli/command.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "runtime/session.h"
+
+namespace ptn::cli {
+
+// -t/--threads bound to *threads (0: all CPUs).
+inline void add_threads_flag(CLI::App* cmd, int* threads) {
+  cmd->add_option(opt("threads", "t"), *threads, "threads (default: all CPUs)");
+}
+
+// Checks --threads (0, or 1..1024) and makes it the default thread count.
+inline void apply_threads_flag(int threads) {
+  if (threads < 0 || threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
+  if (threads > 0) set_default_threads(threads);
+}
+
+// --ctx bound to *ctx: the cache's context in tokens (0: the model's).
+inline void add_context_flag(CLI::App* cmd, int64_t* ctx) {
+  cmd->add_option(opt("ctx"), *ctx, "context size in tokens (default: the model's)");
+}
+
+struct CacheFlags {
+  std::string kind = "paged";  // --cache: paged | reference (Session checks it)
+  std::string dtype = "f32";   // --cache-type: a dtype name
+};
+
+// --cache and --cache-type, in that order, bound to *flags (which must outlive the parse).
+inline void add_cache_flags(CLI::App* cmd, CacheFlags* flags) {
+  cmd->add_option(opt("cache"), flags->kind, "KV cache: paged (default) or reference");
+  cmd->add_option(opt("cache-type"), flags->dtype, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+}
+
+// Sets so->cache_kind and so->cache_dtype; an unknown --cache-type throws ptn::Error.
+inline void apply_cache_flags(const CacheFlags& flags, SessionOptions* so) {
+  so->cache_kind = flags.kind;
+  const auto dt = dtype_from_name(flags.dtype);
+  if (!dt) fail(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + flags.dtype + "'");
+  so->cache_dtype = *dt;
+}
+
+}  // namespace ptn::cli
