@@ -111,6 +111,63 @@ void attn_finish(const AttnAccumulator& st, float* out) {
   for (int64_t i = 0; i < st.dv; ++i) out[i] = st.acc[i] * inv;
 }
 
+int64_t attn_tile_width() { return kdetail::attn_kernels(simd_level()).tile_width; }
+
+size_t attn_tile_floats(int64_t d, int64_t dv) {
+  if (d < 1 || dv < 1) fail(ErrorKind::InvalidArgument, "attn_tile_floats", "need d, dv >= 1");
+  return static_cast<size_t>((d + dv) * attn_tile_width());
+}
+
+void attn_tile_begin(AttnTile& t, const float* const* q, int64_t nq, int64_t d, int64_t dv, float scale,
+                     float softcap, float* buf) {
+  const int64_t w = attn_tile_width();
+  if (nq < 1 || nq > w || d < 1 || dv < 1 || q == nullptr || buf == nullptr)
+    fail(ErrorKind::InvalidArgument, "attn_tile_begin",
+         "nq=" + std::to_string(nq) + " d=" + std::to_string(d) + " dv=" + std::to_string(dv) +
+             ": need 1 <= nq <= " + std::to_string(w) + ", d, dv >= 1, query rows and a buffer");
+  if (!std::isfinite(scale) || !std::isfinite(softcap) || softcap < 0)
+    fail(ErrorKind::InvalidArgument, "attn_tile_begin", "scale must be finite, softcap finite and >= 0");
+  for (int64_t i = 0; i < nq; ++i)
+    if (q[i] == nullptr) fail(ErrorKind::InvalidArgument, "attn_tile_begin", "query row " + std::to_string(i) + " is null");
+  t.w = w;
+  t.nq = nq;
+  t.d = d;
+  t.dv = dv;
+  t.scale = scale;
+  t.softcap = softcap;
+  t.qt = buf;
+  t.acct = buf + d * w;
+  for (int64_t e = 0; e < d; ++e)
+    for (int64_t i = 0; i < w; ++i) t.qt[e * w + i] = i < nq ? q[i][e] : 0.0f;
+  std::fill(t.acct, t.acct + dv * w, 0.0f);
+  std::fill(t.max, t.max + kAttnTileMax, -INFINITY);
+  std::fill(t.sum, t.sum + kAttnTileMax, 0.0f);
+}
+
+void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo,
+                     const int32_t* hi) {
+  if (t.qt == nullptr || t.nq < 1) fail(ErrorKind::InvalidArgument, "attn_tile_block", "tile not begun (attn_tile_begin)");
+  if (n < 0 || lo == nullptr || hi == nullptr)
+    fail(ErrorKind::InvalidArgument, "attn_tile_block", "n=" + std::to_string(n) + ": need n >= 0 and lo/hi per row");
+  check_kv_rows("k", k, t.d, n);
+  check_kv_rows("v", v, t.dv, n);
+  if (n == 0) return;
+  // The kernels of the width the tile was begun with (the SIMD cap may have moved since).
+  const SimdLevel level = t.w >= 16 ? SimdLevel::AVX512 : t.w >= 8 ? SimdLevel::AVX2 : SimdLevel::Scalar;
+  const kdetail::AttnKernels& kern = kdetail::attn_kernels(level);
+  if (kern.tile_width != t.w) fail(ErrorKind::Internal, "attn_tile_block", "no kernel for tile width " + std::to_string(t.w));
+  kern.tile_block(t, k, v, n, lo, hi);
+}
+
+void attn_tile_finish(const AttnTile& t, float* const* out) {
+  if (t.qt == nullptr || t.nq < 1 || out == nullptr)
+    fail(ErrorKind::InvalidArgument, "attn_tile_finish", "tile not begun or null output");
+  for (int64_t i = 0; i < t.nq; ++i) {
+    const float inv = t.sum[i] > 0 ? 1.0f / t.sum[i] : 0.0f;
+    for (int64_t e = 0; e < t.dv; ++e) out[i][e] = t.acct[e * t.w + i] * inv;
+  }
+}
+
 void attention(const float* q, const float* k, const float* v, const int32_t* q_pos,
                const int32_t* kv_pos, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
                int64_t Dv, const AttentionParams& p, float* out, ThreadPool& pool) {

@@ -107,4 +107,51 @@ void attn_merge(AttnAccumulator& into, const AttnAccumulator& other);
 // out [dv] = acc / l, or zeros when no row was seen. out may be st.acc.
 void attn_finish(const AttnAccumulator& st, float* out);
 
+
+// ---- query tiles ------------------------------------------------------------------------------
+//
+// In a prompt, consecutive tokens of one sequence read the same cached K/V blocks. A tile holds
+// up to attn_tile_width() query rows (e.g. 4 tokens x the 4 query heads of one kv head) in one
+// online-softmax state laid out lane-wise: tile row i is vector lane i. Scores, the softmax and
+// the weighted sum of V are then vector operations across the rows (no horizontal sums), and
+// each K/V element is loaded once per tile instead of once per query row. Each row keeps its own
+// visible range per block (causality, windows, chunks):
+//
+//   AttnTile t;  std::vector<float> buf(attn_tile_floats(d, dv));
+//   attn_tile_begin(t, q_rows, nq, d, dv, scale, softcap, buf.data());
+//   for each block: attn_tile_block(t, k, v, n, lo, hi);   // row i folds rows [lo[i], hi[i])
+//   attn_tile_finish(t, out_rows);
+//
+// The result per row equals attend_block over the same rows (summation order differs). Rows a
+// tile row does not see get weight 0 through a -inf score, so every row in [min lo, max hi) must
+// hold finite values for the rows that do not see it to stay finite (a paged cache's rows in
+// that range are the sequence's own, already written).
+constexpr int64_t kAttnTileMax = 16;
+
+struct AttnTile {
+  int64_t w = 0;   // lanes: attn_tile_width() when begun
+  int64_t nq = 0, d = 0, dv = 0;
+  float scale = 1.0f, softcap = 0.0f;
+  float* qt = nullptr;    // [d][w]  query rows, transposed
+  float* acct = nullptr;  // [dv][w] sum of exp(s - max) * v, transposed
+  float max[kAttnTileMax] = {};
+  float sum[kAttnTileMax] = {};
+};
+
+// Query rows per tile at the current SIMD level: 16 (AVX-512), 8 (AVX2), 1 (scalar).
+int64_t attn_tile_width();
+// Floats of the buffer attn_tile_begin needs: (d + dv) * attn_tile_width().
+size_t attn_tile_floats(int64_t d, int64_t dv);
+// Begins a tile of nq (1..attn_tile_width()) query rows q[i] [d]; buf holds attn_tile_floats.
+// Throws InvalidArgument for nq out of range, d or dv < 1, null rows or buffer, a non-finite
+// scale or a negative / non-finite softcap.
+void attn_tile_begin(AttnTile& t, const float* const* q, int64_t nq, int64_t d, int64_t dv, float scale,
+                     float softcap, float* buf);
+// Folds n K/V rows into the tile; row i of the tile sees rows [lo[i], hi[i]) (clamped to
+// [0, n); empty when lo >= hi). K/V types and strides as for attend_block.
+void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo,
+                     const int32_t* hi);
+// out[i] [dv] = row i's result (zeros when it saw no row).
+void attn_tile_finish(const AttnTile& t, float* const* out);
+
 }  // namespace ptn

@@ -2,10 +2,13 @@
 // type V (ops_vec.h) and the K/V row formats. Included by attention.cpp (ScalarV),
 // attention_avx2.cpp and attention_avx512.cpp. Internal linkage throughout.
 #pragma once
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "core/blocks.h"
 #include "kernels/ops_internal.h"
@@ -276,9 +279,120 @@ void attend_any(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const
   }
 }
 
+// ---- query tiles (attention.h): tile row i = lane i of V ----
+
+// Rows j0..j0+m-1 of `r` as f32: in place for f32, else converted into buf [m][d].
+template <class V>
+void tile_rows_f32(const KvRows& r, int64_t j0, int64_t m, int64_t d, float* buf, const float** rows) {
+  if (r.type == DType::F32) {
+    for (int64_t j = 0; j < m; ++j) rows[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(r.data) + (j0 + j) * r.stride);
+    return;
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    float* out = buf + j * d;
+    for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
+    const uint8_t* row = static_cast<const uint8_t*>(r.data) + (j0 + j) * r.stride;
+    if (r.type == DType::F16) Row16<false>::axpy<V>(out, 1.0f, row, d);
+    else if (r.type == DType::BF16) Row16<true>::axpy<V>(out, 1.0f, row, d);
+    else RowQ8::axpy<V>(out, 1.0f, row, d);
+    rows[j] = out;
+  }
+}
+
+// Rows j0..j0+m-1 (m <= 16) at a time: scores S[j] (one vector = the tile's rows) by d
+// broadcast-FMAs per K row, 8 K rows interleaved; lanes outside their [lo, hi) get -inf; the
+// running max / sum / acc rescaled lane-wise; then acc[e] += sum_j p[j] * v[j][e], 8 e at a time.
+template <class V>
+void tile_block_t(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo, const int32_t* hi) {
+  using R = typename V::R;
+  constexpr int W = V::W;
+  constexpr int64_t kChunk = 16;
+  const int64_t d = t.d, dv = t.dv;
+  alignas(64) float vlo[W], vhi[W];
+  int64_t jlo = n, jhi = 0;
+  for (int i = 0; i < W; ++i) {
+    vlo[i] = 1.0f;  // unused lanes: lo > hi - 1, never visible
+    vhi[i] = 0.0f;
+    if (i >= t.nq) continue;
+    const int64_t a = std::max<int64_t>(0, lo[i]), b = std::min<int64_t>(n, hi[i]);
+    if (a >= b) continue;
+    vlo[i] = static_cast<float>(a);
+    vhi[i] = static_cast<float>(b - 1);
+    jlo = std::min(jlo, a);
+    jhi = std::max(jhi, b);
+  }
+  if (jlo >= jhi) return;
+  const R rlo = V::load(vlo), rhi = V::load(vhi), ninf = V::set1(-INFINITY);
+  thread_local std::vector<float> kbuf, vbuf;
+  if (k.type != DType::F32) kbuf.resize(static_cast<size_t>(kChunk * d));
+  if (v.type != DType::F32) vbuf.resize(static_cast<size_t>(kChunk * dv));
+  const float* krows[kChunk];
+  const float* vrows[kChunk];
+  for (int64_t j0 = jlo; j0 < jhi; j0 += kChunk) {
+    const int64_t m = std::min(kChunk, jhi - j0);
+    tile_rows_f32<V>(k, j0, m, d, kbuf.data(), krows);
+    // Rows past m repeat row m - 1 so that every pass runs 8 rows in registers (the extra
+    // scores are never used).
+    for (int64_t j = m; j < kChunk; ++j) krows[j] = krows[m - 1];
+    R s[kChunk];
+    for (int64_t jj = 0; jj < m; jj += 8) {
+      R a[8];
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) a[u] = V::zero();
+      for (int64_t e = 0; e < d; ++e) {
+        const R qv = V::load(t.qt + e * W);
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u) a[u] = V::fma(qv, V::set1(krows[jj + u][e]), a[u]);
+      }
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) s[jj + u] = a[u];
+    }
+    const R vs = V::set1(t.scale);
+    R bmax = ninf;
+    for (int64_t j = 0; j < m; ++j) {
+      R x = V::mul(s[j], vs);
+      if (t.softcap > 0) x = V::mul(V::set1(t.softcap), vtanh<V>(V::mul(x, V::set1(1.0f / t.softcap))));
+      const R pos = V::set1(static_cast<float>(j0 + j));
+      x = V::select_neg(V::sub(pos, rlo), ninf, x);
+      x = V::select_neg(V::sub(rhi, pos), ninf, x);
+      s[j] = x;
+      bmax = V::max(x, bmax);
+    }
+    const R mold = V::load(t.max);
+    const R mnew = V::max(bmax, mold);
+    // Lanes that have seen nothing yet subtract 0 instead of -inf (exp(-inf - -inf) is NaN).
+    const R mref = V::select_neg(V::add(mnew, V::set1(FLT_MAX)), V::zero(), mnew);
+    const R corr = V::exp(V::sub(mold, mref));
+    R sum = V::mul(V::load(t.sum), corr);
+    for (int64_t j = 0; j < m; ++j) {
+      s[j] = V::exp(V::sub(s[j], mref));
+      sum = V::add(sum, s[j]);
+    }
+    V::store(t.max, mnew);
+    V::store(t.sum, sum);
+    tile_rows_f32<V>(v, j0, m, dv, vbuf.data(), vrows);
+    int64_t e0 = 0;
+    for (; e0 + 8 <= dv; e0 += 8) {
+      R a[8];
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) a[u] = V::mul(V::load(t.acct + (e0 + u) * W), corr);
+      for (int64_t j = 0; j < m; ++j)
+  #pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u) a[u] = V::fma(s[j], V::set1(vrows[j][e0 + u]), a[u]);
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) V::store(t.acct + (e0 + u) * W, a[u]);
+    }
+    for (; e0 < dv; ++e0) {
+      R a = V::mul(V::load(t.acct + e0 * W), corr);
+      for (int64_t j = 0; j < m; ++j) a = V::fma(s[j], V::set1(vrows[j][e0]), a);
+      V::store(t.acct + e0 * W, a);
+    }
+  }
+}
+
 template <class V>
 constexpr AttnKernels make_attn_kernels() {
-  return AttnKernels{&attend_any<V>};
+  return AttnKernels{&attend_any<V>, &tile_block_t<V>, V::W};
 }
 
 }  // namespace

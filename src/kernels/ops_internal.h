@@ -55,6 +55,10 @@ struct AttnKernels {
   // attend_block_group after argument checks: G states, q [G, d].
   void (*attend)(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const KvRows& k,
                  const KvRows& v, int64_t n, float scale, float softcap);
+  // attn_tile_block after argument checks, for tiles of this level's width.
+  void (*tile_block)(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo,
+                     const int32_t* hi);
+  int64_t tile_width;
 };
 
 const AttnKernels& attn_kernels_scalar();

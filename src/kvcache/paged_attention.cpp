@@ -1,6 +1,8 @@
 #include "kvcache/paged_attention.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -32,6 +34,40 @@ void paged_attend_group(const PagedLayerView& view, int64_t kv_head, const float
   paged_accumulate_group(view, kv_head, q, group, lo, hi, lo / view.block_size, hi / view.block_size + 1, scale,
                          softcap, states.data());
   for (int64_t g = 0; g < group; ++g) attn_finish(states[static_cast<size_t>(g)], out + g * view.dv);
+}
+
+void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
+                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out) {
+  thread_local std::vector<float> buf;
+  buf.resize(attn_tile_floats(view.dk, view.dv));
+  AttnTile tile;
+  attn_tile_begin(tile, q, nq, view.dk, view.dv, scale, softcap, buf.data());
+  const int64_t bs = view.block_size;
+  int64_t first = INT64_MAX, last = -1;
+  for (int64_t i = 0; i < nq; ++i)
+    if (lo[i] <= hi[i]) {
+      first = std::min(first, lo[i]);
+      last = std::max(last, hi[i]);
+    }
+  const size_t k_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.k_row;
+  const size_t v_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.v_row;
+  int32_t slo[kAttnTileMax], shi[kAttnTileMax];
+  for (int64_t bi = last < 0 ? 1 : first / bs; bi <= last / bs && last >= 0; ++bi) {
+    // Row i sees slots [slo, shi) of this block.
+    int64_t n = 0;
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t a = std::max(lo[i], bi * bs), b = std::min(hi[i], bi * bs + bs - 1);
+      slo[i] = static_cast<int32_t>(a - bi * bs);
+      shi[i] = static_cast<int32_t>(a <= b ? b - bi * bs + 1 : a - bi * bs);
+      if (a <= b) n = std::max(n, b - bi * bs + 1);
+    }
+    if (n == 0) continue;
+    const uint8_t* blk = view.base + static_cast<size_t>(view.table[bi]) * view.block_bytes;
+    const KvRows k{blk + view.k_off + k_head, view.dtype, static_cast<int64_t>(view.k_row)};
+    const KvRows v{blk + view.v_off + v_head, view.dtype, static_cast<int64_t>(view.v_row)};
+    attn_tile_block(tile, k, v, n, slo, shi);
+  }
+  attn_tile_finish(tile, out);
 }
 
 }  // namespace ptn::kv

@@ -38,4 +38,11 @@ void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const f
                             int64_t hi, int64_t block_begin, int64_t block_end, float scale, float softcap,
                             AttnAccumulator* states);
 
+// A tile of nq (<= attn_tile_width()) query rows of kv head `kv_head`, all of one sequence:
+// row i (q[i] [dk], out[i] [dv]) sees positions lo[i]..hi[i] (inclusive). Each block from the
+// lowest lo to the highest hi is read once for all rows (kernels/attention.h, query tiles).
+// Every block in that range must be valid.
+void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
+                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out);
+
 }  // namespace ptn::kv

@@ -498,6 +498,57 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
     return p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
   };
 
+  // Prompts: consecutive rows of one sequence read the same blocks, so they are attended as
+  // query tiles (kernels/attention.h) of `tile_rows` rows x the query heads of a kv head,
+  // each block read once per tile. Items are (tile, kv head, share of the group's heads).
+  const int64_t width = attn_tile_width();
+  const int64_t heads_per_tile = std::min(group, width), tile_rows = std::max<int64_t>(1, width / heads_per_tile);
+  std::vector<int64_t> tile_start;  // first row of each tile, then T
+  if (splits == 1 && tile_rows >= 2 && T >= 2) {
+    for (int64_t t = 0; t < T;) {
+      tile_start.push_back(t);
+      const Pending::Seq* seq = &seq_of_row(t);
+      int64_t e = t + 1;
+      while (e < T && e - t < tile_rows && &seq_of_row(e) == seq) ++e;
+      t = e;
+    }
+    tile_start.push_back(T);
+  }
+  // Only when some tile has several rows (decoding many sequences keeps one row per item).
+  if (!tile_start.empty() && static_cast<int64_t>(tile_start.size()) - 1 < T) {
+    const int64_t n_tiles = static_cast<int64_t>(tile_start.size()) - 1;
+    const int64_t head_shares = (group + heads_per_tile - 1) / heads_per_tile;
+    const int64_t tile_items = n_tiles * hkv * head_shares;
+    tp.parallel_for_dynamic(tile_items, 1, [&](int64_t b, int64_t e, int) {
+      const float* qrows[kAttnTileMax];
+      float* orows[kAttnTileMax];
+      int64_t lo[kAttnTileMax], hi[kAttnTileMax];
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t tile = item / (hkv * head_shares), h = item / head_shares % hkv, share = item % head_shares;
+        const int64_t t0 = tile_start[static_cast<size_t>(tile)], t1 = tile_start[static_cast<size_t>(tile) + 1];
+        const int64_t g0 = share * heads_per_tile, g1 = std::min(group, g0 + heads_per_tile);
+        if (t1 - t0 == 1) {  // a lone row: the group kernel (full-width dot products) is faster
+          const int64_t pos = rows[static_cast<size_t>(t0)].pos;
+          kv::paged_attend_group(view_of(seq_of_row(t0)), h, q + (t0 * n_q_heads + h * group + g0) * dk, g1 - g0,
+                                 kv::first_visible(L, pos), pos, scale, softcap,
+                                 out + (t0 * n_q_heads + h * group + g0) * dv);
+          continue;
+        }
+        int64_t nq = 0;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t pos = rows[static_cast<size_t>(t)].pos;
+          for (int64_t g = g0; g < g1; ++g, ++nq) {
+            qrows[nq] = q + (t * n_q_heads + h * group + g) * dk;
+            orows[nq] = out + (t * n_q_heads + h * group + g) * dv;
+            lo[nq] = kv::first_visible(L, pos);
+            hi[nq] = pos;
+          }
+        }
+        kv::paged_attend_tile(view_of(seq_of_row(t0)), h, qrows, lo, hi, nq, scale, softcap, orows);
+      }
+    });
+    return;
+  }
   if (splits == 1) {
     // Items are (row, kv head) in row order; a causal prompt's later rows cost more, so the
     // threads take items in turn (contiguous halves were 1 : 3 in a 512-token prefill).

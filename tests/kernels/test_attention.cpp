@@ -314,6 +314,92 @@ TEST(Attention, SixteenBitRowsWithOddHeadDims) {
   }
 }
 
+// Query tiles: every row of a tile gets what attend_block gives it over the same rows, for
+// each K/V type, partial tiles, rows that see nothing in some blocks (or at all), windows that
+// start inside a block, soft-capping, and head dims that are not multiples of 8.
+TEST(Attention, TileRowsEqualOneRowAtATime) {
+  struct Case { int64_t d, dv; float softcap; };
+  for (const Case& c : {Case{64, 64, 0.0f}, Case{64, 64, 4.0f}, Case{37, 21, 0.0f}}) {
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      if (type == DType::Q8_0 && (c.d % 32 || c.dv % 32)) continue;
+      const int64_t S = 70, block = 16;  // 5 blocks, the last one partial
+      std::vector<float> kf = random_vec(S * c.d, 3, -2, 2), vf = random_vec(S * c.dv, 4, -1, 1), kback, vback;
+      const std::vector<uint8_t> kb = encode(kf, type, c.d, kback), vb = encode(vf, type, c.dv, vback);
+      const int64_t krow = static_cast<int64_t>(kb.size()) / S, vrow = static_cast<int64_t>(vb.size()) / S;
+      for_each_config([&](ThreadPool&, const std::string& cfg) {
+        const int64_t w = attn_tile_width();
+        for (int64_t nq : {int64_t{1}, std::max<int64_t>(1, w / 2 + 1), w}) {
+          const std::vector<float> q = random_vec(nq * c.d, 100 + nq, -1, 1);
+          // Row i sees positions [first[i], last[i]]: causal rows of a prompt with a window of
+          // 23 on odd rows; the last row of a full tile sees nothing.
+          std::vector<int64_t> first(nq), last(nq);
+          for (int64_t i = 0; i < nq; ++i) {
+            last[i] = S - 1 - (nq - 1 - i) * 3;
+            first[i] = i % 2 ? std::max<int64_t>(0, last[i] - 22) : 0;
+            if (nq > 1 && i == nq - 1) first[i] = last[i] + 1;
+          }
+          const float scale = 0.3f;
+          std::vector<float> want(nq * c.dv), got(nq * c.dv), acc(c.dv);
+          for (int64_t i = 0; i < nq; ++i) {
+            AttnAccumulator st;
+            attn_begin(st, acc.data(), c.dv);
+            for (int64_t b0 = 0; b0 < S; b0 += block) {
+              const int64_t lo = std::max(b0, first[i]), hi = std::min({S - 1, b0 + block - 1, last[i]});
+              if (lo > hi) continue;
+              attend_block(st, &q[i * c.d], c.d, KvRows{kb.data() + lo * krow, type, krow},
+                           KvRows{vb.data() + lo * vrow, type, vrow}, hi - lo + 1, scale, c.softcap);
+            }
+            attn_finish(st, &want[i * c.dv]);
+          }
+          std::vector<const float*> qrows(nq);
+          std::vector<float*> orows(nq);
+          for (int64_t i = 0; i < nq; ++i) {
+            qrows[i] = &q[i * c.d];
+            orows[i] = &got[i * c.dv];
+          }
+          std::vector<float> buf(attn_tile_floats(c.d, c.dv));
+          AttnTile tile;
+          attn_tile_begin(tile, qrows.data(), nq, c.d, c.dv, scale, c.softcap, buf.data());
+          for (int64_t b0 = 0; b0 < S; b0 += block) {
+            const int64_t n = std::min(block, S - b0);
+            std::vector<int32_t> lo(nq), hi(nq);
+            for (int64_t i = 0; i < nq; ++i) {
+              lo[i] = static_cast<int32_t>(first[i] - b0);   // may be < 0 or >= n: clamped
+              hi[i] = static_cast<int32_t>(last[i] + 1 - b0);
+            }
+            attn_tile_block(tile, KvRows{kb.data() + b0 * krow, type, krow}, KvRows{vb.data() + b0 * vrow, type, vrow},
+                            n, lo.data(), hi.data());
+          }
+          attn_tile_finish(tile, orows.data());
+          const std::string what = std::string(dtype_name(type)) + " d=" + std::to_string(c.d) + " softcap=" +
+                                   std::to_string(c.softcap) + " nq=" + std::to_string(nq) + " " + cfg;
+          EXPECT_LT(nmse(want, got), 1e-10) << what;
+          if (nq > 1)
+            for (int64_t e = 0; e < c.dv; ++e) EXPECT_EQ(got[(nq - 1) * c.dv + e], 0.0f) << "row that sees nothing, " << what;
+        }
+      });
+    }
+  }
+}
+
+TEST(Attention, TileBadArgumentsThrow) {
+  std::vector<float> q(64), buf(attn_tile_floats(64, 64));
+  const float* rows[1] = {q.data()};
+  AttnTile tile;
+  EXPECT_THROW(attn_tile_begin(tile, rows, 0, 64, 64, 1.0f, 0.0f, buf.data()), Error);
+  EXPECT_THROW(attn_tile_begin(tile, rows, attn_tile_width() + 1, 64, 64, 1.0f, 0.0f, buf.data()), Error);
+  EXPECT_THROW(attn_tile_begin(tile, rows, 1, 64, 64, NAN, 0.0f, buf.data()), Error);
+  EXPECT_THROW(attn_tile_begin(tile, rows, 1, 64, 64, 1.0f, 0.0f, nullptr), Error);
+  const int32_t lo[1] = {0}, hi[1] = {1};
+  EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::F32, 256}, KvRows{q.data(), DType::F32, 256}, 1, lo, hi),
+               Error);  // not begun
+  attn_tile_begin(tile, rows, 1, 64, 64, 1.0f, 0.0f, buf.data());
+  EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::Q4_0, 256}, KvRows{q.data(), DType::F32, 256}, 1, lo, hi),
+               Error);
+  EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::F32, 16}, KvRows{q.data(), DType::F32, 256}, 2, lo, hi),
+               Error);
+}
+
 TEST(Attention, MergeEqualsOneAccumulator) {
   const Problem p = make_problem(1, 100, 1, 1, 40, 24, 0, 5);
   std::vector<float> a1(p.Dv), a2(p.Dv), a3(p.Dv), one(p.Dv), merged(p.Dv);
