@@ -608,36 +608,72 @@ inline __m256i codes32<DType::Q6_K>(const uint8_t* row, int64_t sb, float ws[2],
   return _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
 }
 
+// 16 columns x 8 dwords -> 8 x 16: on entry z[i] holds slots 2i and 2i + 1 (8 dwords each), on
+// return z[t] holds dword t of the 16 columns. Three stages each swap one bit of the register
+// index with the same bit of the lane index (slot bits s3 s2 s1 | s0 t2 t1 t0 become
+// t2 t1 t0 | s0 s3 s2 s1), so column c must sit in slot transpose_slot(c) for lane c to hold it.
+inline int transpose_slot(int c) { return ((c & 7) << 1) | (c >> 3); }
+
+inline void transpose_16x8(__m512i z[8]) {
+  struct Idx {
+    alignas(64) int32_t lo[3][16], hi[3][16];
+    Idx() {
+      for (int b = 0; b < 3; ++b)
+        for (int l = 0; l < 16; ++l) {
+          const bool set = (l >> b) & 1;
+          lo[b][l] = set ? 16 + (l & ~(1 << b)) : l;
+          hi[b][l] = set ? 16 + l : (l | (1 << b));
+        }
+    }
+  };
+  static const Idx idx;
+#pragma GCC unroll 3
+  for (int b = 2; b >= 0; --b) {
+    const __m512i lo = _mm512_load_si512(idx.lo[b]), hi = _mm512_load_si512(idx.hi[b]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      if ((i >> b) & 1) continue;
+      const int j = i | (1 << b);
+      const __m512i x = _mm512_permutex2var_epi32(z[i], lo, z[j]);
+      z[j] = _mm512_permutex2var_epi32(z[i], hi, z[j]);
+      z[i] = x;
+    }
+  }
+}
+
 // Decodes sub-blocks [sb0, sb0 + nsb) of weight rows n0..n0+ncols-1 into p (columns >= ncols
 // are zero).
 template <DType T>
 void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64_t nsb, QPanel& p) {
-  alignas(64) uint32_t tmp[kNR][8];
+  alignas(64) uint32_t tmp[kNR][8];  // [slot][dword]
   for (int64_t b = 0; b < nsb; ++b) {
     float* ws = p.ws + b * 2 * kNR;
     float* wm = p.wm + b * kNR;
     for (int c = 0; c < kNR; ++c) {
+      uint32_t* slot = tmp[(c & 16) | transpose_slot(c & 15)];
       if (c < ncols) {
         const uint8_t* row = static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride;
         float s2[2], m1;
         const __m256i u = codes32<T>(row, sb0 + b, s2, m1);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[c]), u);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(slot), u);
         ws[c] = s2[0];
         ws[kNR + c] = s2[1];
         wm[c] = m1;
       } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[c]), _mm256_setzero_si256());
+        _mm256_store_si256(reinterpret_cast<__m256i*>(slot), _mm256_setzero_si256());
         ws[c] = ws[kNR + c] = wm[c] = 0;
       }
     }
-    // tmp[c][quad] -> q[quad][c]: two 16x8 dword transposes by gathers.
+    // tmp[slot][quad] -> q[quad][col], 16 columns at a time.
     uint32_t* q = reinterpret_cast<uint32_t*>(p.q + b * 1024);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(8));
-#pragma GCC unroll 16
-    for (int t = 0; t < 8; ++t) {
-      _mm512_store_si512(q + t * kNR, _mm512_i32gather_epi32(idx, &tmp[0][t], 4));
-      _mm512_store_si512(q + t * kNR + 16, _mm512_i32gather_epi32(idx, &tmp[16][t], 4));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i z[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) z[i] = _mm512_load_si512(tmp[16 * h + 2 * i]);
+      transpose_16x8(z);
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) _mm512_store_si512(q + t * kNR + 16 * h, z[t]);
     }
   }
 }
@@ -734,6 +770,58 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
   }
 }
 
+// The same for 32-element types (Q8_0 / Q4_0 / Q5_0: one activation scale per sub-block, no
+// split scales, no mins): each sub-block's int32 sums go straight into the f32 accumulators,
+// acc += cvt(sum) * (ws * da), one FMA per 8 dpbusd instead of two plus a zeroed temporary.
+template <int MR, int OFF>
+void qpanel_kernel_b32(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
+  const int64_t k = qa.k, nsub = k / 32;
+  const int8_t* a[MR];
+  const float* dr[MR];
+  const int32_t* s32r[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    a[r] = qa.q + (r0 + r) * k + sb0 * 32;
+    dr[r] = qa.d + (r0 + r) * nsub + sb0;
+    s32r[r] = qa.s32 + (r0 + r) * nsub + sb0;
+  }
+  __m512 acc[MR][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
+    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
+  }
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* pq = p.q + b * 1024;
+    __m512i ai[MR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) ai[r][0] = ai[r][1] = _mm512_set1_epi32(-OFF * s32r[r][b]);
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const __m512i w0 = _mm512_load_si512(pq + t * 128);
+      const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
+        ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
+        ai[r][1] = _mm512_dpbusd_epi32(ai[r][1], w1, av);
+      }
+    }
+    const __m512 s0 = _mm512_load_ps(p.ws + b * 2 * kNR), s1 = _mm512_load_ps(p.ws + b * 2 * kNR + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 da = _mm512_set1_ps(dr[r][b]);
+      acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][0]), _mm512_mul_ps(s0, da), acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), _mm512_mul_ps(s1, da), acc[r][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
+    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
+  }
+}
+
 constexpr int kQMR = 4;  // activation rows per quantized micro-tile
 
 template <DType T>
@@ -757,8 +845,13 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
       const int64_t nsb = std::min(csub, nsub - sb0);
       decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
       int64_t r0 = 0;
-      for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel<kQMR, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
-      for (; r0 < m; ++r0) qpanel_kernel<1, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+      if constexpr (Tr::kSub == 1) {
+        for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel_b32<kQMR, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        for (; r0 < m; ++r0) qpanel_kernel_b32<1, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+      } else {
+        for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel<kQMR, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        for (; r0 < m; ++r0) qpanel_kernel<1, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+      }
     }
     for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
   }
