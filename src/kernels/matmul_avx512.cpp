@@ -511,8 +511,8 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
 //   f32 / f16: floats [k][32 cols]; bf16 with BF16 dot products: bf16 pairs [k/2][32 cols][2].
 
 constexpr int kNR = 32;                // columns (weight rows) per panel
-constexpr int64_t kQuantChunk = 1024;  // K elements per decoded quantized chunk (32 KB of codes)
-constexpr int64_t kFloatChunk = 256;   // K elements per decoded f32 chunk (32 KB)
+constexpr int64_t kQuantChunk = 512;   // K elements per decoded quantized chunk (16 KB of codes)
+constexpr int64_t kFloatChunk = 128;   // K elements per decoded f32 chunk (16 KB)
 
 struct QPanel {
   uint8_t* q;   // [nsb][8][32][4]
@@ -1012,7 +1012,7 @@ void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
 
 // ---- bf16 panels (BF16 dot products) ----------------------------------------------------------
 
-constexpr int64_t kBf16Chunk = 512;  // K elements per decoded chunk: 256 pairs x 32 cols x 4 B = 32 KB
+constexpr int64_t kBf16Chunk = 256;  // K elements per decoded chunk: 128 pairs x 32 cols x 4 B = 16 KB
 
 // Rows n0..n0+ncols-1, elements [k0, k0 + kc) as bf16 pairs [kc/2][32 cols] (dwords); an odd
 // last element is paired with zero.

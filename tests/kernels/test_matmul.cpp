@@ -207,11 +207,13 @@ TEST(Matmul, Q5_K) { check_type(DType::Q5_K, {256, 768}); }
 TEST(Matmul, Q6_K) { check_type(DType::Q6_K, {256, 768}); }
 
 TEST(Matmul, LargerPrefillShapeEveryType) {
-  // Enough rows and columns for the blocked paths to use several K chunks and row tiles.
+  // Enough rows and columns for the blocked paths to use several K chunks and row tiles, with
+  // a partial last chunk (K chunks are 512 quantized, 256 bf16 and 128 f32 elements; K is a
+  // multiple of 256 only for the K-quants).
   SimdCapReset reset;
   ThreadPool pool(2);
   for (DType t : kAllTypes) {
-    const int64_t m = 70, n = 100, k = 2560;
+    const int64_t m = 70, n = 100, k = traits(t).block_size == 256 ? 2816 : 2912;
     Matrix w = make_weights(t, n, k, 7);
     const std::vector<float> x = make_x(m, k, 8);
     std::vector<float> want(m * n), got(m * n);
