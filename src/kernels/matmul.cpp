@@ -68,8 +68,19 @@ LevelFns level_fns() {
 // stays empty for float weights).
 mm::QuantActs quantize_acts(DType t, const float* x, int64_t m, int64_t k, QuantizeFn quantize, ThreadPool& pool) {
   mm::QuantActs qa;
-  if (!traits(t).quantized) return qa;
   thread_local mm::Scratch scratch;
+  if (quantize == mm::quantize_acts_avx512 && mm::avx512_uses_bf16_pairs(t, m)) {
+    // BF16 weights: the activations as bf16 pairs, once for every thread.
+    qa.m = m;
+    qa.k = k;
+    qa.xb = reinterpret_cast<uint32_t*>(scratch.get(static_cast<size_t>(m * ((k + 1) / 2)) * 4));
+    if (m * k >= (int64_t{1} << 16) && pool.size() > 1)
+      pool.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) { mm::bf16_pairs_avx512(x, r0, r1, k, qa.xb); });
+    else
+      mm::bf16_pairs_avx512(x, 0, m, k, qa.xb);
+    return qa;
+  }
+  if (!traits(t).quantized) return qa;
   qa.m = m;
   qa.k = k;
   qa.group = mm::act_group(t);

@@ -1086,15 +1086,13 @@ void bpanel_rows(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t l
   }
 }
 
-void bpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
-  const int64_t k = w.cols, kp = (k + 1) / 2;  // pairs per row
-  thread_local std::vector<uint32_t> pbuf, xbuf;
-  thread_local std::vector<float> acc;
-  // Activations to bf16 pairs (round to nearest even), each row padded with a zero to even K.
-  xbuf.resize(static_cast<size_t>(m * kp));
-  for (int64_t r = 0; r < m; ++r) {
+}  // namespace
+
+void bf16_pairs_avx512(const float* x, int64_t r0, int64_t r1, int64_t k, uint32_t* xb) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * k;
-    uint32_t* dst = xbuf.data() + r * kp;
+    uint32_t* dst = xb + r * kp;
     int64_t i = 0;
     for (; i + 32 <= k; i += 32) {
       const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + i + 16), _mm512_loadu_ps(xr + i));
@@ -1106,6 +1104,20 @@ void bpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
       dst[i / 2] = lo | (hi << 16);
     }
   }
+}
+
+namespace {
+
+// xb: the activations as bf16 pairs (QuantActs::xb), or null to convert them here.
+void bpanel_range(const WeightView& w, const float* x, const uint32_t* xb, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const int64_t k = w.cols, kp = (k + 1) / 2;  // pairs per row
+  thread_local std::vector<uint32_t> pbuf, xbuf;
+  thread_local std::vector<float> acc;
+  if (xb == nullptr) {
+    xbuf.resize(static_cast<size_t>(m * kp));
+    bf16_pairs_avx512(x, 0, m, k, xbuf.data());
+    xb = xbuf.data();
+  }
   pbuf.resize(static_cast<size_t>(kBf16Chunk / 2 * kNR + 16));
   acc.resize(static_cast<size_t>(m) * kNR);
   uint32_t* p = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pbuf.data()) + 63) & ~uintptr_t{63});
@@ -1115,7 +1127,7 @@ void bpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
     for (int64_t k0 = 0; k0 < k; k0 += kBf16Chunk) {
       const int64_t kc = std::min(kBf16Chunk, k - k0);
       decode_bpanel(w, c0, ncols, k0, kc, p);
-      bpanel_rows<kFMR>(p, (kc + 1) / 2, xbuf.data() + k0 / 2, kp, 0, m, acc.data());
+      bpanel_rows<kFMR>(p, (kc + 1) / 2, xb + k0 / 2, kp, 0, m, acc.data());
     }
     for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
   }
@@ -1126,6 +1138,8 @@ void bpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
 constexpr int64_t kPanelMinRows = 20;
 
 }  // namespace
+
+bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >= kPanelMinRows && simd_has_bf16(); }
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
@@ -1138,7 +1152,7 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::Q5_K: return qpanel_range<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return qpanel_range<DType::Q6_K>(w, qa, m, n0, n1, y);
     case DType::BF16:
-      if (simd_has_bf16()) return bpanel_range(w, x, m, n0, n1, y);
+      if (simd_has_bf16()) return bpanel_range(w, x, qa.xb, m, n0, n1, y);
       return fpanel_range(w, x, m, n0, n1, y);
     default: return fpanel_range(w, x, m, n0, n1, y);
   }

@@ -22,6 +22,9 @@ struct QuantActs {
   int32_t* s32 = nullptr;    // [m][k / 32]
   float* fs32 = nullptr;     // [m][k / 32], s32 as float
   int16_t* h32 = nullptr;    // [m][k / 32], s32 as int16 (|s32| <= 32 * 127)
+  // BF16 weights with BF16 dot products: x as bf16 pairs, converted once for all threads (and
+  // all the matrices of a matmul_multi); null otherwise (the kernels then convert themselves).
+  uint32_t* xb = nullptr;    // [m][(k + 1) / 2], element 2i in the low half of pair i
   int64_t groups() const { return k / group; }
 };
 
@@ -122,5 +125,11 @@ void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa)
 void matmul_range_scalar(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// Rows [r0, r1) of x [.., k] as bf16 pairs (round to nearest even; an odd k pairs the last
+// element with zero) into xb [.., (k + 1) / 2]. AVX-512 with BF16 only (simd_has_bf16()).
+void bf16_pairs_avx512(const float* x, int64_t r0, int64_t r1, int64_t k, uint32_t* xb);
+// Whether matmul_range_avx512 multiplies BF16 weights with m activation rows by BF16 dot
+// products from QuantActs::xb (the panel path on a CPU with BF16).
+bool avx512_uses_bf16_pairs(DType t, int64_t m);
 
 }  // namespace ptn::mm
