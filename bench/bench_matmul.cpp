@@ -6,7 +6,7 @@
 //   DecodeCached/<type>/...  m = 1 on one small W (1024x2048 or 256x8192, 2M weights) that stays
 //                            in cache: the kernels' compute ceiling.
 //   ReadBandwidth            STREAM-like read probe: both threads sum disjoint halves of 256 MB.
-//   Prefill/<type>/<m>       m = 16 / 64 / 512 rows on W[2048, 4096]: GOP/s (2 ops per multiply-add)
+//   Prefill/<type>/<m>       m = 4 / 8 / 16 / 64 / 512 rows on W[2048, 4096]: GOP/s (2 ops per multiply-add)
 //                            and peak_frac, the fraction of the relevant peak measured in this
 //                            run by the Peak* probes (int8 VNNI dot for the quantized types, f32
 //                            FMA for F32/F16, BF16 dot for BF16 on machines that have it).
@@ -305,7 +305,7 @@ int register_all() {
           ->MeasureProcessCPUTime()->ComputeStatistics("max", max_of)
           ->Unit(benchmark::kMicrosecond);
   for (DType t : kTypes)
-    for (int64_t m : {16, 64, 512})
+    for (int64_t m : {4, 8, 16, 64, 512})
       benchmark::RegisterBenchmark((std::string("Prefill/") + dtype_name(t) + "/" + std::to_string(m)).c_str(),
                                    BM_Prefill, t, m)
           ->MeasureProcessCPUTime()->ComputeStatistics("max", max_of)

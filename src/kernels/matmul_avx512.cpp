@@ -1133,17 +1133,22 @@ void bpanel_range(const WeightView& w, const float* x, const uint32_t* xb, int64
   }
 }
 
-// Activation rows at which the panel kernels take over from the row kernels (measured on one
-// Zen 5 core: rows win at 8 rows, tie at 16, panels win by 1.5x at 32 and 2-3x at 64).
-constexpr int64_t kPanelMinRows = 20;
+// Activation rows from which the panel kernels take over from the row kernels. Measured where
+// it matters, batched decoding of the 1B-shaped models with 2 threads (weights streamed from
+// memory; `ptn bench --batch N`, aggregate tok/s, rows vs panels from 8 or 12 rows): q8_0 132
+// vs 76 at 8 and 131 vs 122 at 16 sequences, q4_k_m 144 vs 105 and f16 86 vs 75 at 16: the row
+// kernels (one weight row at a time, prefetched) win there. bf16 with BF16 dot products is the
+// exception (its row kernel converts to f32): 69 vs 86 at 8, 89 vs 129 at 16, but 66 vs 51 at 4.
+// (A weight matrix that stays in L3, as in bench_matmul, favours the panels from fewer rows.)
+int64_t panel_min_rows(DType t) { return t == DType::BF16 && simd_has_bf16() ? 8 : 20; }
 
 }  // namespace
 
-bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >= kPanelMinRows && simd_has_bf16(); }
+bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >= panel_min_rows(t) && simd_has_bf16(); }
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
-  if (m < kPanelMinRows) return rows_range(w, x, qa, m, n0, n1, y);
+  if (m < panel_min_rows(w.type)) return rows_range(w, x, qa, m, n0, n1, y);
   switch (w.type) {
     case DType::Q8_0: return qpanel_range<DType::Q8_0>(w, qa, m, n0, n1, y);
     case DType::Q4_0: return qpanel_range<DType::Q4_0>(w, qa, m, n0, n1, y);
