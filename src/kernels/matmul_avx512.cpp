@@ -357,12 +357,19 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 template <int R>
 void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const BlockQ6K* b = static_cast<const BlockQ6K*>(row);
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[R];
+  const __m512i m4z = _mm512_set1_epi8(15), m30z = _mm512_set1_epi8(0x30);
+  // 16-bit shift counts per 256-bit half: qh << 4 | qh << 2 (sub-blocks 4h, 4h+1), qh >> 0 |
+  // qh >> 2 (4h+2, 4h+3); sel picks scale 0, 1, 2, 3 for each 8 int16 pairs (16 elements).
+  constexpr int64_t c4 = 0x0004000400040004, c2 = 0x0002000200020002;
+  const __m512i shl01 = _mm512_set_epi64(c2, c2, c2, c2, c4, c4, c4, c4);
+  const __m512i shr23 = _mm512_set_epi64(c2, c2, c2, c2, 0, 0, 0, 0);
+  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
+                                       0x0001000100010001, 0x0001000100010001, 0, 0);
+  __m512 acc[R];
   __m512 off[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
+    acc[r] = _mm512_setzero_ps();
     off[r] = _mm512_setzero_ps();
   }
   for (int64_t i = 0; i < k / 256; ++i) {
@@ -372,30 +379,29 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     prefetch_ahead(&blk, kAhead + 128);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    __m256i isum[R], isum2[R];
+    __m512i isum[R], isum2[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) isum[r] = isum2[r] = _mm256_setzero_si256();
-#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) isum[r] = isum2[r] = _mm512_setzero_si512();
+    // Two 32-element sub-blocks per zmm: half h of the super-block holds sub-blocks 4h..4h+3;
+    // ql bytes 64h..64h+63 carry the low nibbles of 4h (bytes 0-31) and 4h+1 (32-63) and the
+    // high nibbles of 4h+2 and 4h+3; qh bits 0-1 / 2-3 / 4-5 / 6-7 are the top bits of 4h..4h+3.
+    const __m512i sc16z = _mm512_castsi256_si512(sc16);
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-      __m256i u[4];
-      u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-      u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-      u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-      u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-#pragma GCC unroll 16
-      for (int q = 0; q < 4; ++q) {
-        const int s = 4 * h + q;  // 32-element sub-block; its two 16-element scales 2s, 2s+1
-        const __m256i sidx = _mm256_set_epi16(2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1, 2 * s + 1,
-                                              2 * s + 1, 2 * s + 1, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s, 2 * s);
-        const __m256i scs = _mm256_permutexvar_epi16(sidx, sc16);
+      const __m512i l = _mm512_loadu_si512(blk.ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h)));
+      __m512i u[2];
+      u[0] = _mm512_or_si512(_mm512_and_si512(l, m4z), _mm512_and_si512(_mm512_sllv_epi16(qh, shl01), m30z));
+      u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4z), _mm512_and_si512(_mm512_srlv_epi16(qh, shr23), m30z));
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {
+        const int s = 4 * h + 2 * q;  // sub-blocks s, s + 1: 16-element scales 2s .. 2s + 3
+        const __m512i scs = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<int16_t>(2 * s))), sc16z);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 256 + 32 * s));
-          if (q % 2) isum2[r] = _mm256_dpwssd_epi32(isum2[r], _mm256_maddubs_epi16(u[q], a), scs);
-          else isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(u[q], a), scs);
+          const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 256 + 32 * s);
+          if (q) isum2[r] = _mm512_dpwssd_epi32(isum2[r], _mm512_maddubs_epi16(u[q], a), scs);
+          else isum[r] = _mm512_dpwssd_epi32(isum[r], _mm512_maddubs_epi16(u[q], a), scs);
         }
       }
     }
@@ -404,13 +410,13 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float dd = d * ra.d(r)[i];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r], isum2[r])), _mm256_set1_ps(dd), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[r], isum2[r])), _mm512_set1_ps(dd), acc[r]);
       const __m512i s = _mm512_loadu_si512(ra.s16(r) + i * 16);
       off[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sc32, s)), _mm512_set1_ps(32.f * dd), off[r]);
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - _mm512_reduce_add_ps(off[r]);
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], off[r]));
 }
 
 // Float weights: f32 FMA over the row, F16 through vcvtph2ps, BF16 by a 16-bit shift.
