@@ -520,6 +520,30 @@ constexpr int kNR = 32;                // columns (weight rows) per panel
 constexpr int64_t kQuantChunk = 512;   // K elements per decoded quantized chunk (16 KB of codes)
 constexpr int64_t kFloatChunk = 128;   // K elements per decoded f32 chunk (16 KB)
 
+// While a panel chunk is multiplied, the next chunk's weight rows (up to 32 rows, `bytes` each
+// from byte `offset` of rows nc0..) are pulled toward L2, a share of the cache lines before
+// each row tile: 32 short strided runs defeat the hardware prefetcher, and the decode would
+// otherwise wait on memory for each of them.
+class NextChunkPrefetch {
+ public:
+  NextChunkPrefetch(const WeightView& w, int64_t nc0, int64_t n1, int64_t offset, int64_t bytes, int64_t tiles)
+      : stride_(static_cast<int64_t>(w.row_stride)), row_lines_(std::max<int64_t>(1, (bytes + 63) / 64)) {
+    const int64_t rows = std::min<int64_t>(kNR, n1 - nc0);
+    lines_ = rows > 0 ? rows * row_lines_ : 0;
+    per_tile_ = (lines_ + std::max<int64_t>(1, tiles) - 1) / std::max<int64_t>(1, tiles);
+    next_ = static_cast<const uint8_t*>(w.data) + (rows > 0 ? nc0 * stride_ + offset : 0);
+  }
+  void step() {
+    for (const int64_t e = std::min(lines_, line_ + per_tile_); line_ < e; ++line_)
+      _mm_prefetch(reinterpret_cast<const char*>(next_ + (line_ / row_lines_) * stride_ + (line_ % row_lines_) * 64),
+                   _MM_HINT_T1);
+  }
+
+ private:
+  const uint8_t* next_ = nullptr;
+  int64_t stride_, row_lines_, lines_ = 0, per_tile_ = 0, line_ = 0;
+};
+
 struct QPanel {
   uint8_t* q;   // [nsb][8][32][4]
   float* ws;    // [nsb][2][32]   (the two 16-element halves; equal unless Q6_K)
@@ -850,12 +874,22 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
     for (int64_t sb0 = 0; sb0 < nsub; sb0 += csub) {
       const int64_t nsb = std::min(csub, nsub - sb0);
       decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      const bool last_k = sb0 + csub >= nsub;
+      const int64_t nc0 = last_k ? c0 + kNR : c0, nsb0 = last_k ? 0 : sb0 + csub;
+      NextChunkPrefetch pf(w, nc0, n1, static_cast<int64_t>(row_bytes(T, nsb0 * 32)),
+                           static_cast<int64_t>(row_bytes(T, std::min(csub, nsub - nsb0) * 32)), m / kQMR);
       int64_t r0 = 0;
       if constexpr (Tr::kSub == 1) {
-        for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel_b32<kQMR, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        for (; r0 + kQMR <= m; r0 += kQMR) {
+          pf.step();
+          qpanel_kernel_b32<kQMR, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        }
         for (; r0 < m; ++r0) qpanel_kernel_b32<1, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
       } else {
-        for (; r0 + kQMR <= m; r0 += kQMR) qpanel_kernel<kQMR, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        for (; r0 + kQMR <= m; r0 += kQMR) {
+          pf.step();
+          qpanel_kernel<kQMR, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
+        }
         for (; r0 < m; ++r0) qpanel_kernel<1, off, split, mins>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
       }
     }
@@ -993,21 +1027,12 @@ void fpanel_range(const WeightView& w, const float* x, int64_t m, int64_t n0, in
     for (int64_t k0 = 0; k0 < k; k0 += kFloatChunk) {
       const int64_t kc = std::min(kFloatChunk, k - k0);
       decode_fpanel(w, c0, ncols, k0, kc, p);
-      // While this panel runs, pull the next one's weight rows (32 rows x kc elements) toward
-      // L2, a few cache lines per row tile: 32 short strided runs defeat the hardware
-      // prefetcher, and the decode would otherwise wait on memory for each of them.
       const bool last_k = k0 + kFloatChunk >= k;
       const int64_t nc0 = last_k ? c0 + kNR : c0, nk0 = last_k ? 0 : k0 + kFloatChunk;
-      const int64_t nrows = std::min<int64_t>(kNR, n1 - nc0);
-      const int64_t row_lines = (std::min(kFloatChunk, k - nk0) * esize + 63) / 64;
-      const int64_t lines = nrows > 0 ? nrows * row_lines : 0;
-      const int64_t tiles = std::max<int64_t>(1, m / kFMR), per_tile = (lines + tiles - 1) / tiles;
-      const uint8_t* next = static_cast<const uint8_t*>(w.data) + nc0 * w.row_stride + nk0 * esize;
-      int64_t line = 0, r0 = 0;
+      NextChunkPrefetch pf(w, nc0, n1, nk0 * esize, std::min(kFloatChunk, k - nk0) * esize, m / kFMR);
+      int64_t r0 = 0;
       for (; r0 + kFMR <= m; r0 += kFMR) {
-        for (const int64_t e = std::min(lines, line + per_tile); line < e; ++line)
-          _mm_prefetch(reinterpret_cast<const char*>(next + (line / row_lines) * w.row_stride + (line % row_lines) * 64),
-                       _MM_HINT_T1);
+        pf.step();
         fpanel_kernel<kFMR>(p, kc, x + k0 + r0 * k, k, acc.data() + r0 * kNR);
       }
       fpanel_rows<kFMR / 2>(p, kc, x + k0, k, r0, m, acc.data());
@@ -1133,7 +1158,15 @@ void bpanel_range(const WeightView& w, const float* x, const uint32_t* xb, int64
     for (int64_t k0 = 0; k0 < k; k0 += kBf16Chunk) {
       const int64_t kc = std::min(kBf16Chunk, k - k0);
       decode_bpanel(w, c0, ncols, k0, kc, p);
-      bpanel_rows<kFMR>(p, (kc + 1) / 2, xb + k0 / 2, kp, 0, m, acc.data());
+      const bool last_k = k0 + kBf16Chunk >= k;
+      const int64_t nc0 = last_k ? c0 + kNR : c0, nk0 = last_k ? 0 : k0 + kBf16Chunk;
+      NextChunkPrefetch pf(w, nc0, n1, nk0 * 2, std::min(kBf16Chunk, k - nk0) * 2, m / kFMR);
+      int64_t r0 = 0;
+      for (; r0 + kFMR <= m; r0 += kFMR) {
+        pf.step();
+        bpanel_kernel<kFMR>(p, (kc + 1) / 2, xb + k0 / 2 + r0 * kp, kp, acc.data() + r0 * kNR);
+      }
+      bpanel_rows<kFMR / 2>(p, (kc + 1) / 2, xb + k0 / 2, kp, r0, m, acc.data());
     }
     for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, ncols * sizeof(float));
   }
