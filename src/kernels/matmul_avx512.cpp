@@ -83,17 +83,18 @@ namespace {
 struct RowArgs {
   // Per-row base pointers, computed once per row tile (not per block: the index arithmetic
   // includes a division by the group size).
-  const int8_t* a_[4] = {};
-  const float* d_[4] = {};
-  const int32_t* s16_[4] = {};
-  const int32_t* s32_[4] = {};
-  const int16_t* h32_[4] = {};
-  int64_t r0 = 0;
+  static constexpr int kMax = 8;  // rows per tile: 8 for Q4_K / Q5_K, else 4
+  const int8_t* a_[kMax] = {};
+  const float* d_[kMax] = {};
+  const int32_t* s16_[kMax] = {};
+  const int32_t* s32_[kMax] = {};
+  const int16_t* h32_[kMax] = {};
+  int64_t r0 = 0, rows = 0;
   RowArgs() = default;
-  RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
+  RowArgs(const QuantActs* qa, int64_t first, int64_t n) : r0(first), rows(std::min<int64_t>(n, kMax)) {
     if (qa->q == nullptr) return;  // float weights: no quantized activations
     const int64_t k = qa->k, ng = qa->groups();
-    for (int64_t r = 0; r < rows && r < 4; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       a_[r] = qa->q + (r0 + r) * k;
       d_[r] = qa->d + (r0 + r) * ng;
       s16_[r] = qa->s16 + (r0 + r) * (k / 16);
@@ -287,6 +288,9 @@ inline void k4_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
 // is accumulated lane-wise in `mins`.
 template <int R, bool Q5>
 void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  // Up to 4 rows: two integer accumulators per row (even / odd j) so the dpwssd latency does
+  // not bound the loop; 8 rows have enough independent chains with one (and need the registers).
+  constexpr bool kTwo = R <= 4;
   const size_t bs = Q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K);
   const uint8_t* base = static_cast<const uint8_t*>(row);
   const __m512i m4 = _mm512_set1_epi8(15);
@@ -334,7 +338,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       for (int r = 0; r < R; ++r) {
         const __m512i a = _mm512_loadu_si512(ra.a(r) + i * 256 + 64 * j);
         const __m512i p = _mm512_maddubs_epi16(u, a);
-        if (j % 2) isum2[r] = _mm512_dpwssd_epi32(isum2[r], p, scs);
+        if (kTwo && j % 2) isum2[r] = _mm512_dpwssd_epi32(isum2[r], p, scs);
         else isum[r] = _mm512_dpwssd_epi32(isum[r], p, scs);
       }
     }
@@ -344,7 +348,8 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float da = ra.d(r)[i];
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[r], isum2[r])), _mm512_set1_ps(d * da), acc[r]);
+      const __m512i is = kTwo ? _mm512_add_epi32(isum[r], isum2[r]) : isum[r];
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(d * da), acc[r]);
       const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ra.h32(r) + i * 8));
       mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mv, s)), _mm_set1_ps(dmin * da), mins[r]);
     }
@@ -477,8 +482,14 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   // The activation row tiles (4 rows each), set up once rather than once per weight row.
   thread_local std::vector<RowArgs> tiles;
   tiles.clear();
-  for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
-  float out[4];
+  // Q4_K / Q5_K: 8-row tiles while 8 rows remain (each super-block decoded once for 8 rows).
+  const bool k4 = w.type == DType::Q4_K || w.type == DType::Q5_K;
+  for (int64_t r0 = 0; r0 < m;) {
+    const int64_t n = k4 && m - r0 >= 8 ? 8 : std::min<int64_t>(4, m - r0);
+    tiles.emplace_back(&qa, r0, n);
+    r0 += n;
+  }
+  float out[RowArgs::kMax];
   // With several tiles of f32 activation rows (float weights, 8 KB per row at k = 2048), all
   // tiles together overflow L1 when each weight row visits every tile in turn. Then the weight
   // rows go in blocks of about 256 KB (they stay in L2) and each tile sweeps a whole block while
@@ -489,8 +500,12 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   // One weight row dotted with one tile; y gets the tile's outputs of column n.
   auto dot_tile = [&](int64_t n, const RowArgs& ra) {
     const void* row = base + n * w.row_stride;
-    const int64_t rr = std::min<int64_t>(4, m - ra.r0);
+    const int64_t rr = ra.rows;
     switch (rr) {
+      case 8:
+        if (w.type == DType::Q5_K) row_q45_k<8, true>(row, w.cols, ra, out);
+        else row_q45_k<8, false>(row, w.cols, ra, out);
+        break;
       case 4: row_dispatch<4>(w, row, x, ra, out); break;
       case 3: row_dispatch<3>(w, row, x, ra, out); break;
       case 2: row_dispatch<2>(w, row, x, ra, out); break;
