@@ -15,11 +15,20 @@ void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const f
   const int64_t bs = view.block_size;
   const size_t k_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.k_row;
   const size_t v_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.v_row;
-  for (int64_t bi = std::max(block_begin, lo / bs); bi < block_end && bi <= hi / bs; ++bi) {
+  const int64_t last = std::min(block_end - 1, hi / bs);
+  for (int64_t bi = std::max(block_begin, lo / bs); bi <= last; ++bi) {
     // The visible run of this block: positions t0..t1, slots t0 - bi*bs ..
     const int64_t t0 = std::max(lo, bi * bs), t1 = std::min(hi, bi * bs + bs - 1);
     const size_t slot = static_cast<size_t>(t0 - bi * bs);
     const uint8_t* blk = view.base + static_cast<size_t>(view.table[bi]) * view.block_bytes;
+    if (bi < last) {
+      // Blocks lie anywhere in the pool: start fetching the next one's K and V rows of this
+      // head while this one is attended (in decoding they come from memory, not cache).
+      const uint8_t* nb = view.base + static_cast<size_t>(view.table[bi + 1]) * view.block_bytes;
+      const size_t kb = static_cast<size_t>(bs) * view.k_row, vb = static_cast<size_t>(bs) * view.v_row;
+      for (size_t off = 0; off < kb; off += 64) __builtin_prefetch(nb + view.k_off + k_head + off, 0, 3);
+      for (size_t off = 0; off < vb; off += 64) __builtin_prefetch(nb + view.v_off + v_head + off, 0, 3);
+    }
     const KvRows k{blk + view.k_off + k_head + slot * view.k_row, view.dtype, static_cast<int64_t>(view.k_row)};
     const KvRows v{blk + view.v_off + v_head + slot * view.v_row, view.dtype, static_cast<int64_t>(view.v_row)};
     attend_block_group(states, q, group, view.dk, k, v, t1 - t0 + 1, scale, softcap);
