@@ -535,10 +535,28 @@ constexpr int kNR = 32;                // columns (weight rows) per panel
 constexpr int64_t kQuantChunk = 512;   // K elements per decoded quantized chunk (16 KB of codes)
 constexpr int64_t kFloatChunk = 128;   // K elements per decoded f32 chunk (16 KB)
 
+// The f32 accumulators of an MR x 32 micro-tile (rows kNR floats apart) in and out of registers.
+template <int MR>
+[[gnu::always_inline]] inline void load_tile(__m512 (&acc)[MR][2], const float* src) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = _mm512_loadu_ps(src + r * kNR);
+    acc[r][1] = _mm512_loadu_ps(src + r * kNR + 16);
+  }
+}
+template <int MR>
+[[gnu::always_inline]] inline void store_tile(float* dst, const __m512 (&acc)[MR][2]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(dst + r * kNR, acc[r][0]);
+    _mm512_storeu_ps(dst + r * kNR + 16, acc[r][1]);
+  }
+}
+
 // While a panel chunk is multiplied, the next chunk's weight rows (up to 32 rows, `bytes` each
-// from byte `offset` of rows nc0..) are pulled into L1 (16 KB; into L2 only was 2-5% slower), a share of the lines before
-// each row tile: 32 short strided runs defeat the hardware prefetcher, and the decode would
-// otherwise wait on memory for each of them.
+// from byte `offset` of rows nc0..) are pulled into L1 (16 KB; into L2 only was 2-5% slower),
+// a share of the lines before each row tile: 32 short strided runs defeat the hardware
+// prefetcher, and the decode would otherwise wait on memory for each of them.
 class NextChunkPrefetch {
  public:
   NextChunkPrefetch(const WeightView& w, int64_t nc0, int64_t n1, int64_t offset, int64_t bytes, int64_t tiles)
@@ -748,11 +766,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
     s16r[r] = qa.s16 + (r0 + r) * (k / 16) + 2 * sb0;
   }
   __m512 acc[MR][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
-    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
-  }
+  load_tile<MR>(acc, acc_out);
   for (int64_t g0 = 0; g0 < nsb; g0 += gsub) {
     __m512 tmp[MR][2];
 #pragma GCC unroll 16
@@ -808,11 +822,7 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
       acc[r][1] = _mm512_fmadd_ps(tmp[r][1], da, acc[r][1]);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
-    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
-  }
+  store_tile<MR>(acc_out, acc);
 }
 
 // The same for 32-element types (Q8_0 / Q4_0 / Q5_0: one activation scale per sub-block, no
@@ -831,11 +841,7 @@ void qpanel_kernel_b32(const QPanel& p, int64_t sb0, int64_t nsb, const QuantAct
     s32r[r] = qa.s32 + (r0 + r) * nsub + sb0;
   }
   __m512 acc[MR][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
-    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
-  }
+  load_tile<MR>(acc, acc_out);
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* pq = p.q + b * 1024;
     __m512i ai[MR][2];
@@ -860,11 +866,7 @@ void qpanel_kernel_b32(const QPanel& p, int64_t sb0, int64_t nsb, const QuantAct
       acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), _mm512_mul_ps(s1, da), acc[r][1]);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
-    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
-  }
+  store_tile<MR>(acc_out, acc);
 }
 
 constexpr int kQMR = 4;  // activation rows per quantized micro-tile
@@ -1001,11 +1003,7 @@ void decode_fpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64
 template <int MR>
 void fpanel_kernel(const float* p, int64_t kc, const float* x, int64_t ldx, float* acc_out) {
   __m512 acc[MR][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
-    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
-  }
+  load_tile<MR>(acc, acc_out);
   for (int64_t i = 0; i < kc; ++i) {
     const __m512 w0 = _mm512_load_ps(p + i * kNR), w1 = _mm512_load_ps(p + i * kNR + 16);
 #pragma GCC unroll 16
@@ -1015,11 +1013,7 @@ void fpanel_kernel(const float* p, int64_t kc, const float* x, int64_t ldx, floa
       acc[r][1] = _mm512_fmadd_ps(w1, xv, acc[r][1]);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
-    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
-  }
+  store_tile<MR>(acc_out, acc);
 }
 
 template <int MR>
@@ -1102,11 +1096,7 @@ void decode_bpanel(const WeightView& w, int64_t n0, int ncols, int64_t k0, int64
 template <int MR>
 void bpanel_kernel(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t ldx, float* acc_out) {
   __m512 acc[MR][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    acc[r][0] = _mm512_loadu_ps(acc_out + r * kNR);
-    acc[r][1] = _mm512_loadu_ps(acc_out + r * kNR + 16);
-  }
+  load_tile<MR>(acc, acc_out);
   for (int64_t i = 0; i < pairs; ++i) {
     const __m512bh w0 = (__m512bh)_mm512_load_si512(p + i * kNR);
     const __m512bh w1 = (__m512bh)_mm512_load_si512(p + i * kNR + 16);
@@ -1117,11 +1107,7 @@ void bpanel_kernel(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], w1, xv);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    _mm512_storeu_ps(acc_out + r * kNR, acc[r][0]);
-    _mm512_storeu_ps(acc_out + r * kNR + 16, acc[r][1]);
-  }
+  store_tile<MR>(acc_out, acc);
 }
 
 template <int MR>
