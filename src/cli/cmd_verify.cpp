@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "export/exporter.h"
@@ -37,11 +38,11 @@ std::function<int()> setup(CLI::App& app) {
   auto* nmse_opt = c->add_option(opt("max-nmse"), a->max_nmse,
                 "pass threshold on the logits' NMSE (default 1e-4 for float weights, 1e-2 when integer kernels "
                 "quantize activations for quantized weights)");
-  c->add_option(opt("threads", "t"), a->threads, "threads (default: all CPUs)");
+  ptn::cli::add_threads_flag(c, &a->threads);
   return [a, nmse_opt] {
     if (nmse_opt->count() && !(a->max_nmse > 0))
       throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--max-nmse", "must be a positive number");
-    if (a->threads > 0) ptn::set_default_threads(a->threads);
+    ptn::cli::apply_threads_flag(a->threads);
     auto program = ptn::Program::load(a->file, ptn::VerifyLevel::Full);
     const auto& meta = program->meta();
     std::printf("%s: %zu golden samples, %s cache program\n", a->file.c_str(), meta.samples.size(),

@@ -1,5 +1,5 @@
 // The runtime flags several commands share, each with one name, help text and check:
-//   -t/--threads        run, chat, perplexity, bench
+//   -t/--threads        run, chat, perplexity, bench, verify
 //   --cache/--cache-type run, chat, perplexity (a Session's cache kind and dtype)
 //   --ctx               run, chat (perplexity's --ctx is tokens per chunk: its own flag)
 // Each flag is added by its own call so that a command keeps its order of options in --help.

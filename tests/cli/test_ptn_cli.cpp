@@ -134,6 +134,8 @@ TEST_F(PtnCli, BadFlagsAndInputsFailCleanly) {
   expect_clean_failure("run -m '" + stories() + "/stories260K.gguf' -p hi", {"not a .ptn file"});
   expect_clean_failure("verify '" + path("missing.ptn") + "'", {"missing.ptn"});
   expect_clean_failure("verify " + p + " --cache nope", {"nope"});
+  expect_clean_failure("verify " + p + " --threads 5000", {"--threads"});
+  expect_clean_failure("verify " + p + " -t -2", {"--threads"});
   expect_clean_failure("verify", {"file"});
   expect_clean_failure("inspect '" + path("missing.ptn") + "'", {"missing.ptn"});
   const std::string out = "'" + path("never.ptn") + "'";
