@@ -747,6 +747,24 @@ inline int32_t load4(const int8_t* p) {
   return v;
 }
 
+// ai[r][0..1] += the VNNI dot products of NQ quads (4 codes, starting at quad q0) of one
+// decoded sub-block pq (32 columns) with activation row r's bytes at sub-block b.
+template <int MR, int NQ>
+[[gnu::always_inline]] inline void dot_quads(__m512i (&ai)[MR][2], const uint8_t* pq, const int8_t* const (&a)[MR],
+                                             int64_t b, int q0) {
+#pragma GCC unroll 8
+  for (int t = q0; t < q0 + NQ; ++t) {
+    const __m512i w0 = _mm512_load_si512(pq + t * 128);
+    const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
+      ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
+      ai[r][1] = _mm512_dpbusd_epi32(ai[r][1], w1, av);
+    }
+  }
+}
+
 // acc[MR rows][32 cols] += x_q rows r0.. · panel chunk (sub-blocks sb0.. of the row, nsb of them,
 // starting on an activation group boundary). OFF: the codes' constant offset; SPLIT: per-16
 // scales (Q6_K); MINS: per-sub-block mins (Q4_K/Q5_K).
@@ -786,18 +804,8 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           }
           ai[r][0] = ai[r][1] = _mm512_set1_epi32(init);
         }
-        constexpr int t0 = 0, t1 = SPLIT ? 4 : 8;
-#pragma GCC unroll 16
-        for (int t = t0 + h * 4 * SPLIT; t < t1 + h * 4 * SPLIT; ++t) {
-          const __m512i w0 = _mm512_load_si512(pq + t * 128);
-          const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
-#pragma GCC unroll 16
-          for (int r = 0; r < MR; ++r) {
-            const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
-            ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
-            ai[r][1] = _mm512_dpbusd_epi32(ai[r][1], w1, av);
-          }
-        }
+        if constexpr (SPLIT) dot_quads<MR, 4>(ai, pq, a, b, 4 * h);
+        else dot_quads<MR, 8>(ai, pq, a, b, 0);
         const __m512 s0 = _mm512_load_ps(ws + h * kNR), s1 = _mm512_load_ps(ws + h * kNR + 16);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
@@ -847,17 +855,7 @@ void qpanel_kernel_b32(const QPanel& p, int64_t sb0, int64_t nsb, const QuantAct
     __m512i ai[MR][2];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) ai[r][0] = ai[r][1] = _mm512_set1_epi32(-OFF * s32r[r][b]);
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      const __m512i w0 = _mm512_load_si512(pq + t * 128);
-      const __m512i w1 = _mm512_load_si512(pq + t * 128 + 64);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const __m512i av = _mm512_set1_epi32(load4(a[r] + b * 32 + 4 * t));
-        ai[r][0] = _mm512_dpbusd_epi32(ai[r][0], w0, av);
-        ai[r][1] = _mm512_dpbusd_epi32(ai[r][1], w1, av);
-      }
-    }
+    dot_quads<MR, 8>(ai, pq, a, b, 0);
     const __m512 s0 = _mm512_load_ps(p.ws + b * 2 * kNR), s1 = _mm512_load_ps(p.ws + b * 2 * kNR + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
