@@ -20,6 +20,7 @@ using std::chrono::milliseconds;
 
 thread_local int t_socket = -1;
 thread_local ReadLimit t_limit = ReadLimit::None;
+thread_local bool t_close_after = false;
 
 // poll() for `events` up to `timeout`; >0 ready, 0 timed out, <0 error.
 int wait_for(int fd, short events, milliseconds timeout) {
@@ -29,6 +30,22 @@ int wait_for(int fd, short events, milliseconds timeout) {
     const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
     const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0)));
     if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+// Closing a socket whose receive queue still holds data sends a reset, and a reset can reach
+// the client before it has read the reply. Stop sending, then read and discard what the
+// client still sends until it closes, for at most `limit` or `max_bytes`.
+void drain_then_close(int sock, milliseconds limit, size_t max_bytes) {
+  ::shutdown(sock, SHUT_WR);
+  const auto end = Clock::now() + limit;
+  char buf[4096];
+  for (size_t total = 0; total < max_bytes;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now());
+    if (left.count() <= 0 || wait_for(sock, POLLIN, left) <= 0) break;
+    const ssize_t n = ::recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    if (n > 0) total += static_cast<size_t>(n);
   }
 }
 
@@ -180,25 +197,34 @@ bool HttpServer::process_and_close_socket(int sock) {
                   to_ms(write_timeout_sec_, write_timeout_usec_));
   t_socket = sock;
   bool ret = false;
+  bool drain = false;
   const milliseconds idle(static_cast<int64_t>(keep_alive_timeout_sec_) * 1000);
   for (size_t count = keep_alive_max_count_; count > 0; --count) {
     if (!strm.wait_next_request(idle, [this] { return svr_sock_ == INVALID_SOCKET; })) break;
     strm.start_request();
     t_limit = ReadLimit::None;
+    t_close_after = false;
     bool closed = false;
     ret = process_request(strm, count == 1, closed, nullptr);
     if (!ret && strm.failed() && strm.written() == 0 && t_limit != ReadLimit::None)
       answer_unreadable_request_line(strm, t_limit);
-    if (!ret || closed || strm.failed()) break;
+    drain = t_close_after;
+    if (!ret || closed || strm.failed() || t_close_after) break;
   }
   t_socket = -1;
   t_limit = ReadLimit::None;
+  t_close_after = false;
+  if (drain) drain_then_close(sock, milliseconds(2000), limits_.max_body_bytes + limits_.max_head_bytes);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ret;
 }
 
 int current_connection_socket() { return t_socket; }
+void close_after_reply(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  t_close_after = true;
+}
 ReadLimit current_read_limit() { return t_limit; }
 
 bool peer_closed(int fd) {

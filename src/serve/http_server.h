@@ -41,6 +41,13 @@ class HttpServer : public httplib::Server {
 int current_connection_socket();
 ReadLimit current_read_limit();
 
+// On an HttpServer worker thread, from a handler that answers before the request body was
+// read (httplib reads it only after the pre-routing handler): close the connection after
+// this reply instead of keeping it alive, so the unread body is never parsed as the next
+// request, and drain what the client still sends (bounded) before closing, so the reply is
+// not lost to a reset. Also sets `Connection: close` on `res` so the client does not reuse it.
+void close_after_reply(httplib::Response& res);
+
 // True when the peer of connected socket `fd` has closed or reset the connection. Data the
 // client sent ahead (a pipelined request) does not count. A client that half-closes (shuts
 // down its sending side) while waiting for the response counts as gone, as in most servers.

@@ -110,6 +110,7 @@ void Server::routes() {
     if (keys_equal(presented, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, 401, "invalid_request_error", "missing or wrong API key (send 'Authorization: Bearer <key>')",
                "", "invalid_api_key");
+    close_after_reply(res);  // the request body was not read
     return httplib::Server::HandlerResponse::Handled;
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {

@@ -665,6 +665,56 @@ TEST_F(FaultTest, OversizedHeadersAndBodiesAreRefused) {
   expect_healthy_and_no_leak(r, "oversized");
 }
 
+// A request refused for its API key is answered before its body is read. The connection must
+// then close (with `Connection: close`), or the unread body would be parsed as the next
+// request on it: here the body is itself a well-formed request with the right key, which must
+// never be answered, and a request pipelined after it neither.
+TEST_F(FaultTest, UnauthorizedRequestWithABodyClosesTheConnection) {
+  serve::ServerOptions o;
+  o.api_key = "right-key";
+  Running r(*short_path_, o);
+  const std::string inner = "GET /v1/models HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer right-key\r\n\r\n";
+  const std::string refused = "POST /v1/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer wrong-key\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(inner.size()) + "\r\n\r\n" + inner;
+  for (const bool pipelined : {false, true}) {
+    Conn c(r.port);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(refused + (pipelined ? inner : std::string())));
+    Conn::End how;
+    const std::string raw = c.read_all(ms(20000), &how);
+    EXPECT_EQ(how, Conn::End::Closed) << "pipelined=" << pipelined;
+    const RawResponse res = parse_response(raw);
+    EXPECT_EQ(res.status, 401) << raw.substr(0, 200);
+    EXPECT_TRUE(res.complete);
+    EXPECT_TRUE(is_error_json(res));
+    EXPECT_NE(res.headers.find("connection: close"), std::string::npos) << res.headers;
+    // Exactly one reply on the connection.
+    size_t replies = 0;
+    for (size_t at = raw.find("HTTP/1."); at != std::string::npos; at = raw.find("HTTP/1.", at + 1)) ++replies;
+    EXPECT_EQ(replies, 1u) << raw;
+    tally().outcome("unauthorized_body", outcome_of(res));
+  }
+  // A client that keeps sending after the refusal: the reply is still read, and the server
+  // stops listening to it (the drain is bounded).
+  Conn c(r.port);
+  ASSERT_TRUE(c.ok());
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer wrong-key\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 3000000\r\n\r\n";
+  ASSERT_TRUE(c.send(head + std::string(100000, ' ')));
+  std::string got;
+  EXPECT_EQ(c.read(&got, ms(20000), [](const std::string& g) { return parse_response(g).complete; }),
+            Conn::End::Done);
+  EXPECT_EQ(parse_response(got).status, 401);
+  // Still serving (/metrics needs the key here, so expect_healthy_and_no_leak cannot read it).
+  httplib::Client ok("127.0.0.1", r.port);
+  ok.set_read_timeout(10, 0);
+  ok.set_bearer_token_auth("right-key");
+  auto models = ok.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+}
+
 // 200 connections at once against --max-queue 32: every one gets a 200 or a 503 with
 // Retry-After, none hangs; twice, to see the process memory settle.
 TEST_F(FaultTest, TwoHundredConnectionsAgainstAQueueOf32) {
