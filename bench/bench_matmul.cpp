@@ -191,10 +191,11 @@ struct Weights {
   size_t stride = 0;
 };
 
-// `min_total` bytes worth of copies of one random N x K matrix of type t.
-const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total) {
-  static std::map<std::tuple<int, int64_t, int64_t, size_t>, Weights> cache;
-  auto key = std::make_tuple(static_cast<int>(t), n, k, min_total);
+// `min_total` bytes worth of copies of one random N x K matrix of type t (Q4_K: interleaved
+// 16 rows at a time when x16, as the executor runs it on AVX-512).
+const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total, bool x16 = false) {
+  static std::map<std::tuple<int, int64_t, int64_t, size_t, bool>, Weights> cache;
+  auto key = std::make_tuple(static_cast<int>(t), n, k, min_total, x16);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Weights w;
@@ -205,6 +206,10 @@ const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total) {
   for (auto& v : src) v = dist(rng);
   std::vector<uint8_t> one(w.stride * n);
   quantize_matrix(t, src.data(), one.data(), n, k);
+  if (x16) {
+    std::vector<uint8_t> rows = one;
+    interleave_q4_k({t, n, k, rows.data(), w.stride}, one.data());
+  }
   const size_t copies = std::max<size_t>(1, (min_total + one.size() - 1) / one.size());
   for (size_t i = 0; i < copies; ++i) w.copies.push_back(one);
   return cache.emplace(key, std::move(w)).first->second;
@@ -235,14 +240,14 @@ void BM_ReadBandwidth(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
 }
 
-void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k, bool from_dram) {
-  const Weights& w = weights(t, n, k, from_dram ? size_t{96} << 20 : 0);
+void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k, bool from_dram, bool x16) {
+  const Weights& w = weights(t, n, k, from_dram ? size_t{96} << 20 : 0, x16);
   const double bw = measure_read_bw();
   const std::vector<float> x = activations(1, k);
   std::vector<float> y(static_cast<size_t>(n));
   size_t i = 0;
   for (auto _ : state) {
-    const WeightView v{t, n, k, w.copies[i].data(), w.stride};
+    const WeightView v{t, n, k, w.copies[i].data(), w.stride, x16 ? WeightLayout::Q4KX16 : WeightLayout::Rows};
     matmul(v, x.data(), 1, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
     if (++i == w.copies.size()) i = 0;
@@ -254,16 +259,16 @@ void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k, bool from
   state.counters["bw_frac"] = benchmark::Counter(bytes / 1e9 / bw, benchmark::Counter::kIsRate);
 }
 
-void BM_Prefill(benchmark::State& state, DType t, int64_t m) {
+void BM_Prefill(benchmark::State& state, DType t, int64_t m, bool x16) {
   const int64_t n = 2048, k = 4096;
   const Peak which = (t == DType::F32 || t == DType::F16) ? Peak::F32
                      : t == DType::BF16                   ? (simd_has_bf16() ? Peak::BF16 : Peak::F32)
                                                           : Peak::Int8;
-  const Weights& w = weights(t, n, k, 0);
+  const Weights& w = weights(t, n, k, 0, x16);
   const double peak = measure_peak(which);
   const std::vector<float> x = activations(m, k);
   std::vector<float> y(static_cast<size_t>(m * n));
-  const WeightView v{t, n, k, w.copies[0].data(), w.stride};
+  const WeightView v{t, n, k, w.copies[0].data(), w.stride, x16 ? WeightLayout::Q4KX16 : WeightLayout::Rows};
   for (auto _ : state) {
     matmul(v, x.data(), m, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
@@ -289,25 +294,32 @@ int register_all() {
   benchmark::RegisterBenchmark("PeakInt8Vnni", BM_Peak, Peak::Int8)->Iterations(1);
   benchmark::RegisterBenchmark("PeakF32Fma", BM_Peak, Peak::F32)->Iterations(1);
   benchmark::RegisterBenchmark("PeakBF16Dot", BM_Peak, Peak::BF16)->Iterations(1);
-  for (DType t : kTypes)
+  // Every type in its row layout, and Q4_K interleaved 16 rows at a time ("q4_k_x16").
+  std::vector<std::pair<DType, bool>> variants;
+  for (DType t : kTypes) {
+    variants.emplace_back(t, false);
+    if (t == DType::Q4_K) variants.emplace_back(t, true);
+  }
+  auto label = [](DType t, bool x16) { return std::string(dtype_name(t)) + (x16 ? "_x16" : ""); };
+  for (auto [t, x16] : variants)
     for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 8192}, {8192, 2048}})
       benchmark::RegisterBenchmark(
-          (std::string("Decode/") + dtype_name(t) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
-          BM_Decode, t, n, k, true)
+          ("Decode/" + label(t, x16) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
+          BM_Decode, t, n, k, true, x16)
           ->MeasureProcessCPUTime()->ComputeStatistics("max", max_of)
           ->Unit(benchmark::kMicrosecond);
   // The same with one 1024 x 2048 matrix that stays in L2/L3: the kernels' compute ceiling.
-  for (DType t : kTypes)
+  for (auto [t, x16] : variants)
     for (auto [n, k] : {std::pair<int64_t, int64_t>{1024, 2048}, {256, 8192}})
       benchmark::RegisterBenchmark(
-          (std::string("DecodeCached/") + dtype_name(t) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
-          BM_Decode, t, n, k, false)
+          ("DecodeCached/" + label(t, x16) + "/" + std::to_string(n) + "x" + std::to_string(k)).c_str(),
+          BM_Decode, t, n, k, false, x16)
           ->MeasureProcessCPUTime()->ComputeStatistics("max", max_of)
           ->Unit(benchmark::kMicrosecond);
-  for (DType t : kTypes)
+  for (auto [t, x16] : variants)
     for (int64_t m : {4, 8, 16, 64, 512})
-      benchmark::RegisterBenchmark((std::string("Prefill/") + dtype_name(t) + "/" + std::to_string(m)).c_str(),
-                                   BM_Prefill, t, m)
+      benchmark::RegisterBenchmark(("Prefill/" + label(t, x16) + "/" + std::to_string(m)).c_str(),
+                                   BM_Prefill, t, m, x16)
           ->MeasureProcessCPUTime()->ComputeStatistics("max", max_of)
           ->Unit(benchmark::kMillisecond);
   return 0;

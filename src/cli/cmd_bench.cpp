@@ -17,6 +17,7 @@ struct BenchArgs {
   std::string model;
   int64_t n_prompt = 512, n_gen = 128;
   int threads = 0, reps = 3;
+  bool no_repack = false;
   std::string batches;
   std::string cache_type = "f32";
   bool json = false;
@@ -33,6 +34,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("n-prompt", "p"), a->n_prompt, "prompt tokens (default 512; 0 skips)");
   c->add_option(opt("n-gen", "n"), a->n_gen, "generated tokens (default 128; 0 skips)");
   ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   c->add_option(opt("repetitions", "r"), a->reps, "repetitions after one warm-up (default 3)");
   c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
   c->add_option(opt("batch-prompt"), a->batch_prompt, "prompt tokens of each sequence before batched decode (default 128)");
@@ -44,6 +46,7 @@ std::function<int()> setup(CLI::App& app) {
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
+    cli::apply_repack_flag(a->no_repack);
     BenchOptions o;
     o.n_prompt = a->n_prompt;
     o.n_gen = a->n_gen;

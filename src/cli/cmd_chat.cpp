@@ -33,6 +33,7 @@ struct ChatArgs {
   std::string model, system, template_file;
   int64_t ctx = 0, n_predict = 0;
   int threads = 0;
+  bool no_repack = false;
   ptn::cli::CacheFlags cache;
   ptn::cli::SamplingFlags sampling;
 };
@@ -110,11 +111,13 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("n-predict", "n"), a->n_predict, "most tokens per reply (default 0: until the model ends it)");
   ptn::cli::add_sampling_flags(c, &a->sampling);
   ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   ptn::cli::add_context_flag(c, &a->ctx);
   ptn::cli::add_cache_flags(c, &a->cache);
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
+    cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) fail(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
     auto program = Program::load(a->model);
     if (!program->meta().tokenizer)

@@ -21,6 +21,7 @@ struct Args {
   std::string model, file;
   int64_t ctx = 0, chunks = 0;
   int threads = 0;
+  bool no_repack = false;
   ptn::cli::CacheFlags cache;
 };
 
@@ -33,10 +34,12 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("ctx", "c"), a->ctx, "tokens per chunk (default: 512, or the model's context if smaller)");
   c->add_option(opt("chunks"), a->chunks, "evaluate at most this many chunks (default: all)");
   ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   ptn::cli::add_cache_flags(c, &a->cache);
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
+    cli::apply_repack_flag(a->no_repack);
     if (a->ctx < 0) fail(ErrorKind::InvalidArgument, "--ctx", "must be >= 0");
     if (a->chunks < 0) fail(ErrorKind::InvalidArgument, "--chunks", "must be >= 0");
     auto program = Program::load(a->model);

@@ -17,6 +17,7 @@ struct RunArgs {
   int64_t n_predict = 128;
   int64_t ctx = 0;
   int threads = 0;
+  bool no_repack = false;
   ptn::cli::CacheFlags cache;
   ptn::cli::SamplingFlags sampling;
   bool print_ids = false;
@@ -36,6 +37,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("n-predict", "n"), a->n_predict, "tokens to generate (default 128)");
   ptn::cli::add_sampling_flags(c, &a->sampling);
   ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   ptn::cli::add_cache_flags(c, &a->cache);
   ptn::cli::add_context_flag(c, &a->ctx);
   c->add_flag(opt("print-ids"), a->print_ids, "print the generated token ids to stderr as a JSON array");
@@ -44,6 +46,7 @@ std::function<int()> setup(CLI::App& app) {
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
+    cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
     auto t_load = std::chrono::steady_clock::now();
     auto program = Program::load(a->model);

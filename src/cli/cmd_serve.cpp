@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "cli/command.h"
+#include "cli/runtime_flags.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "serve/server.h"
@@ -18,6 +19,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8080;
   int threads = 0;
+  bool no_repack = false;
   std::string kv_memory;
   int64_t ctx = 0;
   std::string cache_type = "f32";
@@ -79,6 +81,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("host"), a->host, "address to bind (default 127.0.0.1)");
   c->add_option(opt("port"), a->port, "port (default 8080; 0 picks a free port)");
   c->add_option(opt("threads", "t"), a->threads, "compute threads (default: all CPUs)");
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   c->add_option(opt("kv-memory"), a->kv_memory, "KV cache budget in bytes (e.g. 256M)");
   c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts, at most a quarter of the memory)");
   c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
@@ -98,6 +101,7 @@ std::function<int()> setup(CLI::App& app) {
     if (a->timeout < 1 || a->shutdown_deadline < 0)
       ptn::fail(ptn::ErrorKind::InvalidArgument, "--timeout", "must be >= 1 (deadline >= 0)");
     if (a->threads > 0) ptn::set_default_threads(a->threads);
+    ptn::cli::apply_repack_flag(a->no_repack);
     auto dtype = ptn::dtype_from_name(a->cache_type);
     if (!dtype) ptn::fail(ptn::ErrorKind::InvalidArgument, "--cache-type", "unknown dtype '" + a->cache_type + "'");
 

@@ -26,6 +26,7 @@ struct VerifyArgs {
   std::string mode = "optimized";
   double max_nmse = 0;  // 0: chosen from the program's weight types
   int threads = 0;
+  bool no_repack = false;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -39,10 +40,12 @@ std::function<int()> setup(CLI::App& app) {
                 "pass threshold on the logits' NMSE (default 1e-4 for float weights, 1e-2 when integer kernels "
                 "quantize activations for quantized weights)");
   ptn::cli::add_threads_flag(c, &a->threads);
+  ptn::cli::add_repack_flag(c, &a->no_repack);
   return [a, nmse_opt] {
     if (nmse_opt->count() && !(a->max_nmse > 0))
       throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--max-nmse", "must be a positive number");
     ptn::cli::apply_threads_flag(a->threads);
+    ptn::cli::apply_repack_flag(a->no_repack);
     auto program = ptn::Program::load(a->file, ptn::VerifyLevel::Full);
     const auto& meta = program->meta();
     std::printf("%s: %zu golden samples, %s cache program\n", a->file.c_str(), meta.samples.size(),

@@ -1,5 +1,6 @@
 // The runtime flags several commands share, each with one name, help text and check:
 //   -t/--threads        run, chat, perplexity, bench, verify
+//   --no-repack         run, chat, perplexity, bench, verify, serve
 //   --cache/--cache-type run, chat, perplexity (a Session's cache kind and dtype)
 //   --ctx               run, chat (perplexity's --ctx is tokens per chunk: its own flag)
 // Each flag is added by its own call so that a command keeps its order of options in --help.
@@ -12,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "runtime/executor.h"
 #include "runtime/session.h"
 
 namespace ptn::cli {
@@ -26,6 +28,14 @@ inline void apply_threads_flag(int threads) {
   if (threads < 0 || threads > 1024) fail(ErrorKind::InvalidArgument, "--threads", "must be 1..1024");
   if (threads > 0) set_default_threads(threads);
 }
+
+// --no-repack bound to *off: optimized executors keep Q4_K weights as stored (no interleaved copy).
+inline void add_repack_flag(CLI::App* cmd, bool* off) {
+  cmd->add_flag(opt("no-repack"), *off,
+                "keep Q4_K weights as stored instead of an interleaved copy for the AVX-512 kernels "
+                "(less memory, slower decode)");
+}
+inline void apply_repack_flag(bool off) { set_weight_repack(!off); }
 
 // --ctx bound to *ctx: the cache's context in tokens (0: the model's).
 inline void add_context_flag(CLI::App* cmd, int64_t* ctx) {

@@ -64,6 +64,32 @@ LevelFns level_fns() {
   return {mm::quantize_acts_scalar, mm::matmul_range_scalar};
 }
 
+// Interleaved Q4_K weights at a level without kernels for them (all but AVX-512): 16 rows at a
+// time back in Q4_K rows, multiplied by the level's row kernels. n0 and n1 are multiples of 16
+// (the threads split rows at multiples of 32; a matrix has a multiple of 16 rows).
+void deinterleaved_range(RangeFn range, const WeightView& w, const float* x, const mm::QuantActs& qa, int64_t m,
+                         int64_t n0, int64_t n1, float* y) {
+  const size_t rb = row_bytes(DType::Q4_K, w.cols);
+  thread_local std::vector<uint8_t> rows;
+  thread_local std::vector<float> yt;
+  rows.resize(rb * kX16Rows);
+  yt.resize(static_cast<size_t>(m * kX16Rows));
+  for (int64_t g0 = n0; g0 < n1; g0 += kX16Rows) {
+    for (int64_t r = 0; r < kX16Rows; ++r) deinterleave_q4_k_row(w, g0 + r, rows.data() + r * rb);
+    const WeightView t{DType::Q4_K, kX16Rows, w.cols, rows.data(), rb};
+    range(t, x, qa, m, 0, kX16Rows, yt.data());
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(y + i * w.rows + g0, yt.data() + i * kX16Rows, kX16Rows * sizeof(float));
+  }
+}
+
+void run_range(const LevelFns& fns, const WeightView& w, const float* x, const mm::QuantActs& qa, int64_t m, int64_t n0,
+               int64_t n1, float* y) {
+  if (w.layout == WeightLayout::Q4KX16 && fns.range != mm::matmul_range_avx512)
+    return deinterleaved_range(fns.range, w, x, qa, m, n0, n1, y);
+  fns.range(w, x, qa, m, n0, n1, y);
+}
+
 // Quantizes x [m, k] for weights of type t into thread-local scratch (quantized types only; qa
 // stays empty for float weights).
 mm::QuantActs quantize_acts(DType t, const float* x, int64_t m, int64_t k, QuantizeFn quantize, ThreadPool& pool) {
@@ -119,9 +145,9 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
   // Rows of W in multiples of 32 (the AVX-512 panel width) so every thread streams its own rows.
   const double work = static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(m);  // MACs
   if (work < 32768.0 || pool.size() == 1)
-    fns.range(w, x, qa, m, 0, n, y);
+    run_range(fns, w, x, qa, m, 0, n, y);
   else
-    pool.parallel_for(n, 32, [&](int64_t n0, int64_t n1, int) { fns.range(w, x, qa, m, n0, n1, y); });
+    pool.parallel_for(n, 32, [&](int64_t n0, int64_t n1, int) { run_range(fns, w, x, qa, m, n0, n1, y); });
 }
 
 void matmul_multi(const WeightView* w, float* const* y, int count, const float* x, int64_t m, ThreadPool& pool) {
@@ -176,7 +202,7 @@ void matmul_multi(const WeightView* w, float* const* y, int count, const float* 
     const Pos e = ti + 1 == nt ? Pos{count, 0} : at(bytes * (ti + 1) / nt);
     for (int i = b.i; i < count && i <= e.i; ++i) {
       const int64_t r0 = i == b.i ? b.r : 0, r1 = i == e.i ? e.r : w[i].rows;
-      if (r0 < r1) fns.range(w[i], x, qa, m, r0, r1, y[i]);
+      if (r0 < r1) run_range(fns, w[i], x, qa, m, r0, r1, y[i]);
     }
   });
 }

@@ -89,6 +89,7 @@ struct RowArgs {
   const int32_t* s16_[kMax] = {};
   const int32_t* s32_[kMax] = {};
   const int16_t* h32_[kMax] = {};
+  const float* fs32_[kMax] = {};
   int64_t r0 = 0, rows = 0;
   RowArgs() = default;
   RowArgs(const QuantActs* qa, int64_t first, int64_t n) : r0(first), rows(std::min<int64_t>(n, kMax)) {
@@ -100,6 +101,7 @@ struct RowArgs {
       s16_[r] = qa->s16 + (r0 + r) * (k / 16);
       s32_[r] = qa->s32 + (r0 + r) * (k / 32);
       h32_[r] = qa->h32 + (r0 + r) * (k / 32);
+      fs32_[r] = qa->fs32 + (r0 + r) * (k / 32);
     }
   }
   const int8_t* a(int r) const { return a_[r]; }
@@ -107,6 +109,7 @@ struct RowArgs {
   const int32_t* s16(int r) const { return s16_[r]; }
   const int32_t* s32(int r) const { return s32_[r]; }
   const int16_t* h32(int r) const { return h32_[r]; }
+  const float* fs32(int r) const { return fs32_[r]; }
 };
 
 // Hint the weight bytes `ahead` bytes on into L1 (the hardware prefetcher alone leaves some
@@ -116,6 +119,12 @@ inline void prefetch_ahead(const void* p, size_t ahead) {
   _mm_prefetch(static_cast<const char*>(p) + ahead, _MM_HINT_T0);
 }
 constexpr size_t kAhead = 8192;
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // Q8_0: signed codes; the dot product uses |w| (unsigned) against sign(a, w). Two accumulators
 // per row (even / odd blocks) so the FMA latency does not bound the loop.
@@ -521,6 +530,120 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   }
 }
 
+// ---- Q4_K interleaved 16 rows (WeightLayout::Q4KX16) ---------------------------------------------
+// One 64-byte load holds 4 columns of 16 weight rows: the low nibbles (sub-block 2t) and the
+// high nibbles kept in place (sub-block 2t + 1, 16 x the code, undone in its scale) each go
+// through one VNNI dot product with 4 activation bytes broadcast, one int32 lane per weight row.
+// The 6-bit scales and mins come as byte planes (byte b of all 16 rows together), unpacked 16
+// rows at a time.
+
+// Scales (sc) and mins (mn) of sub-blocks 0..7 of a tile's 16 rows, one byte per row.
+inline void x16_scales(const uint8_t* tile, __m128i sc[8], __m128i mn[8]) {
+  const __m128i m63 = _mm_set1_epi8(63), m15 = _mm_set1_epi8(15), m48 = _mm_set1_epi8(48);
+  __m128i p[12];
+#pragma GCC unroll 12
+  for (int b = 0; b < 12; ++b) p[b] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 64 + 16 * b));
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = _mm_and_si128(p[j], m63);
+    mn[j] = _mm_and_si128(p[4 + j], m63);
+    // The top two bits of bytes j and 4 + j are bits 4-5 of sub-block 4 + j's scale and min.
+    sc[4 + j] = _mm_or_si128(_mm_and_si128(p[8 + j], m15), _mm_and_si128(_mm_srli_epi16(p[j], 2), m48));
+    mn[4 + j] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(p[8 + j], 4), m15), _mm_and_si128(_mm_srli_epi16(p[4 + j], 2), m48));
+  }
+}
+
+inline __m512 x16_float(__m128i bytes, __m512 mul) { return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), mul); }
+
+// out[r][0..16) = the 16 weight rows of group `g` (nsb super-blocks) dotted with activation
+// rows ra.r0 + r, r < R. R = 1 keeps two accumulators per sub-block so that the dot product
+// latency does not bound the loop.
+template <int R>
+void x16_rows(const uint8_t* g, int64_t nsb, const RowArgs& ra, float (*out)[16]) {
+  constexpr int NA = R == 1 ? 2 : 1;
+  const __m512i lo_mask = _mm512_set1_epi8(0x0F), hi_mask = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* tile = g + i * kX16TileBytes;
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; ++l) prefetch_ahead(tile + 64 * l, kAhead);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+    const __m512 d16 = _mm512_mul_ps(d, _mm512_set1_ps(1.f / 16));
+    __m128i sc[8], mn[8];
+    x16_scales(tile, sc, mn);
+    __m512 fs[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) fs[r] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      __m512i lo[R][NA], hi[R][NA];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int e = 0; e < NA; ++e) lo[r][e] = hi[r][e] = _mm512_setzero_si512();
+      const uint8_t* codes = tile + 256 + 512 * t;
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {
+        prefetch_ahead(codes + 64 * q, kAhead);
+        const __m512i raw = _mm512_loadu_si512(codes + 64 * q);
+        const __m512i wl = _mm512_and_si512(raw, lo_mask), wh = _mm512_and_si512(raw, hi_mask);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const int8_t* a = ra.a(r) + i * 256 + 64 * t + 4 * q;
+          lo[r][q % NA] = _mm512_dpbusd_epi32(lo[r][q % NA], wl, _mm512_set1_epi32(load4(a)));
+          hi[r][q % NA] = _mm512_dpbusd_epi32(hi[r][q % NA], wh, _mm512_set1_epi32(load4(a + 32)));
+        }
+      }
+      const __m512 sl = x16_float(sc[2 * t], d), sh = x16_float(sc[2 * t + 1], d16);
+      const __m512 ml = x16_float(mn[2 * t], dmin), mh = x16_float(mn[2 * t + 1], dmin);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        __m512i l = lo[r][0], h = hi[r][0];
+        if (NA == 2) {
+          l = _mm512_add_epi32(l, lo[r][NA - 1]);
+          h = _mm512_add_epi32(h, hi[r][NA - 1]);
+        }
+        const float* s32 = ra.fs32(r) + i * 8 + 2 * t;
+        fs[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), sl, fs[r]);
+        fs[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), sh, fs[r]);
+        fs[r] = _mm512_fnmadd_ps(ml, _mm512_set1_ps(s32[0]), fs[r]);
+        fs[r] = _mm512_fnmadd_ps(mh, _mm512_set1_ps(s32[1]), fs[r]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(fs[r], _mm512_set1_ps(ra.d(r)[i]), acc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+// y[:, n0:n1) for interleaved Q4_K weights (n0, n1 multiples of 16) by 16-row groups, each
+// dotted with the activation rows 4 at a time (a group of 16 rows is at most 72 KB at K = 8192,
+// so the second and later visits read it from L2).
+void x16_rows_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const int64_t nsb = w.cols / QK_K;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<RowArgs> tiles;
+  tiles.clear();
+  for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
+  alignas(64) float out[4][16];
+  for (int64_t g = n0 / kX16Rows; g < n1 / kX16Rows; ++g) {
+    const uint8_t* gp = base + static_cast<size_t>(g * nsb) * kX16TileBytes;
+    for (const RowArgs& ra : tiles) {
+      switch (ra.rows) {
+        case 4: x16_rows<4>(gp, nsb, ra, out); break;
+        case 3: x16_rows<3>(gp, nsb, ra, out); break;
+        case 2: x16_rows<2>(gp, nsb, ra, out); break;
+        default: x16_rows<1>(gp, nsb, ra, out); break;
+      }
+      for (int64_t r = 0; r < ra.rows; ++r)
+        std::memcpy(y + (ra.r0 + r) * w.rows + g * kX16Rows, out[r], sizeof(out[r]));
+    }
+  }
+}
 
 // ---- panel kernels ----------------------------------------------------------------------------
 // For many activation rows. The weight rows are taken 32 at a time (a panel = 32 output
@@ -560,11 +683,14 @@ template <int MR>
 class NextChunkPrefetch {
  public:
   NextChunkPrefetch(const WeightView& w, int64_t nc0, int64_t n1, int64_t offset, int64_t bytes, int64_t tiles)
-      : stride_(static_cast<int64_t>(w.row_stride)), row_lines_(std::max<int64_t>(1, (bytes + 63) / 64)) {
-    const int64_t rows = std::min<int64_t>(kNR, n1 - nc0);
-    lines_ = rows > 0 ? rows * row_lines_ : 0;
+      : NextChunkPrefetch(static_cast<const uint8_t*>(w.data) +
+                              (nc0 < n1 ? nc0 * static_cast<int64_t>(w.row_stride) + offset : 0),
+                          std::min<int64_t>(kNR, n1 - nc0), static_cast<int64_t>(w.row_stride), bytes, tiles) {}
+  // `runs` runs of `bytes` bytes, `stride` apart from `first` (none if runs <= 0).
+  NextChunkPrefetch(const uint8_t* first, int64_t runs, int64_t stride, int64_t bytes, int64_t tiles)
+      : next_(first), stride_(stride), row_lines_(std::max<int64_t>(1, (bytes + 63) / 64)) {
+    lines_ = runs > 0 ? runs * row_lines_ : 0;
     per_tile_ = (lines_ + std::max<int64_t>(1, tiles) - 1) / std::max<int64_t>(1, tiles);
-    next_ = static_cast<const uint8_t*>(w.data) + (rows > 0 ? nc0 * stride_ + offset : 0);
   }
   void step() {
     for (const int64_t e = std::min(lines_, line_ + per_tile_); line_ < e; ++line_)
@@ -741,10 +867,44 @@ void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int6
   }
 }
 
-inline int32_t load4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+// The same from interleaved Q4_K (WeightLayout::Q4KX16; n0 and ncols multiples of 16): each
+// 16-column half of the panel is one tile's codes, nibbles split, and its scales unpacked.
+void decode_qpanel_x16(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64_t nsb, QPanel& p) {
+  const int64_t tiles_per_group = w.cols / QK_K;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  for (int c = 0; c < kNR / kX16Rows; ++c) {
+    const uint8_t* group = static_cast<const uint8_t*>(w.data) +
+                           static_cast<size_t>((n0 / kX16Rows + c) * tiles_per_group) * kX16TileBytes;
+    for (int64_t b = 0; b < nsb; ++b) {
+      uint8_t* q = p.q + b * 1024 + 64 * c;
+      float* ws = p.ws + b * 2 * kNR + 16 * c;
+      float* wm = p.wm + b * kNR + 16 * c;
+      if (16 * c >= ncols) {
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) _mm512_store_si512(q + t * 128, _mm512_setzero_si512());
+        _mm512_storeu_ps(ws, _mm512_setzero_ps());
+        _mm512_storeu_ps(ws + kNR, _mm512_setzero_ps());
+        _mm512_storeu_ps(wm, _mm512_setzero_ps());
+        continue;
+      }
+      const int64_t s = sb0 + b, j = s % 8;
+      const uint8_t* tile = group + static_cast<size_t>(s / 8) * kX16TileBytes;
+      const uint8_t* codes = tile + 256 + 512 * (j / 2);
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const __m512i raw = _mm512_loadu_si512(codes + 64 * t);
+        _mm512_store_si512(q + t * 128, _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4));
+      }
+      __m128i sc[8], mn[8];
+      x16_scales(tile, sc, mn);
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+      const __m512 sv = x16_float(sc[j], d);
+      _mm512_storeu_ps(ws, sv);
+      _mm512_storeu_ps(ws + kNR, sv);
+      _mm512_storeu_ps(wm, x16_float(mn[j], dmin));
+    }
+  }
 }
 
 // ai[r][0..1] += the VNNI dot products of NQ quads (4 codes, starting at quad q0) of one
@@ -888,11 +1048,22 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
     std::fill(acc.begin(), acc.end(), 0.f);
     for (int64_t sb0 = 0; sb0 < nsub; sb0 += csub) {
       const int64_t nsb = std::min(csub, nsub - sb0);
-      decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
       const bool last_k = sb0 + csub >= nsub;
       const int64_t nc0 = last_k ? c0 + kNR : c0, nsb0 = last_k ? 0 : sb0 + csub;
-      NextChunkPrefetch pf(w, nc0, n1, static_cast<int64_t>(row_bytes(T, nsb0 * 32)),
-                           static_cast<int64_t>(row_bytes(T, std::min(csub, nsub - nsb0) * 32)), m / kQMR);
+      const int64_t next_bytes = static_cast<int64_t>(row_bytes(T, std::min(csub, nsub - nsb0) * 32));
+      const bool x16 = T == DType::Q4_K && w.layout == WeightLayout::Q4KX16;
+      if (x16) decode_qpanel_x16(w, c0, ncols, sb0, nsb, p);
+      else decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      // Interleaved: the next chunk is a run of tiles in each of (up to) two 16-row groups.
+      const int64_t group_bytes = static_cast<int64_t>(w.cols / QK_K * kX16TileBytes);
+      NextChunkPrefetch pf = x16 ? NextChunkPrefetch(static_cast<const uint8_t*>(w.data) +
+                                                         (nc0 < n1 ? nc0 / kX16Rows * group_bytes +
+                                                                         nsb0 / 8 * static_cast<int64_t>(kX16TileBytes)
+                                                                   : 0),
+                                                     std::min<int64_t>(kNR, n1 - nc0) / kX16Rows, group_bytes,
+                                                     next_bytes * kX16Rows, m / kQMR)
+                                 : NextChunkPrefetch(w, nc0, n1, static_cast<int64_t>(row_bytes(T, nsb0 * 32)), next_bytes,
+                                                     m / kQMR);
       int64_t r0 = 0;
       if constexpr (Tr::kSub == 1) {
         for (; r0 + kQMR <= m; r0 += kQMR) {
@@ -1186,6 +1357,10 @@ bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
+  if (w.layout == WeightLayout::Q4KX16) {
+    if (m < panel_min_rows(w.type)) return x16_rows_range(w, qa, m, n0, n1, y);
+    return qpanel_range<DType::Q4_K>(w, qa, m, n0, n1, y);
+  }
   if (m < panel_min_rows(w.type)) return rows_range(w, x, qa, m, n0, n1, y);
   switch (w.type) {
     case DType::Q8_0: return qpanel_range<DType::Q8_0>(w, qa, m, n0, n1, y);

@@ -1,10 +1,13 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/quant.h"
@@ -22,6 +25,13 @@ const std::set<OpType>& engine_ops() {
                                        OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature};
   return ops;
 }
+
+namespace {
+std::atomic<bool> g_weight_repack{true};
+}  // namespace
+
+void set_weight_repack(bool on) { g_weight_repack.store(on); }
+bool weight_repack() { return g_weight_repack.load(); }
 
 namespace {
 
@@ -94,6 +104,7 @@ struct Executor::Impl {
   std::vector<int32_t> selected;
   std::unordered_map<SeqId, int64_t> last_row;
   std::vector<SeqId> seq_order;
+  std::vector<std::shared_ptr<uint8_t>> packed;  // interleaved copies of Q4_K weights
 
   float* f32(int32_t v) { return reinterpret_cast<float*>(arena + values[v].offset); }
   int32_t* i32(int32_t v) { return reinterpret_cast<int32_t*>(arena + values[v].offset); }
@@ -351,6 +362,39 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
       for (size_t t = i + 1; t < j; ++t) im.nodes[t].in_multi = true;
     }
     i = j;
+  }
+  // --- Q4_K weights interleaved 16 rows at a time for the AVX-512 kernels -------------------
+  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::Q4KX16),
+  // made once per matrix (a matrix two nodes share is copied once); the program's own bytes are
+  // no longer read by these nodes. Other SIMD levels gain nothing from it, so they keep the rows.
+  if (mode == ExecMode::Optimized && weight_repack() && simd_level() == SimdLevel::AVX512) {
+    std::unordered_map<const void*, WeightView> packed;
+    for (NodePlan& np : im.nodes) {
+      if (np.op != OpType::Linear || !can_interleave_q4_k(np.w)) continue;
+      auto it = packed.find(np.w.data);
+      if (it == packed.end()) {
+        const size_t row = row_bytes(DType::Q4_K, np.w.cols), group = row * static_cast<size_t>(kX16Rows);
+        std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(std::aligned_alloc(64, (row * np.w.rows + 63) / 64 * 64)),
+                                     std::free);
+        if (!buf)
+          fail(ErrorKind::Capacity, p.name(),
+               "out of memory interleaving a q4_k matrix of " + std::to_string(np.w.rows) + " rows");
+        const WeightView src = np.w;
+        im.pool->parallel_for(src.rows / kX16Rows, 16, [&](int64_t g0, int64_t g1, int) {
+          WeightView part = src;
+          part.rows = (g1 - g0) * kX16Rows;
+          part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * kX16Rows) * src.row_stride;
+          interleave_q4_k(part, buf.get() + static_cast<size_t>(g0) * group);
+        });
+        WeightView v = src;
+        v.data = buf.get();
+        v.row_stride = row;
+        v.layout = WeightLayout::Q4KX16;
+        im.packed.push_back(std::move(buf));
+        it = packed.emplace(src.data, v).first;
+      }
+      np.w = it->second;
+    }
   }
   const bool has_buffers = !im.buffers.empty();
   if (has_buffers != p.meta().static_cache)

@@ -89,6 +89,36 @@ TEST(Export, QuantizedExportsVerify) {
   }
 }
 
+// The optimized executor runs Q4_K matrices from an interleaved copy (AVX-512) unless
+// set_weight_repack(false): both give the same greedy continuation and logits that differ by
+// float rounding only (the integer dot products are the same). On other SIMD levels the copy is
+// not made and both runs take the same path.
+TEST(Export, InterleavedQ4KWeightsGiveTheSameLogits) {
+  TempDir d;
+  const std::string dir = write_config(d, "tiny", tiny_llama_config(256, 4, 2, 64, 512, 2));
+  ExportOptions o = base_options(dir, d / "q4.ptn");
+  o.random_weights = true;
+  o.seed = 12;
+  o.samples = 0;
+  o.quantize = "q4_k_m";
+  quiet_export(o);
+  auto p = Program::load(o.output, VerifyLevel::Full);
+  const std::vector<int32_t> prompt = {1, 17, 300, 42, 9, 250, 7};
+  std::vector<float> packed_logits, rows_logits;
+  const auto packed = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 20, &packed_logits);
+  set_weight_repack(false);
+  const auto rows = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 20, &rows_logits);
+  set_weight_repack(true);
+  EXPECT_EQ(packed, rows);
+  ASSERT_EQ(packed_logits.size(), rows_logits.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < rows_logits.size(); ++i) {
+    num += (packed_logits[i] - rows_logits[i]) * double(packed_logits[i] - rows_logits[i]);
+    den += rows_logits[i] * double(rows_logits[i]);
+  }
+  EXPECT_LT(num / den, 1e-10);
+}
+
 // --- window and chunk layers -------------------------------------------------------------------
 
 struct WindowCase {
