@@ -191,8 +191,8 @@ struct Weights {
   size_t stride = 0;
 };
 
-// `min_total` bytes worth of copies of one random N x K matrix of type t (Q4_K: interleaved
-// 16 rows at a time when x16, as the executor runs it on AVX-512).
+// `min_total` bytes worth of copies of one random N x K matrix of type t (interleaved 16 rows
+// at a time when x16, as the executor runs Q4_K and Q8_0 on AVX-512).
 const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total, bool x16 = false) {
   static std::map<std::tuple<int, int64_t, int64_t, size_t, bool>, Weights> cache;
   auto key = std::make_tuple(static_cast<int>(t), n, k, min_total, x16);
@@ -208,7 +208,7 @@ const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total, bool x16
   quantize_matrix(t, src.data(), one.data(), n, k);
   if (x16) {
     std::vector<uint8_t> rows = one;
-    interleave_q4_k({t, n, k, rows.data(), w.stride}, one.data());
+    interleave_rows({t, n, k, rows.data(), w.stride}, one.data());
   }
   const size_t copies = std::max<size_t>(1, (min_total + one.size() - 1) / one.size());
   for (size_t i = 0; i < copies; ++i) w.copies.push_back(one);
@@ -247,7 +247,7 @@ void BM_Decode(benchmark::State& state, DType t, int64_t n, int64_t k, bool from
   std::vector<float> y(static_cast<size_t>(n));
   size_t i = 0;
   for (auto _ : state) {
-    const WeightView v{t, n, k, w.copies[i].data(), w.stride, x16 ? WeightLayout::Q4KX16 : WeightLayout::Rows};
+    const WeightView v{t, n, k, w.copies[i].data(), w.stride, x16 ? WeightLayout::X16 : WeightLayout::Rows};
     matmul(v, x.data(), 1, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
     if (++i == w.copies.size()) i = 0;
@@ -268,7 +268,7 @@ void BM_Prefill(benchmark::State& state, DType t, int64_t m, bool x16) {
   const double peak = measure_peak(which);
   const std::vector<float> x = activations(m, k);
   std::vector<float> y(static_cast<size_t>(m * n));
-  const WeightView v{t, n, k, w.copies[0].data(), w.stride, x16 ? WeightLayout::Q4KX16 : WeightLayout::Rows};
+  const WeightView v{t, n, k, w.copies[0].data(), w.stride, x16 ? WeightLayout::X16 : WeightLayout::Rows};
   for (auto _ : state) {
     matmul(v, x.data(), m, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
@@ -294,11 +294,11 @@ int register_all() {
   benchmark::RegisterBenchmark("PeakInt8Vnni", BM_Peak, Peak::Int8)->Iterations(1);
   benchmark::RegisterBenchmark("PeakF32Fma", BM_Peak, Peak::F32)->Iterations(1);
   benchmark::RegisterBenchmark("PeakBF16Dot", BM_Peak, Peak::BF16)->Iterations(1);
-  // Every type in its row layout, and Q4_K interleaved 16 rows at a time ("q4_k_x16").
+  // Every type in its row layout, and Q4_K / Q8_0 interleaved 16 rows at a time ("q4_k_x16").
   std::vector<std::pair<DType, bool>> variants;
   for (DType t : kTypes) {
     variants.emplace_back(t, false);
-    if (t == DType::Q4_K) variants.emplace_back(t, true);
+    if (t == DType::Q4_K || t == DType::Q8_0) variants.emplace_back(t, true);
   }
   auto label = [](DType t, bool x16) { return std::string(dtype_name(t)) + (x16 ? "_x16" : ""); };
   for (auto [t, x16] : variants)

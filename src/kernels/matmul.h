@@ -25,9 +25,10 @@
 // so the weights stream from memory once; for m >= 20 (prefill, AVX-512) 32 weight rows at a
 // time are decoded into an L1-sized transposed panel and multiplied with all activation rows
 // by a register-blocked VNNI / FMA / BF16 micro-kernel. Weights are used in their GGUF layout,
-// except Q4_K matrices that the executor interleaves 16 rows at a time (WeightLayout::Q4KX16,
-// see interleave_q4_k): the AVX-512 kernels then multiply 16 weight rows per VNNI instruction
-// with no per-row unpacking; the other levels de-interleave 16 rows at a time.
+// except Q4_K and Q8_0 matrices that the executor interleaves 16 rows at a time
+// (WeightLayout::X16, see interleave_rows): the AVX-512 kernels then multiply 16 weight rows
+// per VNNI instruction with no per-row unpacking; the other levels de-interleave 16 rows at a
+// time.
 // Scratch memory (quantized activations, decoded weight panels) is thread_local and reused:
 // after the first call of a given size no call allocates.
 #pragma once
@@ -41,8 +42,8 @@ namespace ptn {
 
 // How the rows of a weight matrix are laid out.
 enum class WeightLayout : uint8_t {
-  Rows,    // row i at data + i * row_stride, in the GGUF block layout of its type
-  Q4KX16,  // Q4_K rows interleaved 16 at a time (interleave_q4_k); row_stride is the bytes of one row
+  Rows,  // row i at data + i * row_stride, in the GGUF block layout of its type
+  X16,   // Q4_K or Q8_0 rows interleaved 16 at a time (interleave_rows); row_stride = bytes of one row
 };
 
 // A weight matrix W[rows = N, cols = K]; row i starts at data + i * row_stride bytes
@@ -56,27 +57,30 @@ struct WeightView {
   WeightLayout layout = WeightLayout::Rows;
 };
 
-// Q4_K rows interleaved 16 at a time. Rows go in groups of 16 (group g = rows 16g..16g+15);
-// a group holds one 2304-byte tile per super-block (256 columns), tiles of a group in column
-// order, groups one after another. A tile carries the 16 rows' Q4_K blocks of that super-block
-// with their bytes regrouped (the same bytes, nothing re-quantized):
-//   [0, 32)      d of rows 0..15 (f16)          [32, 64)  dmin of rows 0..15 (f16)
-//   [64, 256)    packed scales: byte b of row r's 12 scale bytes at 64 + 16 b + r
-//   [256, 2304)  codes: for sub-block pair t (sub-blocks 2t, 2t+1: columns 64t..64t+63) and quad
-//                q (0..7), 64 bytes at 256 + 64 (8t + q), byte 4r + i of which is Q4_K byte
-//                qs[32t + 4q + i] of row r: low nibble column 64t + 4q + i, high nibble 32 later.
-// So one 64-byte load holds 4 consecutive columns of 16 rows, ready for a VNNI dot product
-// against 4 activation bytes broadcast to every lane.
+// Rows interleaved 16 at a time (WeightLayout::X16). Rows go in groups of 16 (group g = rows
+// 16g..16g+15); a group holds one tile per 256 columns (Q4_K) or 64 columns (Q8_0), tiles of a
+// group in column order, groups one after another; every tile is a whole number of 64-byte
+// lines. A tile carries the 16 rows' blocks of its columns, regrouped so that one 64-byte load
+// holds 4 consecutive columns of all 16 rows, ready for a VNNI dot product against 4
+// activation bytes broadcast to every lane:
+//   Q4_K (2304 bytes): [0, 32) d of rows 0..15 (f16), [32, 64) dmin (f16), [64, 256) the packed
+//     scales (byte b of row r's 12 at 64 + 16 b + r), [256, 2304) codes: for sub-block pair t
+//     (sub-blocks 2t and 2t + 1, columns 64t..64t+63) and quad q (0..7), 64 bytes at
+//     256 + 64 (8t + q) whose byte 4r + i is Q4_K byte qs[32t + 4q + i] of row r (low nibble:
+//     column 64t + 4q + i, high nibble: 32 columns later).
+//   Q8_0 (1088 bytes, blocks 2i and 2i + 1 as e = 0, 1): [32 e, 32 e + 32) d of block 2i + e of
+//     rows 0..15 (f16), then codes: for quad q, 64 bytes at 64 + 512 e + 64 q whose byte 4r + i
+//     is qs[4q + i] + 128 of row r's block 2i + e (unsigned, as VNNI wants).
+// Nothing is re-quantized: deinterleave_row gives back the original blocks.
 constexpr int64_t kX16Rows = 16;
-constexpr size_t kX16TileBytes = 2304;
-// True when w (Q4_K, row layout, K a multiple of 256, rows a positive multiple of 16) can be
-// interleaved.
-bool can_interleave_q4_k(const WeightView& w);
-// Writes w's rows interleaved into dst (rows * row_bytes(Q4_K, cols) bytes; 64-byte alignment
-// is fastest) and returns the view of them. Throws InvalidArgument if !can_interleave_q4_k(w).
-WeightView interleave_q4_k(const WeightView& w, void* dst);
-// Row n of an interleaved view back as Q4_K blocks (row_bytes(Q4_K, cols) bytes) into dst.
-void deinterleave_q4_k_row(const WeightView& w, int64_t n, void* dst);
+// True when w (Q4_K, or Q8_0 with K a multiple of 64; row layout, rows a positive multiple of 16)
+// can be interleaved.
+bool can_interleave(const WeightView& w);
+// Writes w's rows interleaved into dst (rows * row_bytes(type, cols) bytes; 64-byte alignment
+// is fastest) and returns the view of them. Throws InvalidArgument if !can_interleave(w).
+WeightView interleave_rows(const WeightView& w, void* dst);
+// Row n of an interleaved view back in its type's blocks (row_bytes(type, cols) bytes) into dst.
+void deinterleave_row(const WeightView& w, int64_t n, void* dst);
 
 // True if matmul accepts weights of type t.
 bool matmul_supports(DType t);

@@ -530,7 +530,10 @@ void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_
   }
 }
 
-// ---- Q4_K interleaved 16 rows (WeightLayout::Q4KX16) ---------------------------------------------
+// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K and Q8_0) -----------------------------
+constexpr size_t kQ4KTile = kX16Rows * sizeof(BlockQ4K);  // 2304 bytes: 256 columns of 16 rows
+constexpr size_t kQ80Tile = 2 * kX16Rows * sizeof(BlockQ8_0);  // 1088 bytes: 64 columns (2 blocks) of 16 rows
+
 // One 64-byte load holds 4 columns of 16 weight rows: the low nibbles (sub-block 2t) and the
 // high nibbles kept in place (sub-block 2t + 1, 16 x the code, undone in its scale) each go
 // through one VNNI dot product with 4 activation bytes broadcast, one int32 lane per weight row.
@@ -566,7 +569,7 @@ void x16_rows(const uint8_t* g, int64_t nsb, const RowArgs& ra, float (*out)[16]
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* tile = g + i * kX16TileBytes;
+    const uint8_t* tile = g + i * kQ4KTile;
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) prefetch_ahead(tile + 64 * l, kAhead);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
@@ -620,24 +623,71 @@ void x16_rows(const uint8_t* g, int64_t nsb, const RowArgs& ra, float (*out)[16]
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
-// y[:, n0:n1) for interleaved Q4_K weights (n0, n1 multiples of 16) by 16-row groups, each
-// dotted with the activation rows 4 at a time (a group of 16 rows is at most 72 KB at K = 8192,
-// so the second and later visits read it from L2).
+// Q8_0: per 32-column block, 8 loads of unsigned codes (q + 128), each one VNNI dot product per
+// activation row; the +128 is taken out by starting the sum at -128 * sum(a). A tile holds two
+// blocks (nb is even).
+template <int R>
+void x16_rows_q8(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[16]) {
+  constexpr int NA = R <= 2 ? 2 : 1;
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* tile = g + (i / 2) * kQ80Tile;
+    const int e = static_cast<int>(i % 2);
+    const uint8_t* codes = tile + 64 + 512 * e;
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) prefetch_ahead(codes + 64 * l, kAhead);
+    if (e == 0) prefetch_ahead(tile, kAhead);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32 * e)));
+    __m512i ai[R][NA];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      ai[r][0] = _mm512_set1_epi32(-128 * ra.s32(r)[i]);
+      if (NA == 2) ai[r][NA - 1] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const __m512i c = _mm512_loadu_si512(codes + 64 * q);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        ai[r][q % NA] = _mm512_dpbusd_epi32(ai[r][q % NA], c, _mm512_set1_epi32(load4(ra.a(r) + i * 32 + 4 * q)));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i sum = NA == 2 ? _mm512_add_epi32(ai[r][0], ai[r][NA - 1]) : ai[r][0];
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(ra.d(r)[i])), acc[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+template <int R>
+inline void x16_dispatch(DType t, const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[16]) {
+  if (t == DType::Q4_K) x16_rows<R>(g, nb, ra, out);
+  else x16_rows_q8<R>(g, nb, ra, out);
+}
+
+// y[:, n0:n1) for interleaved weights (n0, n1 multiples of 16) by 16-row groups, each dotted
+// with the activation rows 4 at a time (a group of 16 rows is at most 72 KB (Q4_K) or 136 KB
+// (Q8_0) at K = 8192, so the second and later visits read it from L2).
 void x16_rows_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
-  const int64_t nsb = w.cols / QK_K;
+  const int64_t nb = w.cols / traits(w.type).block_size;
+  const size_t group_bytes = static_cast<size_t>(nb) * kX16Rows * traits(w.type).block_bytes;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   thread_local std::vector<RowArgs> tiles;
   tiles.clear();
   for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
   alignas(64) float out[4][16];
   for (int64_t g = n0 / kX16Rows; g < n1 / kX16Rows; ++g) {
-    const uint8_t* gp = base + static_cast<size_t>(g * nsb) * kX16TileBytes;
+    const uint8_t* gp = base + static_cast<size_t>(g) * group_bytes;
     for (const RowArgs& ra : tiles) {
       switch (ra.rows) {
-        case 4: x16_rows<4>(gp, nsb, ra, out); break;
-        case 3: x16_rows<3>(gp, nsb, ra, out); break;
-        case 2: x16_rows<2>(gp, nsb, ra, out); break;
-        default: x16_rows<1>(gp, nsb, ra, out); break;
+        case 4: x16_dispatch<4>(w.type, gp, nb, ra, out); break;
+        case 3: x16_dispatch<3>(w.type, gp, nb, ra, out); break;
+        case 2: x16_dispatch<2>(w.type, gp, nb, ra, out); break;
+        default: x16_dispatch<1>(w.type, gp, nb, ra, out); break;
       }
       for (int64_t r = 0; r < ra.rows; ++r)
         std::memcpy(y + (ra.r0 + r) * w.rows + g * kX16Rows, out[r], sizeof(out[r]));
@@ -867,14 +917,18 @@ void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int6
   }
 }
 
-// The same from interleaved Q4_K (WeightLayout::Q4KX16; n0 and ncols multiples of 16): each
-// 16-column half of the panel is one tile's codes, nibbles split, and its scales unpacked.
+// The same from interleaved weights (WeightLayout::X16; n0 and ncols multiples of 16): each
+// 16-column half of the panel is one tile's codes (Q4_K: nibbles split) and scales.
+template <DType T>
 void decode_qpanel_x16(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64_t nsb, QPanel& p) {
-  const int64_t tiles_per_group = w.cols / QK_K;
+  constexpr bool k4 = T == DType::Q4_K;
+  constexpr size_t tile_bytes = k4 ? kQ4KTile : kQ80Tile;
+  constexpr int64_t subs = k4 ? 8 : 2;  // 32-column sub-blocks per tile
+  const int64_t tiles_per_group = w.cols / (32 * subs);
   const __m512i m4 = _mm512_set1_epi8(15);
   for (int c = 0; c < kNR / kX16Rows; ++c) {
     const uint8_t* group = static_cast<const uint8_t*>(w.data) +
-                           static_cast<size_t>((n0 / kX16Rows + c) * tiles_per_group) * kX16TileBytes;
+                           static_cast<size_t>((n0 / kX16Rows + c) * tiles_per_group) * tile_bytes;
     for (int64_t b = 0; b < nsb; ++b) {
       uint8_t* q = p.q + b * 1024 + 64 * c;
       float* ws = p.ws + b * 2 * kNR + 16 * c;
@@ -887,22 +941,30 @@ void decode_qpanel_x16(const WeightView& w, int64_t n0, int ncols, int64_t sb0, 
         _mm512_storeu_ps(wm, _mm512_setzero_ps());
         continue;
       }
-      const int64_t s = sb0 + b, j = s % 8;
-      const uint8_t* tile = group + static_cast<size_t>(s / 8) * kX16TileBytes;
-      const uint8_t* codes = tile + 256 + 512 * (j / 2);
+      const int64_t s = sb0 + b, j = s % subs;
+      const uint8_t* tile = group + static_cast<size_t>(s / subs) * tile_bytes;
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + (k4 ? 0 : 32 * j))));
+      if constexpr (k4) {
+        const uint8_t* codes = tile + 256 + 512 * (j / 2);
 #pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        const __m512i raw = _mm512_loadu_si512(codes + 64 * t);
-        _mm512_store_si512(q + t * 128, _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4));
+        for (int t = 0; t < 8; ++t) {
+          const __m512i raw = _mm512_loadu_si512(codes + 64 * t);
+          _mm512_store_si512(q + t * 128, _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4));
+        }
+        __m128i sc[8], mn[8];
+        x16_scales(tile, sc, mn);
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
+        const __m512 sv = x16_float(sc[j], d);
+        _mm512_storeu_ps(ws, sv);
+        _mm512_storeu_ps(ws + kNR, sv);
+        _mm512_storeu_ps(wm, x16_float(mn[j], dmin));
+      } else {
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) _mm512_store_si512(q + t * 128, _mm512_loadu_si512(tile + 64 + 512 * j + 64 * t));
+        _mm512_storeu_ps(ws, d);
+        _mm512_storeu_ps(ws + kNR, d);
+        _mm512_storeu_ps(wm, _mm512_setzero_ps());
       }
-      __m128i sc[8], mn[8];
-      x16_scales(tile, sc, mn);
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
-      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 32)));
-      const __m512 sv = x16_float(sc[j], d);
-      _mm512_storeu_ps(ws, sv);
-      _mm512_storeu_ps(ws + kNR, sv);
-      _mm512_storeu_ps(wm, x16_float(mn[j], dmin));
     }
   }
 }
@@ -1051,15 +1113,20 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
       const bool last_k = sb0 + csub >= nsub;
       const int64_t nc0 = last_k ? c0 + kNR : c0, nsb0 = last_k ? 0 : sb0 + csub;
       const int64_t next_bytes = static_cast<int64_t>(row_bytes(T, std::min(csub, nsub - nsb0) * 32));
-      const bool x16 = T == DType::Q4_K && w.layout == WeightLayout::Q4KX16;
-      if (x16) decode_qpanel_x16(w, c0, ncols, sb0, nsb, p);
-      else decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      constexpr bool x16_type = T == DType::Q4_K || T == DType::Q8_0;
+      const bool x16 = x16_type && w.layout == WeightLayout::X16;
+      if constexpr (x16_type) {
+        if (x16) decode_qpanel_x16<T>(w, c0, ncols, sb0, nsb, p);
+        else decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      } else {
+        decode_qpanel<T>(w, c0, ncols, sb0, nsb, p);
+      }
       // Interleaved: the next chunk is a run of tiles in each of (up to) two 16-row groups.
-      const int64_t group_bytes = static_cast<int64_t>(w.cols / QK_K * kX16TileBytes);
+      // (Per 32-column sub-block, 16 rows: the tiles of Q4_K hold 8 of them, of Q8_0 2.)
+      const int64_t tile = static_cast<int64_t>(kX16Rows * traits(T).block_bytes), subs = Tr::kSub;
+      const int64_t group_bytes = w.cols / (32 * subs) * tile;
       NextChunkPrefetch pf = x16 ? NextChunkPrefetch(static_cast<const uint8_t*>(w.data) +
-                                                         (nc0 < n1 ? nc0 / kX16Rows * group_bytes +
-                                                                         nsb0 / 8 * static_cast<int64_t>(kX16TileBytes)
-                                                                   : 0),
+                                                         (nc0 < n1 ? nc0 / kX16Rows * group_bytes + nsb0 / subs * tile : 0),
                                                      std::min<int64_t>(kNR, n1 - nc0) / kX16Rows, group_bytes,
                                                      next_bytes * kX16Rows, m / kQMR)
                                  : NextChunkPrefetch(w, nc0, n1, static_cast<int64_t>(row_bytes(T, nsb0 * 32)), next_bytes,
@@ -1357,8 +1424,9 @@ bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
-  if (w.layout == WeightLayout::Q4KX16) {
+  if (w.layout == WeightLayout::X16) {
     if (m < panel_min_rows(w.type)) return x16_rows_range(w, qa, m, n0, n1, y);
+    if (w.type == DType::Q8_0) return qpanel_range<DType::Q8_0>(w, qa, m, n0, n1, y);
     return qpanel_range<DType::Q4_K>(w, qa, m, n0, n1, y);
   }
   if (m < panel_min_rows(w.type)) return rows_range(w, x, qa, m, n0, n1, y);

@@ -41,10 +41,10 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
          "K = " + std::to_string(w.cols) + " is not a multiple of the " + tr.name + " block size " +
              std::to_string(tr.block_size) + " (" + shapes() + ")");
   const size_t rb = row_bytes(w.type, w.cols, op);
-  if (w.layout == WeightLayout::Q4KX16) {
-    if (w.type != DType::Q4_K || w.rows % kX16Rows != 0)
+  if (w.layout == WeightLayout::X16) {
+    if ((w.type != DType::Q4_K && w.type != DType::Q8_0) || w.rows % kX16Rows != 0)
       fail(ErrorKind::InvalidArgument, op,
-           "an interleaved (16-row) weight must be q4_k with rows a multiple of 16 (" + shapes() + ")");
+           "an interleaved (16-row) weight must be q4_k or q8_0 with rows a multiple of 16 (" + shapes() + ")");
   } else if (w.layout != WeightLayout::Rows) {
     fail(ErrorKind::InvalidArgument, op, "unknown weight layout (" + shapes() + ")");
   } else if (w.rows > 1 && w.row_stride < rb)
@@ -56,59 +56,85 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
   if (m > 0 && w.rows > 0 && y == nullptr) fail(ErrorKind::InvalidArgument, op, "null y (" + shapes() + ")");
 }
 
-// ---- Q4_K interleaved 16 rows -----------------------------------------------------------------
+// ---- rows interleaved 16 at a time --------------------------------------------------------------
 
 namespace {
-constexpr size_t kX16Scales = 64, kX16Codes = 256;  // byte offsets in a tile (see matmul.h)
-static_assert(kX16Codes + 16 * sizeof(BlockQ4K::qs) == kX16TileBytes && 16 * sizeof(BlockQ4K) == kX16TileBytes);
+// Where byte j of row r's block (r < 16) goes in its tile, and what it becomes there.
+struct X16Map {
+  static size_t q4k(int64_t r, int j) {  // BlockQ4K byte j
+    if (j < 4) return 32 * static_cast<size_t>(j / 2) + 2 * static_cast<size_t>(r) + j % 2;  // d, dmin
+    if (j < 16) return 64 + 16 * static_cast<size_t>(j - 4) + static_cast<size_t>(r);    // scales
+    const int c = j - 16;  // qs[c]: pair c / 32, quad (c % 32) / 4
+    return 256 + 64 * static_cast<size_t>(c / 4) + 4 * static_cast<size_t>(r) + c % 4;
+  }
+  static size_t q8_0(int64_t r, int j, int64_t e) {  // BlockQ8_0 byte j of block 2i + e
+    if (j < 2) return 32 * static_cast<size_t>(e) + 2 * static_cast<size_t>(r) + j;  // d
+    const int c = j - 2;
+    return 64 + 512 * static_cast<size_t>(e) + 64 * static_cast<size_t>(c / 4) + 4 * static_cast<size_t>(r) + c % 4;
+  }
+};
+static_assert(sizeof(BlockQ4K) == 144 && sizeof(BlockQ8_0) == 34);
 
-// Byte offset in a tile of row r's qs[j] (j < 128): pair t = j / 32, quad q = (j % 32) / 4.
-inline size_t x16_code_at(int64_t r, int j) {
-  return kX16Codes + 64 * static_cast<size_t>(j / 4) + 4 * static_cast<size_t>(r) + static_cast<size_t>(j % 4);
+// Offset in its group of the tile that holds block i (a Q8_0 tile holds two blocks).
+size_t x16_tile_offset(DType t, int64_t i) {
+  if (t == DType::Q4_K) return static_cast<size_t>(i) * kX16Rows * sizeof(BlockQ4K);
+  return static_cast<size_t>(i / 2) * 2 * kX16Rows * sizeof(BlockQ8_0);
+}
+
+// Calls f(block byte j, its offset in the tile, flip) for every byte of block i of row r
+// (r < 16); flip is the value XORed in the tile (Q8_0 codes are stored unsigned).
+template <class F>
+void for_each_x16_byte(DType t, int64_t r, int64_t i, F&& f) {
+  if (t == DType::Q4_K) {
+    for (int j = 0; j < static_cast<int>(sizeof(BlockQ4K)); ++j) f(j, X16Map::q4k(r, j), uint8_t{0});
+  } else {
+    for (int j = 0; j < static_cast<int>(sizeof(BlockQ8_0)); ++j)
+      f(j, X16Map::q8_0(r, j, i % 2), uint8_t{j < 2 ? 0 : 0x80});
+  }
 }
 }  // namespace
 
-bool can_interleave_q4_k(const WeightView& w) {
-  return w.type == DType::Q4_K && w.layout == WeightLayout::Rows && w.rows > 0 && w.rows % kX16Rows == 0 &&
-         w.cols > 0 && w.cols % QK_K == 0 && w.data != nullptr && w.row_stride >= row_bytes(DType::Q4_K, w.cols);
+bool can_interleave(const WeightView& w) {
+  const int64_t cols = w.type == DType::Q4_K ? QK_K : 2 * QK8_0;  // columns per tile
+  return (w.type == DType::Q4_K || w.type == DType::Q8_0) && w.layout == WeightLayout::Rows && w.rows > 0 &&
+         w.rows % kX16Rows == 0 && w.cols > 0 && w.cols % cols == 0 && w.data != nullptr &&
+         w.row_stride >= row_bytes(w.type, w.cols);
 }
 
-WeightView interleave_q4_k(const WeightView& w, void* dst) {
-  if (!can_interleave_q4_k(w))
-    fail(ErrorKind::InvalidArgument, "interleave_q4_k",
-         "needs q4_k rows in a multiple of 16 with K a multiple of 256, got " + std::to_string(w.rows) + " x " +
-             std::to_string(w.cols) + " " + dtype_name(w.type));
-  const int64_t nsb = w.cols / QK_K;
+WeightView interleave_rows(const WeightView& w, void* dst) {
+  if (!can_interleave(w))
+    fail(ErrorKind::InvalidArgument, "interleave_rows",
+         "needs q4_k or q8_0 rows in a multiple of 16, got " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
+             " " + dtype_name(w.type));
+  const DTypeTraits& tr = traits(w.type);
+  const int64_t nb = w.cols / tr.block_size;
+  const size_t group = static_cast<size_t>(nb) * tr.block_bytes * kX16Rows;
   uint8_t* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < w.rows / kX16Rows; ++g)
-    for (int64_t i = 0; i < nsb; ++i) {
-      uint8_t* tile = out + static_cast<size_t>(g * nsb + i) * kX16TileBytes;
-      for (int64_t r = 0; r < kX16Rows; ++r) {
-        const BlockQ4K& b = reinterpret_cast<const BlockQ4K*>(static_cast<const uint8_t*>(w.data) +
-                                                             static_cast<size_t>(g * kX16Rows + r) * w.row_stride)[i];
-        std::memcpy(tile + 2 * r, &b.d, 2);
-        std::memcpy(tile + 32 + 2 * r, &b.dmin, 2);
-        for (int j = 0; j < K_SCALE_SIZE; ++j) tile[kX16Scales + 16 * j + r] = b.scales[j];
-        for (int j = 0; j < QK_K / 2; ++j) tile[x16_code_at(r, j)] = b.qs[j];
+    for (int64_t r = 0; r < kX16Rows; ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * kX16Rows + r) * w.row_stride;
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* blk = row + i * tr.block_bytes;
+        uint8_t* t = out + g * group + x16_tile_offset(w.type, i);
+        for_each_x16_byte(w.type, r, i, [&](int j, size_t at, uint8_t flip) { t[at] = blk[j] ^ flip; });
       }
     }
   WeightView v = w;
   v.data = dst;
-  v.row_stride = row_bytes(DType::Q4_K, w.cols);
-  v.layout = WeightLayout::Q4KX16;
+  v.row_stride = row_bytes(w.type, w.cols);
+  v.layout = WeightLayout::X16;
   return v;
 }
 
-void deinterleave_q4_k_row(const WeightView& w, int64_t n, void* dst) {
-  const int64_t nsb = w.cols / QK_K, g = n / kX16Rows, r = n % kX16Rows;
-  BlockQ4K* blocks = static_cast<BlockQ4K*>(dst);
-  for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* tile = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * nsb + i) * kX16TileBytes;
-    BlockQ4K& b = blocks[i];
-    std::memcpy(&b.d, tile + 2 * r, 2);
-    std::memcpy(&b.dmin, tile + 32 + 2 * r, 2);
-    for (int j = 0; j < K_SCALE_SIZE; ++j) b.scales[j] = tile[kX16Scales + 16 * j + r];
-    for (int j = 0; j < QK_K / 2; ++j) b.qs[j] = tile[x16_code_at(r, j)];
+void deinterleave_row(const WeightView& w, int64_t n, void* dst) {
+  const DTypeTraits& tr = traits(w.type);
+  const int64_t nb = w.cols / tr.block_size, g = n / kX16Rows, r = n % kX16Rows;
+  const uint8_t* t = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * nb) * tr.block_bytes * kX16Rows;
+  uint8_t* row = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* blk = row + i * tr.block_bytes;
+    const uint8_t* tile = t + x16_tile_offset(w.type, i);
+    for_each_x16_byte(w.type, r, i, [&](int j, size_t at, uint8_t flip) { blk[j] = tile[at] ^ flip; });
   }
 }
 
@@ -118,11 +144,11 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y) {
   matmul_check("ref::matmul", w, x, m, y);
   const int64_t n = w.rows, k = w.cols;
   std::vector<float> row(static_cast<size_t>(k));
-  std::vector<uint8_t> blocks(w.layout == WeightLayout::Q4KX16 ? row_bytes(DType::Q4_K, k) : 0);
+  std::vector<uint8_t> blocks(w.layout == WeightLayout::X16 ? row_bytes(w.type, k) : 0);
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + j * w.row_stride;
-    if (w.layout == WeightLayout::Q4KX16) {
-      deinterleave_q4_k_row(w, j, blocks.data());
+    if (w.layout == WeightLayout::X16) {
+      deinterleave_row(w, j, blocks.data());
       src = blocks.data();
     }
     dequantize_row(w.type, src, row.data(), k);

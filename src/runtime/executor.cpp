@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <sys/mman.h>
+
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -104,7 +106,7 @@ struct Executor::Impl {
   std::vector<int32_t> selected;
   std::unordered_map<SeqId, int64_t> last_row;
   std::vector<SeqId> seq_order;
-  std::vector<std::shared_ptr<uint8_t>> packed;  // interleaved copies of Q4_K weights
+  std::shared_ptr<uint8_t> packed;  // interleaved copies of the Q4_K / Q8_0 weights
 
   float* f32(int32_t v) { return reinterpret_cast<float*>(arena + values[v].offset); }
   int32_t* i32(int32_t v) { return reinterpret_cast<int32_t*>(arena + values[v].offset); }
@@ -363,37 +365,51 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     }
     i = j;
   }
-  // --- Q4_K weights interleaved 16 rows at a time for the AVX-512 kernels -------------------
-  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::Q4KX16),
+  // --- Q4_K / Q8_0 weights interleaved 16 rows at a time for the AVX-512 kernels -----------
+  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::X16),
   // made once per matrix (a matrix two nodes share is copied once); the program's own bytes are
   // no longer read by these nodes. Other SIMD levels gain nothing from it, so they keep the rows.
   if (mode == ExecMode::Optimized && weight_repack() && simd_level() == SimdLevel::AVX512) {
-    std::unordered_map<const void*, WeightView> packed;
-    for (NodePlan& np : im.nodes) {
-      if (np.op != OpType::Linear || !can_interleave_q4_k(np.w)) continue;
-      auto it = packed.find(np.w.data);
-      if (it == packed.end()) {
-        const size_t row = row_bytes(DType::Q4_K, np.w.cols), group = row * static_cast<size_t>(kX16Rows);
-        std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(std::aligned_alloc(64, (row * np.w.rows + 63) / 64 * 64)),
-                                     std::free);
-        if (!buf)
-          fail(ErrorKind::Capacity, p.name(),
-               "out of memory interleaving a q4_k matrix of " + std::to_string(np.w.rows) + " rows");
-        const WeightView src = np.w;
-        im.pool->parallel_for(src.rows / kX16Rows, 16, [&](int64_t g0, int64_t g1, int) {
-          WeightView part = src;
-          part.rows = (g1 - g0) * kX16Rows;
-          part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * kX16Rows) * src.row_stride;
-          interleave_q4_k(part, buf.get() + static_cast<size_t>(g0) * group);
-        });
-        WeightView v = src;
-        v.data = buf.get();
-        v.row_stride = row;
-        v.layout = WeightLayout::Q4KX16;
-        im.packed.push_back(std::move(buf));
-        it = packed.emplace(src.data, v).first;
+    // One buffer for all the copies (each 64-byte aligned), in 2 MB pages where the system
+    // allows: a decode step streams all of it, and with 4 KB pages every 4 KB read would also
+    // walk the page table.
+    std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
+    size_t total = 0;
+    for (const NodePlan& np : im.nodes)
+      if (np.op == OpType::Linear && can_interleave(np.w) && offset.emplace(np.w.data, total).second)
+        total += (row_bytes(np.w.type, np.w.cols) * static_cast<size_t>(np.w.rows) + 63) / 64 * 64;
+    if (total > 0) {
+      constexpr size_t kHuge = size_t{2} << 20;
+      const size_t bytes = (total + kHuge - 1) / kHuge * kHuge;
+      uint8_t* mem = static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes));
+      if (!mem)
+        fail(ErrorKind::Capacity, p.name(),
+             "out of memory for the interleaved copy of the Q4_K / Q8_0 weights (" + std::to_string(bytes) +
+                 " bytes; --no-repack runs without it)");
+      im.packed.reset(mem, std::free);
+      ::madvise(mem, bytes, MADV_HUGEPAGE);
+      std::unordered_map<const void*, WeightView> packed;
+      for (NodePlan& np : im.nodes) {
+        if (np.op != OpType::Linear || !can_interleave(np.w)) continue;
+        auto it = packed.find(np.w.data);
+        if (it == packed.end()) {
+          const WeightView src = np.w;
+          const size_t row = row_bytes(src.type, src.cols), group = row * static_cast<size_t>(kX16Rows);
+          uint8_t* dst = mem + offset.at(src.data);
+          im.pool->parallel_for(src.rows / kX16Rows, 16, [&](int64_t g0, int64_t g1, int) {
+            WeightView part = src;
+            part.rows = (g1 - g0) * kX16Rows;
+            part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * kX16Rows) * src.row_stride;
+            interleave_rows(part, dst + static_cast<size_t>(g0) * group);
+          });
+          WeightView v = src;
+          v.data = dst;
+          v.row_stride = row;
+          v.layout = WeightLayout::X16;
+          it = packed.emplace(src.data, v).first;
+        }
+        np.w = it->second;
       }
-      np.w = it->second;
     }
   }
   const bool has_buffers = !im.buffers.empty();

@@ -366,52 +366,57 @@ TEST(MatmulMulti, BadArgumentsThrow) {
 }
 
 
-// ---- Q4_K interleaved 16 rows (WeightLayout::Q4KX16) ------------------------------------------
+// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K, Q8_0) ---------------------------
 
 struct Interleaved {
   Matrix plain;
   std::vector<uint8_t> bytes;
   WeightView view;
 };
-Interleaved interleaved(int64_t n, int64_t k, uint32_t seed, size_t pad = 0) {
-  Interleaved w{make_weights(DType::Q4_K, n, k, seed, pad), {}, {}};
-  w.bytes.assign(static_cast<size_t>(n) * row_bytes(DType::Q4_K, k), 0xEE);
-  w.view = interleave_q4_k(w.plain.view(), w.bytes.data());
+Interleaved interleaved(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0) {
+  Interleaved w{make_weights(t, n, k, seed, pad), {}, {}};
+  w.bytes.assign(static_cast<size_t>(n) * row_bytes(t, k), 0xEE);
+  w.view = interleave_rows(w.plain.view(), w.bytes.data());
   return w;
 }
 
-TEST(Q4KInterleaved, SameBytesRegroupedAndTheSameReference) {
-  const Interleaved w = interleaved(48, 768, 7, 16);
-  EXPECT_EQ(w.view.layout, WeightLayout::Q4KX16);
-  const size_t rb = row_bytes(DType::Q4_K, 768);
-  std::vector<uint8_t> row(rb);
-  for (int64_t n = 0; n < 48; ++n) {
-    deinterleave_q4_k_row(w.view, n, row.data());
-    EXPECT_EQ(0, std::memcmp(row.data(), w.plain.bytes.data() + n * w.plain.stride, rb)) << "row " << n;
+TEST(X16Interleaved, RowsComeBackAndTheReferenceAgrees) {
+  for (DType t : {DType::Q4_K, DType::Q8_0}) {
+    const Interleaved w = interleaved(t, 48, 768, 7, 16);
+    EXPECT_EQ(w.view.layout, WeightLayout::X16);
+    const size_t rb = row_bytes(t, 768);
+    std::vector<uint8_t> row(rb);
+    for (int64_t n = 0; n < 48; ++n) {
+      deinterleave_row(w.view, n, row.data());
+      EXPECT_EQ(0, std::memcmp(row.data(), w.plain.bytes.data() + n * w.plain.stride, rb)) << dtype_name(t) << " row " << n;
+    }
+    const std::vector<float> x = make_x(3, 768, 8);
+    std::vector<float> a(3 * 48), b(3 * 48);
+    ref::matmul(w.plain.view(), x.data(), 3, a.data());
+    ref::matmul(w.view, x.data(), 3, b.data());
+    EXPECT_EQ(a, b) << dtype_name(t);
   }
-  // A tile holds the bytes of its 16 rows' blocks and nothing else: byte counts agree.
+}
+
+// Q4_K tiles are the same bytes regrouped: the byte counts of plain and interleaved agree.
+TEST(X16Interleaved, Q4KTilesHoldTheSameBytes) {
+  const Interleaved w = interleaved(DType::Q4_K, 32, 512, 9);
   std::vector<int> count_plain(256), count_x16(256);
-  for (int64_t n = 0; n < 48; ++n)
-    for (size_t i = 0; i < rb; ++i) ++count_plain[w.plain.bytes[n * w.plain.stride + i]];
+  for (uint8_t b : std::vector<uint8_t>(w.plain.bytes.begin(), w.plain.bytes.end() - 1)) ++count_plain[b];
   for (uint8_t b : w.bytes) ++count_x16[b];
   EXPECT_EQ(count_plain, count_x16);
-  const std::vector<float> x = make_x(3, 768, 8);
-  std::vector<float> a(3 * 48), b(3 * 48);
-  ref::matmul(w.plain.view(), x.data(), 3, a.data());
-  ref::matmul(w.view, x.data(), 3, b.data());
-  EXPECT_EQ(a, b);
 }
 
 // Every SIMD level (AVX-512: the interleaved kernels; the others de-interleave), 1 and 2
 // threads, row-kernel sizes 1-19 (tiles of 4 and the partial ones) and panel sizes from 20, 16-row
 // groups that do not fill the last 32-column panel (n = 48, 208).
-TEST(Q4KInterleaved, MatchesTheReference) {
+void check_interleaved(DType t) {
   SimdCapReset reset;
   ThreadPool pool1(1), pool2(2);
   uint32_t seed = 1200;
   for (int64_t k : {256, 768, 2048})
     for (int64_t n : {16, 48, 96, 208}) {
-      const Interleaved w = interleaved(n, k, seed++);
+      const Interleaved w = interleaved(t, n, k, seed++);
       for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 19, 20, 23, 64}) {
         if (k == 2048 && m > 8 && n > 48) continue;  // (the large shapes add time, not cases)
         const std::vector<float> x = make_x(m, k, seed++);
@@ -422,23 +427,26 @@ TEST(Q4KInterleaved, MatchesTheReference) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             std::vector<float> got(static_cast<size_t>(m * n), -1.f);
             matmul(w.view, x.data(), m, got.data(), *pool);
-            EXPECT_LT(rel_error(got, want, x, w.plain.source, m, n, k), threshold(DType::Q4_K))
-                << simd_level_name(level) << " threads=" << pool->size() << " m=" << m << " n=" << n << " k=" << k;
+            EXPECT_LT(rel_error(got, want, x, w.plain.source, m, n, k), threshold(t))
+                << dtype_name(t) << " " << simd_level_name(level) << " threads=" << pool->size() << " m=" << m << " n=" << n << " k=" << k;
             // The same integer dot products as the row layout: the two differ by float rounding only.
             std::vector<float> plain(static_cast<size_t>(m * n));
             matmul(w.plain.view(), x.data(), m, plain.data(), *pool);
-            EXPECT_LT(nmse(got, plain), 1e-10) << simd_level_name(level) << " m=" << m << " n=" << n << " k=" << k;
+            EXPECT_LT(nmse(got, plain), 1e-10)
+                << dtype_name(t) << " " << simd_level_name(level) << " m=" << m << " n=" << n << " k=" << k;
           }
         }
       }
     }
 }
+TEST(X16Interleaved, Q4KMatchesTheReference) { check_interleaved(DType::Q4_K); }
+TEST(X16Interleaved, Q8_0MatchesTheReference) { check_interleaved(DType::Q8_0); }
 
-TEST(Q4KInterleaved, InMatmulMultiWithRowLayouts) {
+TEST(X16Interleaved, InMatmulMultiWithRowLayouts) {
   SimdCapReset reset;
   ThreadPool pool(2);
   const int64_t k = 512;
-  const Interleaved a = interleaved(208, k, 31);
+  const Interleaved a = interleaved(DType::Q4_K, 208, k, 31);
   const Matrix b = make_weights(DType::Q6_K, 67, k, 32), c = make_weights(DType::Q4_K, 96, k, 33);
   for (int64_t m : {1, 4, 23}) {
     const std::vector<float> x = make_x(m, k, 40 + static_cast<uint32_t>(m));
@@ -458,18 +466,21 @@ TEST(Q4KInterleaved, InMatmulMultiWithRowLayouts) {
   }
 }
 
-TEST(Q4KInterleaved, BadInputsThrow) {
+TEST(X16Interleaved, BadInputsThrow) {
   std::vector<uint8_t> buf(16 * 144 * 2, 0);
   std::vector<float> x(512), y(64);
   const Matrix eight = make_weights(DType::Q4_K, 8, 256, 50);
-  EXPECT_FALSE(can_interleave_q4_k(eight.view()));  // rows not a multiple of 16
-  EXPECT_THROW(interleave_q4_k(eight.view(), buf.data()), Error);
-  const Matrix q8 = make_weights(DType::Q8_0, 16, 256, 51);
-  EXPECT_FALSE(can_interleave_q4_k(q8.view()));
-  WeightView bad{DType::Q4_K, 8, 256, buf.data(), 144, WeightLayout::Q4KX16};
+  EXPECT_FALSE(can_interleave(eight.view()));  // rows not a multiple of 16
+  EXPECT_THROW(interleave_rows(eight.view(), buf.data()), Error);
+  const Matrix q6 = make_weights(DType::Q6_K, 16, 256, 51);
+  EXPECT_FALSE(can_interleave(q6.view()));
+  const Matrix q8 = make_weights(DType::Q8_0, 16, 96, 52);  // a Q8_0 tile is 64 columns
+  EXPECT_FALSE(can_interleave(q8.view()));
+  EXPECT_THROW(interleave_rows(q8.view(), buf.data()), Error);
+  WeightView bad{DType::Q4_K, 8, 256, buf.data(), 144, WeightLayout::X16};
   expect_error(bad, x.data(), 1, y.data(), "multiple of 16");
-  bad = {DType::Q6_K, 16, 256, buf.data(), 210, WeightLayout::Q4KX16};
-  expect_error(bad, x.data(), 1, y.data(), "must be q4_k");
+  bad = {DType::Q6_K, 16, 256, buf.data(), 210, WeightLayout::X16};
+  expect_error(bad, x.data(), 1, y.data(), "must be q4_k or q8_0");
 }
 
 }  // namespace
