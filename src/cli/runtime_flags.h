@@ -29,10 +29,10 @@ inline void apply_threads_flag(int threads) {
   if (threads > 0) set_default_threads(threads);
 }
 
-// --no-repack bound to *off: optimized executors keep Q4_K / Q8_0 weights as stored (no interleaved copy).
+// --no-repack bound to *off: optimized executors keep Q4_K / Q8_0 / BF16 weights as stored (no copy).
 inline void add_repack_flag(CLI::App* cmd, bool* off) {
   cmd->add_flag(opt("no-repack"), *off,
-                "keep Q4_K and Q8_0 weights as stored instead of an interleaved copy for the AVX-512 kernels "
+                "keep Q4_K, Q8_0 and BF16 weights as stored instead of an interleaved copy for the AVX-512 kernels "
                 "(less memory, slower decode)");
 }
 inline void apply_repack_flag(bool off) { set_weight_repack(!off); }

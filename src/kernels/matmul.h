@@ -27,8 +27,8 @@
 // by a register-blocked VNNI / FMA / BF16 micro-kernel. Weights are used in their GGUF layout,
 // except Q4_K and Q8_0 matrices that the executor interleaves 16 rows at a time
 // (WeightLayout::X16, see interleave_rows): the AVX-512 kernels then multiply 16 weight rows
-// per VNNI instruction with no per-row unpacking; the other levels de-interleave 16 rows at a
-// time.
+// per VNNI instruction with no per-row unpacking; and BF16 matrices it stores as 32-row panels
+// (WeightLayout::P32) where the CPU has BF16 dot products. Other levels de-interleave.
 // Scratch memory (quantized activations, decoded weight panels) is thread_local and reused:
 // after the first call of a given size no call allocates.
 #pragma once
@@ -44,6 +44,7 @@ namespace ptn {
 enum class WeightLayout : uint8_t {
   Rows,  // row i at data + i * row_stride, in the GGUF block layout of its type
   X16,   // Q4_K or Q8_0 rows interleaved 16 at a time (interleave_rows); row_stride = bytes of one row
+  P32,   // BF16 rows in panels of 32 (interleave_rows); row_stride = bytes of one row
 };
 
 // A weight matrix W[rows = N, cols = K]; row i starts at data + i * row_stride bytes
@@ -72,9 +73,14 @@ struct WeightView {
 //     rows 0..15 (f16), then codes: for quad q, 64 bytes at 64 + 512 e + 64 q whose byte 4r + i
 //     is qs[4q + i] + 128 of row r's block 2i + e (unsigned, as VNNI wants).
 // Nothing is re-quantized: deinterleave_row gives back the original blocks.
+// BF16 rows in panels of 32 (WeightLayout::P32): panel p = rows 32p..32p+31, panels one after
+// another; a panel holds, for each pair of columns (2i, 2i + 1), 32 dwords (one per row, column
+// 2i in the low half): the layout the AVX-512 BF16 dot product reads, so the panel kernels use
+// the weights where they lie.
 constexpr int64_t kX16Rows = 16;
-// True when w (Q4_K, or Q8_0 with K a multiple of 64; row layout, rows a positive multiple of 16)
-// can be interleaved.
+constexpr int64_t kP32Rows = 32;
+// True when w can be interleaved: Q4_K, Q8_0 with K a multiple of 64 (rows a positive multiple
+// of 16), or BF16 with K even (rows a positive multiple of 32); row layout.
 bool can_interleave(const WeightView& w);
 // Writes w's rows interleaved into dst (rows * row_bytes(type, cols) bytes; 64-byte alignment
 // is fastest) and returns the view of them. Throws InvalidArgument if !can_interleave(w).

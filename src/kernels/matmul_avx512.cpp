@@ -1334,8 +1334,8 @@ void bpanel_kernel(const uint32_t* p, int64_t pairs, const uint32_t* xb, int64_t
   __m512 acc[MR][2];
   load_tile<MR>(acc, acc_out);
   for (int64_t i = 0; i < pairs; ++i) {
-    const __m512bh w0 = (__m512bh)_mm512_load_si512(p + i * kNR);
-    const __m512bh w1 = (__m512bh)_mm512_load_si512(p + i * kNR + 16);
+    const __m512bh w0 = (__m512bh)_mm512_loadu_si512(p + i * kNR);
+    const __m512bh w1 = (__m512bh)_mm512_loadu_si512(p + i * kNR + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(xb[r * ldx + i]));
@@ -1409,6 +1409,99 @@ void bpanel_range(const WeightView& w, const float* x, const uint32_t* xb, int64
   }
 }
 
+// ---- BF16 in 32-row panels (WeightLayout::P32) ------------------------------------------------
+
+// The panels are already in the kernel's layout: the chunks are read where they lie.
+void bpanel_range_p32(const WeightView& w, const float* x, const uint32_t* xb, int64_t m, int64_t n0, int64_t n1,
+                      float* y) {
+  const int64_t k = w.cols, kp = k / 2;
+  thread_local std::vector<uint32_t> xbuf;
+  thread_local std::vector<float> acc;
+  if (xb == nullptr) {
+    xbuf.resize(static_cast<size_t>(m * kp));
+    bf16_pairs_avx512(x, 0, m, k, xbuf.data());
+    xb = xbuf.data();
+  }
+  acc.resize(static_cast<size_t>(m) * kNR);
+  for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
+    const uint32_t* panel = static_cast<const uint32_t*>(w.data) + c0 * kp;
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t k0 = 0; k0 < k; k0 += kBf16Chunk) {
+      const int64_t pairs = std::min(kBf16Chunk, k - k0) / 2;
+      const uint32_t* p = panel + k0 / 2 * kNR;
+      // The next chunk follows this one (or the next panel's first): one run of lines.
+      NextChunkPrefetch pf(reinterpret_cast<const uint8_t*>(p + pairs * kNR),
+                           c0 + kNR < n1 || k0 + kBf16Chunk < k ? 1 : 0, 0,
+                           std::min<int64_t>(kBf16Chunk / 2, kp) * kNR * 4, m / kFMR);
+      int64_t r0 = 0;
+      for (; r0 + kFMR <= m; r0 += kFMR) {
+        pf.step();
+        bpanel_kernel<kFMR>(p, pairs, xb + k0 / 2 + r0 * kp, kp, acc.data() + r0 * kNR);
+      }
+      bpanel_rows<kFMR / 2>(p, pairs, xb + k0 / 2, kp, r0, m, acc.data());
+    }
+    for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kNR, kNR * sizeof(float));
+  }
+}
+
+// Few activation rows (f32, not rounded to bf16) against one panel: the bf16 pairs widened to
+// f32 (column 2i: the low half shifted up, 2i + 1: the high half masked), two FMAs per pair.
+// One row keeps separate even / odd accumulators so the FMA latency does not bound the loop.
+template <int R>
+void p32_rows(const uint32_t* p, int64_t kp, const float* x, int64_t ldx, float (*out)[kNR]) {
+  constexpr int NA = R == 1 ? 2 : 1;
+  const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512 acc[R][NA][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int e = 0; e < NA; ++e) acc[r][e][0] = acc[r][e][1] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < kp; ++i) {
+    prefetch_ahead(p + i * kNR, kAhead);
+    prefetch_ahead(p + i * kNR + 16, kAhead);
+    const __m512i w0 = _mm512_loadu_si512(p + i * kNR), w1 = _mm512_loadu_si512(p + i * kNR + 16);
+    const __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), o0 = _mm512_castsi512_ps(_mm512_and_si512(w0, hi));
+    const __m512 e1 = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)), o1 = _mm512_castsi512_ps(_mm512_and_si512(w1, hi));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 xe = _mm512_set1_ps(x[r * ldx + 2 * i]), xo = _mm512_set1_ps(x[r * ldx + 2 * i + 1]);
+      acc[r][0][0] = _mm512_fmadd_ps(e0, xe, acc[r][0][0]);
+      acc[r][0][1] = _mm512_fmadd_ps(e1, xe, acc[r][0][1]);
+      acc[r][NA - 1][0] = _mm512_fmadd_ps(o0, xo, acc[r][NA - 1][0]);
+      acc[r][NA - 1][1] = _mm512_fmadd_ps(o1, xo, acc[r][NA - 1][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    __m512 a0 = acc[r][0][0], a1 = acc[r][0][1];
+    if (NA == 2) {
+      a0 = _mm512_add_ps(a0, acc[r][NA - 1][0]);
+      a1 = _mm512_add_ps(a1, acc[r][NA - 1][1]);
+    }
+    _mm512_storeu_ps(out[r], a0);
+    _mm512_storeu_ps(out[r] + 16, a1);
+  }
+}
+
+void p32_rows_range(const WeightView& w, const float* x, int64_t m, int64_t n0, int64_t n1, float* y) {
+  const int64_t k = w.cols, kp = k / 2;
+  alignas(64) float out[4][kNR];
+  for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
+    const uint32_t* panel = static_cast<const uint32_t*>(w.data) + c0 * kp;
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      const int64_t rr = std::min<int64_t>(4, m - r0);
+      const float* xr = x + r0 * k;
+      switch (rr) {
+        case 4: p32_rows<4>(panel, kp, xr, k, out); break;
+        case 3: p32_rows<3>(panel, kp, xr, k, out); break;
+        case 2: p32_rows<2>(panel, kp, xr, k, out); break;
+        default: p32_rows<1>(panel, kp, xr, k, out); break;
+      }
+      for (int64_t r = 0; r < rr; ++r) std::memcpy(y + (r0 + r) * w.rows + c0, out[r], sizeof(out[r]));
+    }
+  }
+}
+
 // Activation rows from which the panel kernels take over from the row kernels. Measured where
 // it matters, batched decoding of the 1B-shaped models with 2 threads (weights streamed from
 // memory; `ptn bench --batch N`, aggregate tok/s, rows vs panels from 8 or 12 rows): q8_0 132
@@ -1424,6 +1517,10 @@ bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >
 
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                          float* y) {
+  if (w.layout == WeightLayout::P32) {  // (with BF16 dot products only: see run_range)
+    if (m < panel_min_rows(w.type)) return p32_rows_range(w, x, m, n0, n1, y);
+    return bpanel_range_p32(w, x, qa.xb, m, n0, n1, y);
+  }
   if (w.layout == WeightLayout::X16) {
     if (m < panel_min_rows(w.type)) return x16_rows_range(w, qa, m, n0, n1, y);
     if (w.type == DType::Q8_0) return qpanel_range<DType::Q8_0>(w, qa, m, n0, n1, y);

@@ -45,6 +45,10 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
     if ((w.type != DType::Q4_K && w.type != DType::Q8_0) || w.rows % kX16Rows != 0)
       fail(ErrorKind::InvalidArgument, op,
            "an interleaved (16-row) weight must be q4_k or q8_0 with rows a multiple of 16 (" + shapes() + ")");
+  } else if (w.layout == WeightLayout::P32) {
+    if (w.type != DType::BF16 || w.rows % kP32Rows != 0 || w.cols % 2 != 0)
+      fail(ErrorKind::InvalidArgument, op,
+           "a paneled (32-row) weight must be bf16 with rows a multiple of 32 and K even (" + shapes() + ")");
   } else if (w.layout != WeightLayout::Rows) {
     fail(ErrorKind::InvalidArgument, op, "unknown weight layout (" + shapes() + ")");
   } else if (w.rows > 1 && w.row_stride < rb)
@@ -95,17 +99,44 @@ void for_each_x16_byte(DType t, int64_t r, int64_t i, F&& f) {
 }  // namespace
 
 bool can_interleave(const WeightView& w) {
-  const int64_t cols = w.type == DType::Q4_K ? QK_K : 2 * QK8_0;  // columns per tile
-  return (w.type == DType::Q4_K || w.type == DType::Q8_0) && w.layout == WeightLayout::Rows && w.rows > 0 &&
-         w.rows % kX16Rows == 0 && w.cols > 0 && w.cols % cols == 0 && w.data != nullptr &&
-         w.row_stride >= row_bytes(w.type, w.cols);
+  if (w.layout != WeightLayout::Rows || w.rows <= 0 || w.cols <= 0 || w.data == nullptr ||
+      w.row_stride < row_bytes(w.type, w.cols))
+    return false;
+  switch (w.type) {
+    case DType::Q4_K: return w.rows % kX16Rows == 0 && w.cols % QK_K == 0;
+    case DType::Q8_0: return w.rows % kX16Rows == 0 && w.cols % (2 * QK8_0) == 0;  // 64 columns per tile
+    case DType::BF16: return w.rows % kP32Rows == 0 && w.cols % 2 == 0;
+    default: return false;
+  }
 }
+
+namespace {
+// BF16 panels: element (row n, column c) at dword (n / 32) * (K / 2) * 32 + (c / 2) * 32 + n % 32,
+// half c % 2.
+inline size_t p32_index(int64_t n, int64_t c, int64_t k) {
+  return (static_cast<size_t>(n / kP32Rows) * static_cast<size_t>(k / 2) * kP32Rows +
+          static_cast<size_t>(c / 2) * kP32Rows + static_cast<size_t>(n % kP32Rows)) * 2 +
+         static_cast<size_t>(c % 2);
+}
+}  // namespace
 
 WeightView interleave_rows(const WeightView& w, void* dst) {
   if (!can_interleave(w))
     fail(ErrorKind::InvalidArgument, "interleave_rows",
          "needs q4_k or q8_0 rows in a multiple of 16, got " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
              " " + dtype_name(w.type));
+  if (w.type == DType::BF16) {
+    uint16_t* out = static_cast<uint16_t*>(dst);
+    for (int64_t n = 0; n < w.rows; ++n) {
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.data) + n * w.row_stride);
+      for (int64_t c = 0; c < w.cols; ++c) out[p32_index(n, c, w.cols)] = row[c];
+    }
+    WeightView v = w;
+    v.data = dst;
+    v.row_stride = row_bytes(w.type, w.cols);
+    v.layout = WeightLayout::P32;
+    return v;
+  }
   const DTypeTraits& tr = traits(w.type);
   const int64_t nb = w.cols / tr.block_size;
   const size_t group = static_cast<size_t>(nb) * tr.block_bytes * kX16Rows;
@@ -127,6 +158,12 @@ WeightView interleave_rows(const WeightView& w, void* dst) {
 }
 
 void deinterleave_row(const WeightView& w, int64_t n, void* dst) {
+  if (w.layout == WeightLayout::P32) {
+    const uint16_t* in = static_cast<const uint16_t*>(w.data);
+    uint16_t* row = static_cast<uint16_t*>(dst);
+    for (int64_t c = 0; c < w.cols; ++c) row[c] = in[p32_index(n, c, w.cols)];
+    return;
+  }
   const DTypeTraits& tr = traits(w.type);
   const int64_t nb = w.cols / tr.block_size, g = n / kX16Rows, r = n % kX16Rows;
   const uint8_t* t = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * nb) * tr.block_bytes * kX16Rows;
@@ -144,10 +181,10 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y) {
   matmul_check("ref::matmul", w, x, m, y);
   const int64_t n = w.rows, k = w.cols;
   std::vector<float> row(static_cast<size_t>(k));
-  std::vector<uint8_t> blocks(w.layout == WeightLayout::X16 ? row_bytes(w.type, k) : 0);
+  std::vector<uint8_t> blocks(w.layout != WeightLayout::Rows ? row_bytes(w.type, k) : 0);
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + j * w.row_stride;
-    if (w.layout == WeightLayout::X16) {
+    if (w.layout != WeightLayout::Rows) {
       deinterleave_row(w, j, blocks.data());
       src = blocks.data();
     }

@@ -106,7 +106,7 @@ struct Executor::Impl {
   std::vector<int32_t> selected;
   std::unordered_map<SeqId, int64_t> last_row;
   std::vector<SeqId> seq_order;
-  std::shared_ptr<uint8_t> packed;  // interleaved copies of the Q4_K / Q8_0 weights
+  std::shared_ptr<uint8_t> packed;  // interleaved copies of the Q4_K / Q8_0 / BF16 weights
 
   float* f32(int32_t v) { return reinterpret_cast<float*>(arena + values[v].offset); }
   int32_t* i32(int32_t v) { return reinterpret_cast<int32_t*>(arena + values[v].offset); }
@@ -365,18 +365,22 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     }
     i = j;
   }
-  // --- Q4_K / Q8_0 weights interleaved 16 rows at a time for the AVX-512 kernels -----------
-  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::X16),
+  // --- Q4_K / Q8_0 weights interleaved 16 rows at a time, BF16 in 32-row panels ------------
+  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::X16, P32),
   // made once per matrix (a matrix two nodes share is copied once); the program's own bytes are
   // no longer read by these nodes. Other SIMD levels gain nothing from it, so they keep the rows.
   if (mode == ExecMode::Optimized && weight_repack() && simd_level() == SimdLevel::AVX512) {
     // One buffer for all the copies (each 64-byte aligned), in 2 MB pages where the system
     // allows: a decode step streams all of it, and with 4 KB pages every 4 KB read would also
     // walk the page table.
+    // (BF16 panels only where the CPU has BF16 dot products: the other kernels read rows.)
+    auto wanted = [](const NodePlan& np) {
+      return np.op == OpType::Linear && can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
+    };
     std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
     size_t total = 0;
     for (const NodePlan& np : im.nodes)
-      if (np.op == OpType::Linear && can_interleave(np.w) && offset.emplace(np.w.data, total).second)
+      if (wanted(np) && offset.emplace(np.w.data, total).second)
         total += (row_bytes(np.w.type, np.w.cols) * static_cast<size_t>(np.w.rows) + 63) / 64 * 64;
     if (total > 0) {
       constexpr size_t kHuge = size_t{2} << 20;
@@ -384,28 +388,29 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
       uint8_t* mem = static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes));
       if (!mem)
         fail(ErrorKind::Capacity, p.name(),
-             "out of memory for the interleaved copy of the Q4_K / Q8_0 weights (" + std::to_string(bytes) +
+             "out of memory for the interleaved copy of the Q4_K / Q8_0 / BF16 weights (" + std::to_string(bytes) +
                  " bytes; --no-repack runs without it)");
       im.packed.reset(mem, std::free);
       ::madvise(mem, bytes, MADV_HUGEPAGE);
       std::unordered_map<const void*, WeightView> packed;
       for (NodePlan& np : im.nodes) {
-        if (np.op != OpType::Linear || !can_interleave(np.w)) continue;
+        if (!wanted(np)) continue;
         auto it = packed.find(np.w.data);
         if (it == packed.end()) {
           const WeightView src = np.w;
-          const size_t row = row_bytes(src.type, src.cols), group = row * static_cast<size_t>(kX16Rows);
+          const int64_t g = src.type == DType::BF16 ? kP32Rows : kX16Rows;  // rows per group or panel
+          const size_t row = row_bytes(src.type, src.cols), group = row * static_cast<size_t>(g);
           uint8_t* dst = mem + offset.at(src.data);
-          im.pool->parallel_for(src.rows / kX16Rows, 16, [&](int64_t g0, int64_t g1, int) {
-            WeightView part = src;
-            part.rows = (g1 - g0) * kX16Rows;
-            part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * kX16Rows) * src.row_stride;
-            interleave_rows(part, dst + static_cast<size_t>(g0) * group);
-          });
           WeightView v = src;
+          im.pool->parallel_for(src.rows / g, 16, [&](int64_t g0, int64_t g1, int) {
+            WeightView part = src;
+            part.rows = (g1 - g0) * g;
+            part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * g) * src.row_stride;
+            const WeightView done = interleave_rows(part, dst + static_cast<size_t>(g0) * group);
+            if (g0 == 0) v.layout = done.layout;
+          });
           v.data = dst;
           v.row_stride = row;
-          v.layout = WeightLayout::X16;
           it = packed.emplace(src.data, v).first;
         }
         np.w = it->second;

@@ -24,10 +24,11 @@ namespace ptn {
 enum class ExecMode { Reference, Optimized };
 enum class OutputRows { LastPerSequence, All };
 
-// Whether optimized executors made from now on keep an interleaved copy of their Q4_K and Q8_0
-// weight matrices (16 rows at a time, kernels/matmul.h) for the AVX-512 kernels: decode reads the
-// same bytes with about half the instructions. On by default; it costs the copy's memory (the
-// program's own bytes of those matrices are then left alone) and a moment at start.
+// Whether optimized executors made from now on keep a copy of their Q4_K and Q8_0 weight
+// matrices interleaved 16 rows at a time, and of their BF16 matrices in 32-row panels (CPUs
+// with BF16 dot products), for the AVX-512 kernels (kernels/matmul.h): the same bytes,
+// multiplied with fewer instructions. On by default; it costs the copy's memory (the program's
+// own bytes of those matrices are then left alone) and a moment at start.
 void set_weight_repack(bool on);
 bool weight_repack();
 

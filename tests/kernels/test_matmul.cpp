@@ -381,17 +381,17 @@ Interleaved interleaved(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad
 }
 
 TEST(X16Interleaved, RowsComeBackAndTheReferenceAgrees) {
-  for (DType t : {DType::Q4_K, DType::Q8_0}) {
-    const Interleaved w = interleaved(t, 48, 768, 7, 16);
-    EXPECT_EQ(w.view.layout, WeightLayout::X16);
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::BF16}) {
+    const Interleaved w = interleaved(t, t == DType::BF16 ? 64 : 48, 768, 7, 16);
+    EXPECT_EQ(w.view.layout, t == DType::BF16 ? WeightLayout::P32 : WeightLayout::X16);
     const size_t rb = row_bytes(t, 768);
     std::vector<uint8_t> row(rb);
-    for (int64_t n = 0; n < 48; ++n) {
+    for (int64_t n = 0; n < w.view.rows; ++n) {
       deinterleave_row(w.view, n, row.data());
       EXPECT_EQ(0, std::memcmp(row.data(), w.plain.bytes.data() + n * w.plain.stride, rb)) << dtype_name(t) << " row " << n;
     }
     const std::vector<float> x = make_x(3, 768, 8);
-    std::vector<float> a(3 * 48), b(3 * 48);
+    std::vector<float> a(3 * w.view.rows), b(3 * w.view.rows);
     ref::matmul(w.plain.view(), x.data(), 3, a.data());
     ref::matmul(w.view, x.data(), 3, b.data());
     EXPECT_EQ(a, b) << dtype_name(t);
@@ -414,10 +414,12 @@ void check_interleaved(DType t) {
   SimdCapReset reset;
   ThreadPool pool1(1), pool2(2);
   uint32_t seed = 1200;
-  for (int64_t k : {256, 768, 2048})
-    for (int64_t n : {16, 48, 96, 208}) {
+  const bool bf16 = t == DType::BF16;
+  for (int64_t k : {bf16 ? 66 : 256, 768, 2048})
+    for (int64_t n : {bf16 ? 32 : 16, 48, 96, 224}) {
+      if (n % (bf16 ? 32 : 16) != 0) continue;
       const Interleaved w = interleaved(t, n, k, seed++);
-      for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 19, 20, 23, 64}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 13, 19, 20, 23, 64}) {
         if (k == 2048 && m > 8 && n > 48) continue;  // (the large shapes add time, not cases)
         const std::vector<float> x = make_x(m, k, seed++);
         std::vector<float> want(static_cast<size_t>(m * n));
@@ -441,6 +443,8 @@ void check_interleaved(DType t) {
 }
 TEST(X16Interleaved, Q4KMatchesTheReference) { check_interleaved(DType::Q4_K); }
 TEST(X16Interleaved, Q8_0MatchesTheReference) { check_interleaved(DType::Q8_0); }
+// BF16 in 32-row panels: from 8 rows the panels go straight into the BF16 dot products.
+TEST(X16Interleaved, Bf16PanelsMatchTheReference) { check_interleaved(DType::BF16); }
 
 TEST(X16Interleaved, InMatmulMultiWithRowLayouts) {
   SimdCapReset reset;
@@ -474,6 +478,10 @@ TEST(X16Interleaved, BadInputsThrow) {
   EXPECT_THROW(interleave_rows(eight.view(), buf.data()), Error);
   const Matrix q6 = make_weights(DType::Q6_K, 16, 256, 51);
   EXPECT_FALSE(can_interleave(q6.view()));
+  const Matrix bf = make_weights(DType::BF16, 16, 64, 53);  // panels of 32 rows
+  EXPECT_FALSE(can_interleave(bf.view()));
+  const Matrix bf_odd = make_weights(DType::BF16, 32, 63, 54);  // K must be even
+  EXPECT_FALSE(can_interleave(bf_odd.view()));
   const Matrix q8 = make_weights(DType::Q8_0, 16, 96, 52);  // a Q8_0 tile is 64 columns
   EXPECT_FALSE(can_interleave(q8.view()));
   EXPECT_THROW(interleave_rows(q8.view(), buf.data()), Error);
@@ -481,6 +489,8 @@ TEST(X16Interleaved, BadInputsThrow) {
   expect_error(bad, x.data(), 1, y.data(), "multiple of 16");
   bad = {DType::Q6_K, 16, 256, buf.data(), 210, WeightLayout::X16};
   expect_error(bad, x.data(), 1, y.data(), "must be q4_k or q8_0");
+  bad = {DType::BF16, 16, 64, buf.data(), 128, WeightLayout::P32};
+  expect_error(bad, x.data(), 1, y.data(), "must be bf16 with rows a multiple of 32");
 }
 
 }  // namespace
