@@ -123,36 +123,55 @@ inline size_t p32_index(int64_t n, int64_t c, int64_t k) {
 WeightView interleave_rows(const WeightView& w, void* dst) {
   if (!can_interleave(w))
     fail(ErrorKind::InvalidArgument, "interleave_rows",
-         "needs q4_k or q8_0 rows in a multiple of 16, got " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
-             " " + dtype_name(w.type));
+         "needs q4_k or q8_0 rows in a multiple of 16, or bf16 rows in a multiple of 32, got " +
+             std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " + dtype_name(w.type));
+  // The same placement as X16Map / p32_index (which deinterleave_row reads back), 4 bytes at a
+  // time: a load-time copy of a whole model should take a moment, not seconds.
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  WeightView v = w;
+  v.data = dst;
+  v.row_stride = row_bytes(w.type, w.cols);
   if (w.type == DType::BF16) {
-    uint16_t* out = static_cast<uint16_t*>(dst);
-    for (int64_t n = 0; n < w.rows; ++n) {
-      const uint16_t* row = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.data) + n * w.row_stride);
-      for (int64_t c = 0; c < w.cols; ++c) out[p32_index(n, c, w.cols)] = row[c];
+    const int64_t kp = w.cols / 2;
+    for (int64_t p = 0; p < w.rows / kP32Rows; ++p) {
+      uint8_t* panel = out + static_cast<size_t>(p * kp) * kP32Rows * 4;
+      const uint8_t* rows = src + static_cast<size_t>(p * kP32Rows) * w.row_stride;
+      // Written in order; the 32 source rows are read side by side (one cache line each).
+      for (int64_t i = 0; i < kp; ++i)
+        for (int64_t r = 0; r < kP32Rows; ++r) std::memcpy(panel + (i * kP32Rows + r) * 4, rows + r * w.row_stride + 4 * i, 4);
     }
-    WeightView v = w;
-    v.data = dst;
-    v.row_stride = row_bytes(w.type, w.cols);
     v.layout = WeightLayout::P32;
     return v;
   }
   const DTypeTraits& tr = traits(w.type);
   const int64_t nb = w.cols / tr.block_size;
   const size_t group = static_cast<size_t>(nb) * tr.block_bytes * kX16Rows;
-  uint8_t* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < w.rows / kX16Rows; ++g)
     for (int64_t r = 0; r < kX16Rows; ++r) {
-      const uint8_t* row = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * kX16Rows + r) * w.row_stride;
+      const uint8_t* row = src + static_cast<size_t>(g * kX16Rows + r) * w.row_stride;
       for (int64_t i = 0; i < nb; ++i) {
         const uint8_t* blk = row + i * tr.block_bytes;
         uint8_t* t = out + g * group + x16_tile_offset(w.type, i);
-        for_each_x16_byte(w.type, r, i, [&](int j, size_t at, uint8_t flip) { t[at] = blk[j] ^ flip; });
+        if (w.type == DType::Q4_K) {
+          const BlockQ4K& b = *reinterpret_cast<const BlockQ4K*>(blk);
+          std::memcpy(t + 2 * r, &b.d, 2);
+          std::memcpy(t + 32 + 2 * r, &b.dmin, 2);
+          for (int j = 0; j < K_SCALE_SIZE; ++j) t[64 + 16 * j + r] = b.scales[j];
+          for (int c = 0; c < QK_K / 8; ++c) std::memcpy(t + 256 + 64 * c + 4 * r, b.qs + 4 * c, 4);
+        } else {
+          const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
+          const size_t e = static_cast<size_t>(i % 2);
+          std::memcpy(t + 32 * e + 2 * r, &b.d, 2);
+          for (int q = 0; q < QK8_0 / 4; ++q) {
+            uint32_t c;
+            std::memcpy(&c, b.qs + 4 * q, 4);
+            c ^= 0x80808080u;  // stored unsigned
+            std::memcpy(t + 64 + 512 * e + 64 * q + 4 * r, &c, 4);
+          }
+        }
       }
     }
-  WeightView v = w;
-  v.data = dst;
-  v.row_stride = row_bytes(w.type, w.cols);
   v.layout = WeightLayout::X16;
   return v;
 }

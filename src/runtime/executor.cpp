@@ -393,6 +393,7 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
       im.packed.reset(mem, std::free);
       ::madvise(mem, bytes, MADV_HUGEPAGE);
       std::unordered_map<const void*, WeightView> packed;
+      const bool file_backed = p.file() != nullptr;  // tensors are views of the read-only file mapping
       for (NodePlan& np : im.nodes) {
         if (!wanted(np)) continue;
         auto it = packed.find(np.w.data);
@@ -406,8 +407,21 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
             WeightView part = src;
             part.rows = (g1 - g0) * g;
             part.data = static_cast<const uint8_t*>(src.data) + static_cast<size_t>(g0 * g) * src.row_stride;
+            // Each thread maps its share of the source in one call (rather than one fault per
+            // 4 KB page) and copies it. A program mapped from its file then unmaps the pages
+            // that lie wholly inside the share: they are not read again, and if they ever are
+            // they come back from the file (the page cache keeps them for the next start).
+            // A program held in memory keeps its bytes.
+            const uintptr_t page = 4096, b = reinterpret_cast<uintptr_t>(part.data),
+                            e = b + static_cast<uintptr_t>(part.rows) * part.row_stride;
+#ifdef MADV_POPULATE_READ
+            ::madvise(reinterpret_cast<void*>(b / page * page), (e + page - 1) / page * page - b / page * page,
+                      MADV_POPULATE_READ);
+#endif
             const WeightView done = interleave_rows(part, dst + static_cast<size_t>(g0) * group);
             if (g0 == 0) v.layout = done.layout;
+            const uintptr_t ib = (b + page - 1) / page * page, ie = e / page * page;
+            if (file_backed && ie > ib) ::madvise(reinterpret_cast<void*>(ib), ie - ib, MADV_DONTNEED);
           });
           v.data = dst;
           v.row_stride = row;

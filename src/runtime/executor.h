@@ -27,8 +27,9 @@ enum class OutputRows { LastPerSequence, All };
 // Whether optimized executors made from now on keep a copy of their Q4_K and Q8_0 weight
 // matrices interleaved 16 rows at a time, and of their BF16 matrices in 32-row panels (CPUs
 // with BF16 dot products), for the AVX-512 kernels (kernels/matmul.h): the same bytes,
-// multiplied with fewer instructions. On by default; it costs the copy's memory (the program's
-// own bytes of those matrices are then left alone) and a moment at start.
+// multiplied with fewer instructions. On by default. A program mapped from its file gets the
+// copied matrices' file pages unmapped (they come back from the file if read again), so the
+// memory held stays about the same; a program held in memory keeps both. Costs a moment at start.
 void set_weight_repack(bool on);
 bool weight_repack();
 
