@@ -29,11 +29,11 @@ inline void apply_threads_flag(int threads) {
   if (threads > 0) set_default_threads(threads);
 }
 
-// --no-repack bound to *off: optimized executors keep Q4_K / Q8_0 / BF16 weights as stored (no copy).
+// --no-repack bound to *off: optimized executors run from the program's weight bytes (no copy).
 inline void add_repack_flag(CLI::App* cmd, bool* off) {
   cmd->add_flag(opt("no-repack"), *off,
-                "keep Q4_K, Q8_0 and BF16 weights as stored instead of an interleaved copy for the AVX-512 kernels "
-                "(less memory, slower decode)");
+                "run from the program's weight bytes instead of a copy laid out for the AVX-512 kernels "
+                "(faster start, slower decode and prompts)");
 }
 inline void apply_repack_flag(bool off) { set_weight_repack(!off); }
 

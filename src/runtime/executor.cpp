@@ -365,18 +365,25 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     }
     i = j;
   }
-  // --- Q4_K / Q8_0 weights interleaved 16 rows at a time, BF16 in 32-row panels ------------
+  // --- weights copied for the kernels: Q4_K / Q8_0 interleaved, BF16 panels, 2 MB pages -----
   // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::X16, P32),
   // made once per matrix (a matrix two nodes share is copied once); the program's own bytes are
-  // no longer read by these nodes. Other SIMD levels gain nothing from it, so they keep the rows.
+  // no longer read by these nodes. Other SIMD levels run from the program's bytes (untried there).
   if (mode == ExecMode::Optimized && weight_repack() && simd_level() == SimdLevel::AVX512) {
     // One buffer for all the copies (each 64-byte aligned), in 2 MB pages where the system
     // allows: a decode step streams all of it, and with 4 KB pages every 4 KB read would also
     // walk the page table.
     // (BF16 panels only where the CPU has BF16 dot products: the other kernels read rows.)
-    auto wanted = [](const NodePlan& np) {
-      return np.op == OpType::Linear && can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
+    // Every other matrix keeps its rows, copied only for the 2 MB pages (Q4_K_M's Q6_K
+    // matrices: decode 84-87% -> 90-94% of the read bandwidth, docs/performance.md).
+    auto interleaved = [](const NodePlan& np) {
+      return can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
     };
+    auto as_rows = [&](const NodePlan& np) {
+      return np.op == OpType::Linear && !interleaved(np) && np.w.layout == WeightLayout::Rows && np.w.rows > 0 &&
+             np.w.cols > 0 && np.w.row_stride >= row_bytes(np.w.type, np.w.cols);
+    };
+    auto wanted = [&](const NodePlan& np) { return np.op == OpType::Linear && (interleaved(np) || as_rows(np)); };
     std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
     size_t total = 0;
     for (const NodePlan& np : im.nodes)
@@ -399,7 +406,8 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
         auto it = packed.find(np.w.data);
         if (it == packed.end()) {
           const WeightView src = np.w;
-          const int64_t g = src.type == DType::BF16 ? kP32Rows : kX16Rows;  // rows per group or panel
+          const bool copy_rows = as_rows(np);
+          const int64_t g = copy_rows ? 1 : src.type == DType::BF16 ? kP32Rows : kX16Rows;  // rows per group or panel
           const size_t row = row_bytes(src.type, src.cols), group = row * static_cast<size_t>(g);
           uint8_t* dst = mem + offset.at(src.data);
           WeightView v = src;
@@ -418,8 +426,14 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
             ::madvise(reinterpret_cast<void*>(b / page * page), (e + page - 1) / page * page - b / page * page,
                       MADV_POPULATE_READ);
 #endif
-            const WeightView done = interleave_rows(part, dst + static_cast<size_t>(g0) * group);
-            if (g0 == 0) v.layout = done.layout;
+            if (copy_rows) {
+              for (int64_t r = 0; r < part.rows; ++r)
+                std::memcpy(dst + static_cast<size_t>(g0 + r) * row, static_cast<const uint8_t*>(part.data) + r * part.row_stride,
+                            row);
+            } else {
+              const WeightView done = interleave_rows(part, dst + static_cast<size_t>(g0) * group);
+              if (g0 == 0) v.layout = done.layout;
+            }
             const uintptr_t ib = (b + page - 1) / page * page, ie = e / page * page;
             if (file_backed && ie > ib) ::madvise(reinterpret_cast<void*>(ib), ie - ib, MADV_DONTNEED);
           });

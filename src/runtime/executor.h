@@ -24,12 +24,13 @@ namespace ptn {
 enum class ExecMode { Reference, Optimized };
 enum class OutputRows { LastPerSequence, All };
 
-// Whether optimized executors made from now on keep a copy of their Q4_K and Q8_0 weight
-// matrices interleaved 16 rows at a time, and of their BF16 matrices in 32-row panels (CPUs
-// with BF16 dot products), for the AVX-512 kernels (kernels/matmul.h): the same bytes,
-// multiplied with fewer instructions. On by default. A program mapped from its file gets the
-// copied matrices' file pages unmapped (they come back from the file if read again), so the
-// memory held stays about the same; a program held in memory keeps both. Costs a moment at start.
+// Whether optimized executors made from now on (on an AVX-512 CPU) copy their matrices into
+// memory laid out for the kernels: Q4_K and Q8_0 interleaved 16 rows at a time, BF16 in 32-row
+// panels (with BF16 dot products), every other matrix as it is; all in 2 MB pages where the
+// system allows (kernels/matmul.h). The same bytes, multiplied with fewer instructions and
+// fewer page walks. On by default. A program mapped from its file gets the copied matrices'
+// file pages unmapped (they come back from the file if read again), so the memory held stays
+// about the same; a program held in memory keeps both. Costs a moment at start.
 void set_weight_repack(bool on);
 bool weight_repack();
 
