@@ -106,7 +106,7 @@ struct Executor::Impl {
   std::vector<int32_t> selected;
   std::unordered_map<SeqId, int64_t> last_row;
   std::vector<SeqId> seq_order;
-  std::shared_ptr<uint8_t> packed;  // interleaved copies of the Q4_K / Q8_0 / BF16 weights
+  std::shared_ptr<uint8_t> packed;  // the weights copied for the kernels (see the constructor)
 
   float* f32(int32_t v) { return reinterpret_cast<float*>(arena + values[v].offset); }
   int32_t* i32(int32_t v) { return reinterpret_cast<int32_t*>(arena + values[v].offset); }
@@ -366,16 +366,14 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     i = j;
   }
   // --- weights copied for the kernels: Q4_K / Q8_0 interleaved, BF16 panels, 2 MB pages -----
-  // A copy in the layout those kernels read fastest (kernels/matmul.h, WeightLayout::X16, P32),
-  // made once per matrix (a matrix two nodes share is copied once); the program's own bytes are
-  // no longer read by these nodes. Other SIMD levels run from the program's bytes (untried there).
+  // Every matrix of a linear op is copied once (a matrix two nodes share, once) into one buffer
+  // in 2 MB pages where the system allows: a decode step streams all of it, and with 4 KB pages
+  // every 4 KB read also walks the page table (Q4_K_M's Q6_K matrices, copied as they are:
+  // decode 84-87% -> 90-94% of the read bandwidth, docs/performance.md). Q4_K and Q8_0 are
+  // interleaved 16 rows at a time and BF16 goes in 32-row panels on the way (kernels/matmul.h,
+  // WeightLayout::X16 / P32; the panels only where the CPU has BF16 dot products). The other
+  // SIMD levels run from the program's bytes (the copy is untried there).
   if (mode == ExecMode::Optimized && weight_repack() && simd_level() == SimdLevel::AVX512) {
-    // One buffer for all the copies (each 64-byte aligned), in 2 MB pages where the system
-    // allows: a decode step streams all of it, and with 4 KB pages every 4 KB read would also
-    // walk the page table.
-    // (BF16 panels only where the CPU has BF16 dot products: the other kernels read rows.)
-    // Every other matrix keeps its rows, copied only for the 2 MB pages (Q4_K_M's Q6_K
-    // matrices: decode 84-87% -> 90-94% of the read bandwidth, docs/performance.md).
     auto interleaved = [](const NodePlan& np) {
       return can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
     };
@@ -395,7 +393,7 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
       uint8_t* mem = static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes));
       if (!mem)
         fail(ErrorKind::Capacity, p.name(),
-             "out of memory for the interleaved copy of the Q4_K / Q8_0 / BF16 weights (" + std::to_string(bytes) +
+             "out of memory for the kernels' copy of the weights (" + std::to_string(bytes) +
                  " bytes; --no-repack runs without it)");
       im.packed.reset(mem, std::free);
       ::madvise(mem, bytes, MADV_HUGEPAGE);
@@ -428,8 +426,8 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
 #endif
             if (copy_rows) {
               for (int64_t r = 0; r < part.rows; ++r)
-                std::memcpy(dst + static_cast<size_t>(g0 + r) * row, static_cast<const uint8_t*>(part.data) + r * part.row_stride,
-                            row);
+                std::memcpy(dst + static_cast<size_t>(g0 + r) * row,
+                            static_cast<const uint8_t*>(part.data) + r * part.row_stride, row);
             } else {
               const WeightView done = interleave_rows(part, dst + static_cast<size_t>(g0) * group);
               if (g0 == 0) v.layout = done.layout;
