@@ -93,7 +93,7 @@ void for_each_x16_byte(DType t, int64_t r, int64_t i, F&& f) {
     for (int j = 0; j < static_cast<int>(sizeof(BlockQ4K)); ++j) f(j, X16Map::q4k(r, j), uint8_t{0});
   } else {
     for (int j = 0; j < static_cast<int>(sizeof(BlockQ8_0)); ++j)
-      f(j, X16Map::q8_0(r, j, i % 2), uint8_t{j < 2 ? 0 : 0x80});
+      f(j, X16Map::q8_0(r, j, i % 2), static_cast<uint8_t>(j < 2 ? 0 : 0x80));
   }
 }
 }  // namespace
