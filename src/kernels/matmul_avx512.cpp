@@ -1411,7 +1411,7 @@ void bpanel_range(const WeightView& w, const float* x, const uint32_t* xb, int64
 
 // ---- BF16 in 32-row panels (WeightLayout::P32) ------------------------------------------------
 
-// The panels are already in the kernel's layout: the chunks are read where they lie.
+// The panels are already in the kernel's layout: the weights are read where they lie.
 void bpanel_range_p32(const WeightView& w, const float* x, const uint32_t* xb, int64_t m, int64_t n0, int64_t n1,
                       float* y) {
   const int64_t k = w.cols, kp = k / 2;

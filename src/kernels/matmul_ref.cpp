@@ -61,22 +61,27 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
 }
 
 // ---- rows interleaved 16 at a time --------------------------------------------------------------
+// The placement of a block's bytes in its tile is written once, as a list of moves, and used
+// both ways: interleave_rows copies block -> tile, deinterleave_row tile -> block.
 
 namespace {
-// Where byte j of row r's block (r < 16) goes in its tile, and what it becomes there.
-struct X16Map {
-  static size_t q4k(int64_t r, int j) {  // BlockQ4K byte j
-    if (j < 4) return 32 * static_cast<size_t>(j / 2) + 2 * static_cast<size_t>(r) + j % 2;  // d, dmin
-    if (j < 16) return 64 + 16 * static_cast<size_t>(j - 4) + static_cast<size_t>(r);    // scales
-    const int c = j - 16;  // qs[c]: pair c / 32, quad (c % 32) / 4
-    return 256 + 64 * static_cast<size_t>(c / 4) + 4 * static_cast<size_t>(r) + c % 4;
-  }
-  static size_t q8_0(int64_t r, int j, int64_t e) {  // BlockQ8_0 byte j of block 2i + e
-    if (j < 2) return 32 * static_cast<size_t>(e) + 2 * static_cast<size_t>(r) + j;  // d
-    const int c = j - 2;
-    return 64 + 512 * static_cast<size_t>(e) + 64 * static_cast<size_t>(c / 4) + 4 * static_cast<size_t>(r) + c % 4;
-  }
-};
+// Calls move(offset in the tile, offset in the block, bytes, xor) for the bytes of one block of
+// row r (r < 16) of a group; the xor (Q8_0 codes are stored unsigned) undoes itself.
+template <class Move>
+void q4k_moves(int64_t r, Move&& move) {
+  const size_t rr = static_cast<size_t>(r);
+  move(2 * rr, 0, 2, 0u);        // d
+  move(32 + 2 * rr, 2, 2, 0u);   // dmin
+  for (size_t j = 0; j < K_SCALE_SIZE; ++j) move(64 + 16 * j + rr, 4 + j, 1, 0u);
+  for (size_t c = 0; c < QK_K / 8; ++c) move(256 + 64 * c + 4 * rr, 16 + 4 * c, 4, 0u);  // qs, 4 bytes per quad
+}
+// e: which of the tile's two blocks (columns 0-31 or 32-63 of the tile).
+template <class Move>
+void q8_0_moves(int64_t r, size_t e, Move&& move) {
+  const size_t rr = static_cast<size_t>(r);
+  move(32 * e + 2 * rr, 0, 2, 0u);  // d
+  for (size_t q = 0; q < QK8_0 / 4; ++q) move(64 + 512 * e + 64 * q + 4 * rr, 2 + 4 * q, 4, 0x80808080u);
+}
 static_assert(sizeof(BlockQ4K) == 144 && sizeof(BlockQ8_0) == 34);
 
 // Offset in its group of the tile that holds block i (a Q8_0 tile holds two blocks).
@@ -85,17 +90,23 @@ size_t x16_tile_offset(DType t, int64_t i) {
   return static_cast<size_t>(i / 2) * 2 * kX16Rows * sizeof(BlockQ8_0);
 }
 
-// Calls f(block byte j, its offset in the tile, flip) for every byte of block i of row r
-// (r < 16); flip is the value XORed in the tile (Q8_0 codes are stored unsigned).
-template <class F>
-void for_each_x16_byte(DType t, int64_t r, int64_t i, F&& f) {
-  if (t == DType::Q4_K) {
-    for (int j = 0; j < static_cast<int>(sizeof(BlockQ4K)); ++j) f(j, X16Map::q4k(r, j), uint8_t{0});
-  } else {
-    for (int j = 0; j < static_cast<int>(sizeof(BlockQ8_0)); ++j)
-      f(j, X16Map::q8_0(r, j, i % 2), static_cast<uint8_t>(j < 2 ? 0 : 0x80));
-  }
+// Copies block i of group row r from `from` to `to`: the block into its tile when kToTile, else
+// the tile back into the block.
+template <bool kToTile>
+void move_block(DType t, int64_t r, int64_t i, const uint8_t* from, uint8_t* to) {
+  auto move = [&](size_t at, size_t j, size_t n, uint32_t flip) {
+    uint32_t v = 0;
+    std::memcpy(&v, from + (kToTile ? j : at), n);
+    v ^= flip;
+    std::memcpy(to + (kToTile ? at : j), &v, n);
+  };
+  if (t == DType::Q4_K) q4k_moves(r, move);
+  else q8_0_moves(r, static_cast<size_t>(i % 2), move);
 }
+
+// BF16 panels: the dword of pair i (columns 2i, 2i + 1) of row r of a panel, counted from the
+// panel's start (kp pairs per row).
+inline size_t p32_dword(int64_t i, int64_t r) { return static_cast<size_t>(i * kP32Rows + r); }
 }  // namespace
 
 bool can_interleave(const WeightView& w) {
@@ -110,23 +121,11 @@ bool can_interleave(const WeightView& w) {
   }
 }
 
-namespace {
-// BF16 panels: element (row n, column c) at dword (n / 32) * (K / 2) * 32 + (c / 2) * 32 + n % 32,
-// half c % 2.
-inline size_t p32_index(int64_t n, int64_t c, int64_t k) {
-  return (static_cast<size_t>(n / kP32Rows) * static_cast<size_t>(k / 2) * kP32Rows +
-          static_cast<size_t>(c / 2) * kP32Rows + static_cast<size_t>(n % kP32Rows)) * 2 +
-         static_cast<size_t>(c % 2);
-}
-}  // namespace
-
 WeightView interleave_rows(const WeightView& w, void* dst) {
   if (!can_interleave(w))
     fail(ErrorKind::InvalidArgument, "interleave_rows",
          "needs q4_k or q8_0 rows in a multiple of 16, or bf16 rows in a multiple of 32, got " +
              std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " + dtype_name(w.type));
-  // The same placement as X16Map / p32_index (which deinterleave_row reads back), 4 bytes at a
-  // time: a load-time copy of a whole model should take a moment, not seconds.
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   uint8_t* out = static_cast<uint8_t*>(dst);
   WeightView v = w;
@@ -139,7 +138,7 @@ WeightView interleave_rows(const WeightView& w, void* dst) {
       const uint8_t* rows = src + static_cast<size_t>(p * kP32Rows) * w.row_stride;
       // Written in order; the 32 source rows are read side by side (one cache line each).
       for (int64_t i = 0; i < kp; ++i)
-        for (int64_t r = 0; r < kP32Rows; ++r) std::memcpy(panel + (i * kP32Rows + r) * 4, rows + r * w.row_stride + 4 * i, 4);
+        for (int64_t r = 0; r < kP32Rows; ++r) std::memcpy(panel + 4 * p32_dword(i, r), rows + r * w.row_stride + 4 * i, 4);
     }
     v.layout = WeightLayout::P32;
     return v;
@@ -150,48 +149,25 @@ WeightView interleave_rows(const WeightView& w, void* dst) {
   for (int64_t g = 0; g < w.rows / kX16Rows; ++g)
     for (int64_t r = 0; r < kX16Rows; ++r) {
       const uint8_t* row = src + static_cast<size_t>(g * kX16Rows + r) * w.row_stride;
-      for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* blk = row + i * tr.block_bytes;
-        uint8_t* t = out + g * group + x16_tile_offset(w.type, i);
-        if (w.type == DType::Q4_K) {
-          const BlockQ4K& b = *reinterpret_cast<const BlockQ4K*>(blk);
-          std::memcpy(t + 2 * r, &b.d, 2);
-          std::memcpy(t + 32 + 2 * r, &b.dmin, 2);
-          for (int j = 0; j < K_SCALE_SIZE; ++j) t[64 + 16 * j + r] = b.scales[j];
-          for (int c = 0; c < QK_K / 8; ++c) std::memcpy(t + 256 + 64 * c + 4 * r, b.qs + 4 * c, 4);
-        } else {
-          const BlockQ8_0& b = *reinterpret_cast<const BlockQ8_0*>(blk);
-          const size_t e = static_cast<size_t>(i % 2);
-          std::memcpy(t + 32 * e + 2 * r, &b.d, 2);
-          for (int q = 0; q < QK8_0 / 4; ++q) {
-            uint32_t c;
-            std::memcpy(&c, b.qs + 4 * q, 4);
-            c ^= 0x80808080u;  // stored unsigned
-            std::memcpy(t + 64 + 512 * e + 64 * q + 4 * r, &c, 4);
-          }
-        }
-      }
+      for (int64_t i = 0; i < nb; ++i)
+        move_block<true>(w.type, r, i, row + i * tr.block_bytes, out + g * group + x16_tile_offset(w.type, i));
     }
   v.layout = WeightLayout::X16;
   return v;
 }
 
 void deinterleave_row(const WeightView& w, int64_t n, void* dst) {
+  uint8_t* row = static_cast<uint8_t*>(dst);
   if (w.layout == WeightLayout::P32) {
-    const uint16_t* in = static_cast<const uint16_t*>(w.data);
-    uint16_t* row = static_cast<uint16_t*>(dst);
-    for (int64_t c = 0; c < w.cols; ++c) row[c] = in[p32_index(n, c, w.cols)];
+    const int64_t kp = w.cols / 2;
+    const uint8_t* panel = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(n / kP32Rows * kp) * kP32Rows * 4;
+    for (int64_t i = 0; i < kp; ++i) std::memcpy(row + 4 * i, panel + 4 * p32_dword(i, n % kP32Rows), 4);
     return;
   }
   const DTypeTraits& tr = traits(w.type);
   const int64_t nb = w.cols / tr.block_size, g = n / kX16Rows, r = n % kX16Rows;
   const uint8_t* t = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * nb) * tr.block_bytes * kX16Rows;
-  uint8_t* row = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < nb; ++i) {
-    uint8_t* blk = row + i * tr.block_bytes;
-    const uint8_t* tile = t + x16_tile_offset(w.type, i);
-    for_each_x16_byte(w.type, r, i, [&](int j, size_t at, uint8_t flip) { blk[j] = tile[at] ^ flip; });
-  }
+  for (int64_t i = 0; i < nb; ++i) move_block<false>(w.type, r, i, t + x16_tile_offset(w.type, i), row + i * tr.block_bytes);
 }
 
 namespace ref {
