@@ -377,11 +377,10 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
     auto interleaved = [](const NodePlan& np) {
       return can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
     };
-    auto as_rows = [&](const NodePlan& np) {
-      return np.op == OpType::Linear && !interleaved(np) && np.w.layout == WeightLayout::Rows && np.w.rows > 0 &&
-             np.w.cols > 0 && np.w.row_stride >= row_bytes(np.w.type, np.w.cols);
+    auto wanted = [](const NodePlan& np) {
+      return np.op == OpType::Linear && np.w.layout == WeightLayout::Rows && np.w.rows > 0 && np.w.cols > 0 &&
+             np.w.row_stride >= row_bytes(np.w.type, np.w.cols);
     };
-    auto wanted = [&](const NodePlan& np) { return np.op == OpType::Linear && (interleaved(np) || as_rows(np)); };
     std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
     size_t total = 0;
     for (const NodePlan& np : im.nodes)
@@ -404,7 +403,7 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
         auto it = packed.find(np.w.data);
         if (it == packed.end()) {
           const WeightView src = np.w;
-          const bool copy_rows = as_rows(np);
+          const bool copy_rows = !interleaved(np);
           const int64_t g = copy_rows ? 1 : src.type == DType::BF16 ? kP32Rows : kX16Rows;  // rows per group or panel
           const size_t row = row_bytes(src.type, src.cols), group = row * static_cast<size_t>(g);
           uint8_t* dst = mem + offset.at(src.data);
