@@ -5,7 +5,9 @@
 // when it exports ptn_kv_bytes_peak. Works against any server with /tokenize and an
 // OpenAI-style streaming /v1/completions (ptn serve, llama-server).
 //   node serve_load.mjs --url http://127.0.0.1:8080 [--levels 1,4,8,16] [--prompt 200] [--shared 150]
-//                       [--gen 128] [--ban-token 2] [--label ptn]
+//                       [--gen 128] [--ban-token 1,2] [--label ptn]
+// --ban-token: ids given logit_bias -100 so every request runs its full --gen tokens (BOS and
+// EOS by default: ptn ends a generation at either).
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
 const url = args.url ?? 'http://127.0.0.1:8080';
@@ -13,7 +15,7 @@ const levels = (args.levels ?? '1,4,8,16').split(',').map(Number);
 const nPrompt = Number(args.prompt ?? 200);
 const nShared = Number(args.shared ?? 150);
 const nGen = Number(args.gen ?? 128);
-const ban = args['ban-token'] ?? '2';
+const bans = (args['ban-token'] ?? '1,2').split(',');
 const label = args.label ?? 'server';
 const headers = { 'Content-Type': 'application/json' };
 if (args['api-key']) headers.Authorization = `Bearer ${args['api-key']}`;
@@ -48,7 +50,7 @@ async function one(prompt) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers,
-    body: JSON.stringify({ prompt, max_tokens: nGen, temperature: 0, stream: true, logit_bias: { [ban]: -100 },
+    body: JSON.stringify({ prompt, max_tokens: nGen, temperature: 0, stream: true, logit_bias: Object.fromEntries(bans.map((b) => [b, -100])),
                            stream_options: { include_usage: true } }),
   });
   if (!r.ok) throw new Error(`completions: ${r.status} ${await r.text()}`);

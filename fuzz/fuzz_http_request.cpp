@@ -23,7 +23,7 @@ const ptn::serve::ModelInfo& model() {
         "{% if add_generation_prompt %}assistant:{% endif %}";
     return ptn::Tokenizer::create(spec);
   }();
-  static const ptn::serve::ModelInfo info{"stories260K", tok.get(), 512, tok->vocab_size()};
+  static const ptn::serve::ModelInfo info{"stories260K", tok.get(), 512, tok->vocab_size(), 0, tok->spec().chat_template};
   return info;
 }
 

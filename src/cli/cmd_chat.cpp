@@ -1,4 +1,4 @@
-// `ptn chat`: an interactive chat with a .ptn program on stdin/stdout (runtime/chat_session.h
+// `ptn chat`: an interactive chat with a .ptn program on stdin/stdout (generate/chat_session.h
 // renders the conversation with the model's chat template and reuses the cached prefix).
 // One line is one user message; a line ending in '\' continues on the next line. Commands:
 //   /reset          start over (the --system message stays)
@@ -19,7 +19,7 @@
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "runtime/chat_session.h"
+#include "generate/chat_session.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -36,6 +36,8 @@ struct ChatArgs {
   bool no_repack = false;
   ptn::cli::CacheFlags cache;
   ptn::cli::SamplingFlags sampling;
+  bool print_ids = false;
+  bool no_bos_stop = false;
 };
 
 // Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
@@ -114,6 +116,8 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_repack_flag(c, &a->no_repack);
   ptn::cli::add_context_flag(c, &a->ctx);
   ptn::cli::add_cache_flags(c, &a->cache);
+  c->add_flag(opt("print-ids"), a->print_ids, "print each reply's token ids to stderr as a JSON array");
+  c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop, "keep generating when the model emits BOS");
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
@@ -135,6 +139,8 @@ std::function<int()> setup(CLI::App& app) {
     cc.eos_token = ts.eos_token;
     cc.system = a->system;
     cc.max_reply_tokens = a->n_predict;
+    cc.stop = cli::stop_from_flags(a->sampling);
+    cc.stop_at_bos = !a->no_bos_stop;
     ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
@@ -201,6 +207,11 @@ std::function<int()> setup(CLI::App& app) {
                      static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.fed_tokens),
                      static_cast<long long>(r.prompt_tokens - r.fed_tokens), static_cast<long long>(r.reply_tokens),
                      r.stop.c_str());
+        if (a->print_ids) {
+          std::string ids = "[";
+          for (size_t i = 0; i < r.tokens.size(); ++i) ids += (i ? ", " : "") + std::to_string(r.tokens[i]);
+          std::fprintf(stderr, "reply ids: %s]\n", ids.c_str());
+        }
       } catch (const std::exception& e) {  // reported; the conversation goes on
         std::fprintf(stderr, "ptn chat: %s\n", e.what());
       }

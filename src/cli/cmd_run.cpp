@@ -6,6 +6,7 @@
 #include "cli/runtime_flags.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
+#include "generate/session_generate.h"
 #include "runtime/session.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ struct RunArgs {
   ptn::cli::SamplingFlags sampling;
   bool print_ids = false;
   bool no_bos_stop = false;
+  bool print_finish = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -43,6 +45,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("print-ids"), a->print_ids, "print the generated token ids to stderr as a JSON array");
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop,
               "keep generating when the model emits BOS (by default a BOS ends the text, as llama2.c does)");
+  c->add_flag(opt("print-finish"), a->print_finish, "print why the generation ended to stderr (finish: eog|bos|...)");
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
@@ -59,8 +62,11 @@ std::function<int()> setup(CLI::App& app) {
     Session session(program, so);
     const double load_s = seconds_since(t_load);
 
-    const int64_t vocab = program->meta().spec.vocab_size;
-    auto chain = make_sampler_chain(cli::sampling_from_flags(a->sampling, vocab), vocab);
+    gen::GenerationParams gp;
+    gp.sampling = cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size);
+    gp.stop.stop = cli::stop_from_flags(a->sampling);
+    gp.stop.max_tokens = a->n_predict;
+    gp.stop.stop_at_bos = !a->no_bos_stop;
 
     std::vector<int32_t> ids = tok->encode(a->prompt, /*add_special=*/true, /*parse_special=*/true);
     if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "--prompt", "encodes to no tokens");
@@ -68,33 +74,28 @@ std::function<int()> setup(CLI::App& app) {
       throw Error(ErrorKind::InvalidArgument, "--prompt",
                   std::to_string(ids.size()) + " tokens do not fit the context of " +
                       std::to_string(session.context()));
-    const int64_t n_gen = std::min<int64_t>(a->n_predict, session.context() - static_cast<int64_t>(ids.size()));
     std::fputs(a->prompt.c_str(), stdout);
     std::fflush(stdout);
 
-    StreamDecoder dec(*tok, /*skip_special=*/true);
-    for (int32_t id : ids) dec.push(id);  // so the continuation keeps its leading space
     auto t_prompt = std::chrono::steady_clock::now();
     const float* logits = session.feed(ids);
     const double prompt_s = seconds_since(t_prompt);
 
     std::vector<int32_t> generated;
+    gen::Finish finish = gen::Finish::MaxTokens;
     auto t_gen = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < n_gen; ++i) {
-      const int32_t next = chain->sample(logits, vocab);
-      chain->accept(next);
-      if (tok->is_eog(next) || (!a->no_bos_stop && tok->bos() && next == *tok->bos())) break;
-      generated.push_back(next);
-      std::string piece = dec.push(next);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      if (i + 1 < n_gen) logits = session.feed({next});
+    if (a->n_predict > 0) {  // -n 0 runs the prompt only
+      gen::Generator g(*tok, program->meta().spec.vocab_size, gp, gen::session_room(session));
+      finish = gen::generate_on_session(session, g, logits, [](const gen::StepResult& st) {
+        std::fwrite(st.text.data(), 1, st.text.size(), stdout);
+        std::fflush(stdout);
+      });
+      generated = g.tokens();
     }
-    std::string rest = dec.finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     const double gen_s = seconds_since(t_gen);
+    if (a->print_finish) std::fprintf(stderr, "finish: %s\n", gen::finish_name(finish));
     if (a->print_ids) {
       std::string s = "[";
       for (size_t i = 0; i < generated.size(); ++i) s += (i ? ", " : "") + std::to_string(generated[i]);

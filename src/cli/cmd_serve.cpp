@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/runtime_flags.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/threadpool.h"
 #include "serve/server.h"
 
@@ -29,6 +30,7 @@ struct ServeArgs {
   int64_t block_size = 16;
   std::string api_key;
   std::string model_name;
+  std::string template_file;
   int timeout = 600;
   int shutdown_deadline = 10;
 };
@@ -91,6 +93,8 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("block-size"), a->block_size, "tokens per KV block (default 16)");
   c->add_option(opt("api-key"), a->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
   c->add_option(opt("model-name"), a->model_name, "model id reported and accepted (default: the file's name)");
+  c->add_option(opt("chat-template"), a->template_file,
+                "a Jinja chat template file for /v1/chat/completions instead of the program's");
   c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
   c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
   return [a] {
@@ -117,6 +121,7 @@ std::function<int()> setup(CLI::App& app) {
     so.port = a->port;
     so.api_key = a->api_key;
     so.model_name = a->model_name;
+    if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);
     so.request_timeout_s = a->timeout;
     so.engine.cache_dtype = *dtype;
     so.engine.capacity_tokens = a->ctx;

@@ -1,11 +1,12 @@
 // The sampling flags `ptn run` and `ptn chat` share (docs/cli.md lists them under `run`):
-// --temp, --top-k, --top-p, --min-p, --repeat-penalty and -s/--seed, with one set of defaults
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s/--seed and --stop, with one set of defaults
 // and help texts. Header-only: the ptn target compiles src/cli/cmd_*.cpp and main.cpp only.
 #pragma once
 #include <chrono>
 #include <cstdint>
 
 #include "cli/command.h"
+#include "core/error.h"
 #include "sampling/sampling_params.h"
 
 namespace ptn::cli {
@@ -18,6 +19,7 @@ struct SamplingFlags {
   float repeat_penalty = 1.0f;
   uint64_t seed = 0;
   const CLI::Option* seed_option = nullptr;  // set by add_sampling_flags: was --seed given?
+  std::vector<std::string> stop;             // --stop, repeatable
 };
 
 // Adds the flags to `cmd`, bound to *flags (which must outlive the parse).
@@ -28,6 +30,17 @@ inline void add_sampling_flags(CLI::App* cmd, SamplingFlags* flags) {
   cmd->add_option(opt("min-p"), flags->min_p, "min-p (default 0 = off)");
   cmd->add_option(opt("repeat-penalty"), flags->repeat_penalty, "repetition penalty (default 1 = off)");
   flags->seed_option = cmd->add_option(opt("seed", "s"), flags->seed, "random seed (default: from the clock)");
+  cmd->add_option(opt("stop"), flags->stop,
+                  "a stop string: the text ends before it (repeatable, at most 4, 1..256 bytes each)")
+      ->allow_extra_args(false);
+}
+
+// The --stop strings, checked as the server checks a request's "stop".
+inline std::vector<std::string> stop_from_flags(const SamplingFlags& flags) {
+  if (flags.stop.size() > 4) ptn::fail(ErrorKind::InvalidArgument, "--stop", "at most 4 stop strings");
+  for (const auto& s : flags.stop)
+    if (s.empty() || s.size() > 256) ptn::fail(ErrorKind::InvalidArgument, "--stop", "stop strings must be 1..256 bytes");
+  return flags.stop;
 }
 
 // The parsed flags as SamplingParams checked by validate_sampling_params for a vocabulary of

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "chat/chat_template.h"
+#include "generate/chat_session.h"
 #include "core/error.h"
 #include "sampling/logprobs.h"
 
@@ -238,7 +239,7 @@ ParsedRequest parse_completion_request(const json& body, const ModelInfo& model)
 ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
   ParsedRequest r;
   const TokenizerSpec& ts = model.tokenizer->spec();
-  if (ts.chat_template.empty())
+  if (model.chat_template.empty())
     throw ApiError(400, "invalid_request_error",
                    "this model has no chat template; use /v1/completions with a plain prompt", "messages",
                    "no_chat_template");
@@ -274,12 +275,12 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
   co.eos_token = ts.eos_token;
   std::string text;
   try {
-    text = chat::render_chat(ts.chat_template, msgs, co);
+    text = chat::render_chat(model.chat_template, msgs, co);
   } catch (const Error& e) {
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
   check_text_bound(text.size(), model, "messages");
-  r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/false, /*parse_special=*/true);
+  r.gen.prompt = tokenize_chat_prompt(*model.tokenizer, text);
   parse_common(body, model, true, r);
   return r;
 }

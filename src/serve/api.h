@@ -38,6 +38,7 @@ struct ModelInfo {
   // Texts longer than this cannot fit the context (context * the longest token's bytes, with
   // a margin for normalisation), so they are refused before tokenizing. 0: no bound.
   size_t max_prompt_bytes = 0;
+  std::string chat_template;  // what /v1/chat/completions renders with ("": chat refused)
 };
 
 struct ParsedRequest {

@@ -33,9 +33,7 @@ struct Engine::Seq {
   int64_t generated = 0;
   int64_t cached = -1;          // prompt tokens reused at first admission (-1: not yet admitted)
   bool in_cache = false;
-  std::unique_ptr<SamplerChain> chain;
-  std::unique_ptr<StreamDecoder> decoder;
-  std::string held;             // decoded text not yet sent (may start a stop string)
+  std::unique_ptr<gen::Generator> gen;  // sampling, stop rules, text (made at first admission)
   std::vector<TokenOut> pending;
   Clock::time_point last_token;
 };
@@ -202,8 +200,8 @@ void Engine::admit() {
         s.cached = reused;
         metrics_->add_prompt_tokens(static_cast<int64_t>(s.req.prompt.size()));
         metrics_->add_cached_tokens(reused);
-        s.chain = make_sampler_chain(s.req.sampling, vocab_);
-        s.decoder = std::make_unique<StreamDecoder>(tok_, /*skip_special=*/true, /*text_start=*/false);
+        s.gen = std::make_unique<gen::Generator>(tok_, vocab_, s.req.params(),
+                                                 context_ - static_cast<int64_t>(s.req.prompt.size()));
       }
     } catch (const std::exception& e) {
       if (cache_->has_sequence(s.id)) cache_->clear(s.id);
@@ -254,7 +252,7 @@ void Engine::step_once() {
       victim->in_cache = false;
       victim->computed = 0;
       if (running_.empty()) {
-        finish(*victim, "length", true);
+        finish(*victim, "length", "");
         return;
       }
       metrics_->add_preemption();
@@ -286,19 +284,14 @@ void Engine::step_once() {
 }
 
 void Engine::sample(Seq& s, const float* logits) {
-  TokenOut out;
+  gen::StepResult st;
   try {
-    out.id = s.chain->sample(logits, vocab_);
-    if (s.req.logprobs >= 0) {
-      out.logprob = token_logprob(logits, vocab_, out.id);
-      out.top = top_logprobs(logits, vocab_, s.req.logprobs);
-    }
+    st = s.gen->next(logits);
   } catch (const Error& e) {
     fail(s, 400, "invalid_request_error", std::string("sampling failed: ") + e.what());
     return;
   }
-  s.chain->accept(out.id);
-  s.tokens.push_back(out.id);
+  s.tokens.push_back(st.token.id);
   ++s.generated;
   metrics_->add_generated_tokens(1);
   const auto now = Clock::now();
@@ -308,51 +301,28 @@ void Engine::sample(Seq& s, const float* logits) {
     metrics_->observe_itl(std::chrono::duration<double>(now - s.last_token).count());
   s.last_token = now;
 
-  if (tok_.is_eog(out.id)) {
-    s.pending.push_back(std::move(out));
-    finish(s, "stop", true);
-    return;
-  }
-  // Ids the tokenizer does not know (a model vocabulary padded past it) decode to nothing.
-  if (out.id < tok_.vocab_size()) s.held += s.decoder->push(out.id);
+  TokenOut out;
+  out.id = st.token.id;
+  out.logprob = st.token.logprob;
+  out.top = std::move(st.token.top);
   s.pending.push_back(std::move(out));
-  // A stop string ends the output; it may span several tokens, so `held` keeps any tail that
-  // could still grow into one.
-  size_t cut = std::string::npos;
-  for (const auto& st : s.req.stop) cut = std::min(cut, s.held.find(st));
-  if (cut != std::string::npos) {
-    s.held.resize(cut);
-    finish(s, "stop", false);
-    return;
-  }
-  if (s.generated >= s.req.max_tokens) {
-    finish(s, "length", true);
-    return;
-  }
-  emit(s, false);
+  if (st.finish != gen::Finish::None)
+    finish(s, gen::openai_finish_reason(st.finish), st.text);
+  else
+    emit(s, st.text);
 }
 
-void Engine::emit(Seq& s, bool final) {
-  size_t keep = 0;  // bytes at the end of `held` that start some stop string
-  if (!final)
-    for (const auto& st : s.req.stop)
-      for (size_t k = std::min(st.size() - 1, s.held.size()); k > keep; --k)
-        if (s.held.compare(s.held.size() - k, k, st, 0, k) == 0) {
-          keep = k;
-          break;
-        }
+void Engine::emit(Seq& s, const std::string& text) {
   Event e;
   e.kind = Event::Kind::Delta;
-  e.text = s.held.substr(0, s.held.size() - keep);
-  s.held.erase(0, s.held.size() - keep);
+  e.text = text;
   e.tokens = std::move(s.pending);
   s.pending.clear();
   if (!e.text.empty() || !e.tokens.empty()) s.ch->push(std::move(e));
 }
 
-void Engine::finish(Seq& s, const std::string& reason, bool flush_decoder) {
-  if (flush_decoder) s.held += s.decoder->finish();
-  emit(s, true);
+void Engine::finish(Seq& s, const std::string& reason, const std::string& last_text) {
+  emit(s, last_text);
   Event d;
   d.kind = Event::Kind::Done;
   d.finish_reason = reason;

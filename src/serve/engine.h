@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/threadpool.h"
+#include "generate/generator.h"
 #include "runtime/executor.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
@@ -39,6 +40,16 @@ struct GenRequest {
   std::vector<std::string> stop;  // up to 4 non-empty strings, cut from the output
   int logprobs = -1;              // -1: none; else the number of top alternatives (0..20)
   Clock::time_point arrival = Clock::now();
+
+  // The generation it asks for; the stop rules are those of every front end (gen::Generator).
+  gen::GenerationParams params() const {
+    gen::GenerationParams p;
+    p.sampling = sampling;
+    p.stop.max_tokens = max_tokens;
+    p.stop.stop = stop;
+    p.logprobs = logprobs;
+    return p;
+  }
 };
 
 struct TokenOut {
@@ -117,8 +128,8 @@ class Engine {
   void admit();
   void step_once();
   void sample(Seq& s, const float* logits);
-  void emit(Seq& s, bool final);
-  void finish(Seq& s, const std::string& reason, bool flush_decoder);
+  void emit(Seq& s, const std::string& text);
+  void finish(Seq& s, const std::string& reason, const std::string& last_text);
   void fail(Seq& s, int status, const std::string& type, const std::string& message);
   void publish_gauges();
 

@@ -440,6 +440,29 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
 
 }  // namespace
 
+void add_generation_eos_ids(TokenizerSpec& spec, const std::string& json_text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    fail(ErrorKind::Corrupt, where, std::string("is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
+  const json& e = j["eos_token_id"];
+  std::vector<json> ids = e.is_array() ? std::vector<json>(e.begin(), e.end()) : std::vector<json>{e};
+  if (ids.size() > 64) fail(ErrorKind::Corrupt, where + ": eos_token_id", "more than 64 ids");
+  const int64_t n = static_cast<int64_t>(spec.tokens.size());
+  for (const json& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n)
+      fail(ErrorKind::Corrupt, where + ": eos_token_id",
+           "must be a token id or a list of token ids in [0, " + std::to_string(n) + ")");
+    const int32_t v = static_cast<int32_t>(id.get<int64_t>());
+    if (spec.eos_id == v || std::find(spec.extra_eos_ids.begin(), spec.extra_eos_ids.end(), v) != spec.extra_eos_ids.end())
+      continue;
+    spec.extra_eos_ids.push_back(v);
+  }
+}
+
 TokenizerSpec load_hf_tokenizer(const std::string& path) {
   const std::string text = read_text_file(path, kMaxJsonBytes);
   const size_t slash = path.find_last_of('/');
@@ -447,14 +470,20 @@ TokenizerSpec load_hf_tokenizer(const std::string& path) {
   const std::string cfg_path = dir + "tokenizer_config.json";
   std::string cfg;
   if (file_exists(cfg_path)) cfg = read_text_file(cfg_path, kMaxJsonBytes);
+  TokenizerSpec spec;
   try {
-    return parse_hf_tokenizer(text, cfg, path);
+    spec = parse_hf_tokenizer(text, cfg, path);
   } catch (const Error& e) {
     // Config errors are reported against the config file's full path.
     if (e.where().rfind("tokenizer_config.json", 0) == 0)
       fail(e.kind(), dir + e.where(), e.detail());
     throw;
   }
+  // The model's end-of-generation set, as transformers' generate() takes it: eos_token_id of
+  // generation_config.json and of config.json (an id or a list; Llama 3 Instruct lists three).
+  for (const char* f : {"generation_config.json", "config.json"})
+    if (file_exists(dir + f)) add_generation_eos_ids(spec, read_text_file(dir + f, 1u << 20), dir + f);
+  return spec;
 }
 
 }  // namespace ptn

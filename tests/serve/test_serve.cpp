@@ -300,10 +300,10 @@ TEST_F(ServeTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("context_length_exceeded"), std::string::npos);
-  // Huge max_tokens is clamped to the context, not refused.
+  // Huge max_tokens is clamped to the context, not refused (EOS and BOS, which end a story, banned).
   json r = post_ok(*srv_, "/v1/completions",
                    {{"prompt", "Once upon a time"}, {"max_tokens", int64_t{1} << 40}, {"temperature", 0},
-                    {"logit_bias", {{"2", -100}}}});
+                    {"logit_bias", {{"1", -100}, {"2", -100}}}});
   EXPECT_EQ(r["usage"]["completion_tokens"].get<int64_t>() + r["usage"]["prompt_tokens"].get<int64_t>(), 512);
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
   // Chat on a model without a template.
@@ -378,11 +378,12 @@ TEST_F(ServeTest, ChatCompletionWithTemplate) {
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string());
   EXPECT_EQ(r["choices"][0]["logprobs"]["content"].size(), r["usage"]["completion_tokens"].get<size_t>());
-  // The prompt is the rendered template: compare with /tokenize of the same text.
+  // The prompt is the rendered template, with the BOS the model adds and the template left out
+  // (as ptn chat does): compare with /tokenize of the same text with special tokens added.
   json t = post_ok(*chat_, "/tokenize",
                    {{"content", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                                 "<|im_start|>assistant\n"},
-                    {"add_special", false}});
+                    {"add_special", true}});
   EXPECT_EQ(r["usage"]["prompt_tokens"], t["tokens"].size());
   // Streaming chat: role first, then content deltas, then finish_reason.
   auto res = post(*chat_, "/v1/chat/completions",
@@ -410,7 +411,7 @@ TEST_F(ServeTest, DisconnectMidStreamReturnsBlocks) {
     req.method = "POST";
     req.path = "/v1/completions";
     req.body = json({{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"stream", true},
-                     {"logit_bias", {{"2", -100}}}})
+                     {"logit_bias", {{"1", -100}, {"2", -100}}}})
                    .dump();
     req.set_header("Content-Type", "application/json");
     int chunks = 0;
@@ -467,7 +468,7 @@ TEST_F(ServeTest, FullQueueGets503WithRetryAfter) {
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&] {
       auto res = post(r, "/v1/completions",
-                      {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"logit_bias", {{"2", -100}}}});
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"logit_bias", {{"1", -100}, {"2", -100}}}});
       if (res && res->status == 200)
         ++ok;
       else if (res && res->status == 503 && res->get_header_value("Retry-After") == "1")
@@ -517,7 +518,7 @@ TEST_F(ServeTest, ShutdownLetsRunningRequestsFinish) {
   json body;
   std::thread t([&] {
     auto res =
-        post(*r, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"logit_bias", {{"2", -100}}}});
+        post(*r, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"logit_bias", {{"1", -100}, {"2", -100}}}});
     if (res) {
       status = res->status;
       body = json::parse(res->body, nullptr, false);

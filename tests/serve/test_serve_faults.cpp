@@ -392,8 +392,9 @@ class FaultTest : public ::testing::Test {
   }
   // A generation that would take many seconds: EOS banned, thousands of tokens.
   static json long_generation(bool stream, int64_t max_tokens = 8000) {
+    // EOS and BOS banned: the story never ends by itself.
     json b = {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"temperature", 0},
-              {"logit_bias", {{"2", -100}}}};
+              {"logit_bias", {{"1", -100}, {"2", -100}}}};
     if (stream) b["stream"] = true;
     return b;
   }

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "runtime/chat_session.h"
+#include "generate/chat_session.h"
 #include "runtime/program.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -17,29 +17,6 @@ using namespace ptn;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-TEST(StopTextFilter, HoldsBackPossibleStarts) {
-  StopTextFilter f("\nUser:");
-  bool hit = false;
-  EXPECT_EQ(f.push("Hello", &hit), "Hello");
-  EXPECT_EQ(f.push(" there\n", &hit), " there");  // "\n" may start the stop text
-  EXPECT_EQ(f.push("Us", &hit), "");
-  EXPECT_EQ(f.push("ually", &hit), "\nUsually");  // it did not
-  EXPECT_FALSE(hit);
-  EXPECT_EQ(f.push(" ok.\nUse", &hit), " ok.");
-  EXPECT_EQ(f.push("r: and more", &hit), "");
-  EXPECT_TRUE(hit);
-  StopTextFilter g("\nUser:");
-  hit = false;
-  EXPECT_EQ(g.push("end\nUser: x", &hit), "end");  // stop text inside one piece
-  EXPECT_TRUE(hit);
-  StopTextFilter h("\nUser:");
-  hit = false;
-  EXPECT_EQ(h.push("tail\nUs", &hit), "tail");
-  EXPECT_EQ(h.finish(), "\nUs");  // the stream ended: the held text is shown
-  StopTextFilter none("");
-  EXPECT_EQ(none.push("\nUser:", &hit), "\nUser:");
-}
 
 class ChatSessionTest : public ::testing::Test {
  protected:
@@ -121,7 +98,7 @@ TEST_F(ChatSessionTest, PrefixReuseMatchesFreshFeed) {
   EXPECT_LT(r2.fed_tokens, r2.prompt_tokens);  // the first turn came from the cache
   // the cache holds the prompt and every reply token but the last one (never run: the reply
   // ended at the limit of 12)
-  ASSERT_EQ(r2.stop, "limit");
+  ASSERT_EQ(r2.stop, "max_tokens");
   EXPECT_EQ(r2.reply_tokens, 12);
   EXPECT_EQ(s->position(), static_cast<int64_t>(chat.cached_tokens().size()));
   EXPECT_EQ(s->position(), r2.prompt_tokens + r2.reply_tokens - 1);
@@ -244,7 +221,7 @@ TEST_F(ChatSessionTest, ContextLimit) {
   // still usable; an unlimited reply stops at the end of the context (or earlier at EOG/BOS)
   ChatReply r = chat.send("Hi");
   EXPECT_LE(r.prompt_tokens + r.reply_tokens, 32 + 1);
-  EXPECT_TRUE(r.stop == "context" || r.stop == "eog" || r.stop == "bos" || r.stop == "stop_text") << r.stop;
+  EXPECT_TRUE(r.stop == "context" || r.stop == "eog" || r.stop == "bos" || r.stop == "stop_string") << r.stop;
   EXPECT_LE(s->position(), 32);
   EXPECT_EQ(chat.messages().size(), 2u);
 }

@@ -1,10 +1,11 @@
-#include "runtime/chat_session.h"
+#include "generate/chat_session.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "generate/session_generate.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,25 +31,11 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-std::string StopTextFilter::push(const std::string& piece, bool* hit) {
-  pending_ += piece;
-  if (stop_.empty()) return std::exchange(pending_, std::string());
-  const size_t at = pending_.find(stop_);
-  if (at != std::string::npos) {
-    *hit = true;
-    std::string out = pending_.substr(0, at);
-    pending_.clear();
-    return out;
-  }
-  // keep the longest tail that is a proper prefix of the stop text
-  size_t keep = std::min(pending_.size(), stop_.size() - 1);
-  while (keep > 0 && pending_.compare(pending_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
-  std::string out = pending_.substr(0, pending_.size() - keep);
-  pending_.erase(0, pending_.size() - keep);
-  return out;
+std::vector<int32_t> tokenize_chat_prompt(const Tokenizer& tok, const std::string& rendered) {
+  std::vector<int32_t> ids = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+  if (tok.spec().add_bos && tok.bos() && (ids.empty() || ids.front() != *tok.bos())) ids.insert(ids.begin(), *tok.bos());
+  return ids;
 }
-
-std::string StopTextFilter::finish() { return std::exchange(pending_, std::string()); }
 
 const std::string& ChatSession::fallback_template() {
   static const std::string t =
@@ -70,7 +57,7 @@ ChatSession::ChatSession(Session& session, const Tokenizer& tokenizer, ChatConfi
   if (tok_.vocab_size() > vocab)
     fail(ErrorKind::InvalidArgument, "chat",
          "the tokenizer has " + std::to_string(tok_.vocab_size()) + " tokens, the model only " + std::to_string(vocab));
-  chain_ = make_sampler_chain(sampling, vocab);
+  sampling_ = validate_sampling_params(sampling, vocab);
   reset();
 }
 
@@ -85,11 +72,18 @@ std::string ChatSession::render(const nlohmann::ordered_json& messages, bool add
 }
 
 std::vector<int32_t> ChatSession::tokenize(const std::string& rendered) const {
-  // The template writes the special tokens it wants (HF: add_special_tokens=False); only a BOS
-  // the model expects and the template left out is added.
-  std::vector<int32_t> ids = tok_.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
-  if (tok_.spec().add_bos && tok_.bos() && (ids.empty() || ids.front() != *tok_.bos())) ids.insert(ids.begin(), *tok_.bos());
-  return ids;
+  return tokenize_chat_prompt(tok_, rendered);
+}
+
+gen::GenerationParams ChatSession::reply_params() const {
+  gen::GenerationParams p;
+  p.sampling = sampling_;
+  p.sampling.seed = sampling_.seed + replies_;
+  p.stop.max_tokens = config_.max_reply_tokens;
+  p.stop.stop = config_.stop;
+  if (fallback_) p.stop.stop.push_back(kFallbackStop);
+  p.stop.stop_at_bos = config_.stop_at_bos;
+  return p;
 }
 
 void ChatSession::rewind_to_common_prefix(const std::vector<int32_t>& target) {
@@ -138,9 +132,6 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
     throw;
   }
 
-  const int64_t vocab = session_.program().meta().spec.vocab_size;
-  StreamDecoder dec(tok_, /*skip_special=*/true, /*text_start=*/false);
-  StopTextFilter stop(fallback_ ? kFallbackStop : "");
   auto emit = [&](std::string s) {
     // the plain format's "Assistant:" is followed by a space the reply does not need
     if (fallback_ && r.text.empty()) s.erase(0, std::min(s.size(), s.find_first_not_of(" \t")));
@@ -148,40 +139,19 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
     r.text += s;
     if (on_text) on_text(s);
   };
-  bool hit = false;
   try {
-    while (true) {
-      const int32_t next = chain_->sample(logits, vocab);
-      chain_->accept(next);
-      if (tok_.is_eog(next)) {
-        r.stop = "eog";
-        break;
-      }
-      if (tok_.bos() && next == *tok_.bos()) {
-        r.stop = "bos";
-        break;
-      }
-      ++r.reply_tokens;
-      emit(stop.push(dec.push(next), &hit));
-      if (hit) {
-        r.stop = "stop_text";
-        break;
-      }
-      if (config_.max_reply_tokens > 0 && r.reply_tokens >= config_.max_reply_tokens) {  // not fed: nothing follows it
-        r.stop = "limit";
-        break;
-      }
-      if (session_.position() >= session_.context()) {
-        r.stop = "context";
-        break;
-      }
-      logits = session_.feed({next});
-      cached_.push_back(next);
-    }
-    if (!hit) emit(stop.push(dec.finish(), &hit));
-    if (!hit) emit(stop.finish());
-  } catch (...) {  // the conversation stays as it was; cached_ still says what the cache holds
+    gen::Generator g(tok_, session_.program().meta().spec.vocab_size, reply_params(),
+                     session_.context() - r.prompt_tokens);
+    ++replies_;
+    const gen::Finish f = gen::generate_on_session(session_, g, logits, [&](const gen::StepResult& st) { emit(st.text); });
+    r.tokens = g.tokens();
+    r.reply_tokens = static_cast<int64_t>(r.tokens.size());
+    r.stop = gen::finish_name(f);
+    cached_.insert(cached_.end(), r.tokens.begin(), r.tokens.end() - 1);  // the last one is never fed
+  } catch (...) {  // the conversation stays as it was; the cache starts over at the next turn
     messages_.erase(messages_.size() - 1);
+    session_.reset();
+    cached_.clear();
     throw;
   }
   messages_.push_back({{"role", "assistant"}, {"content", fallback_ ? trim(r.text) : r.text}});
@@ -193,7 +163,7 @@ void ChatSession::reset() {
   if (!config_.system.empty()) messages_.push_back({{"role", "system"}, {"content", config_.system}});
   session_.reset();
   cached_.clear();
-  chain_->reset();
+  replies_ = 0;
 }
 
 int64_t ChatSession::undo(int64_t n) {

@@ -1,0 +1,25 @@
+// Generation on a single-sequence Session (`ptn run`, `ptn chat`): the Generator draws each
+// token and the session feeds it, until a stop rule ends the generation. The server packs many
+// sequences into one step instead and calls Generator::next itself (serve/engine.cpp).
+#pragma once
+#include <functional>
+
+#include "generate/generator.h"
+
+namespace ptn {
+class Session;
+}
+
+namespace ptn::gen {
+
+// `logits`: the session's output after its last token (the prompt). Every drawn token that does
+// not end the generation is fed to the session, so afterwards the session holds the prompt and
+// all of gen.tokens() but the last. on_step (optional) sees each step as it happens. Returns
+// why the generation ended.
+Finish generate_on_session(Session& session, Generator& gen, const float* logits,
+                           const std::function<void(const StepResult&)>& on_step = {});
+
+// The room a Generator has on a session that holds its prompt: context - position.
+int64_t session_room(const Session& session);
+
+}  // namespace ptn::gen
