@@ -202,3 +202,41 @@ TEST(Llama3Json, ConcurrentEncodesAgree) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches.load(), 0);
 }
+
+namespace {
+
+// The eos_token_id of generation_config.json / config.json joins the end-of-generation set
+// (Llama 3 Instruct lists three ids); ids outside the vocabulary are refused by name.
+TEST(GenerationEosIds, IdOrListJoinTheEndSet) {
+  TokenizerSpec spec = load_hf_tokenizer(std::string(PTN_SOURCE_DIR) + "/models/stories260K/hf/tokenizer.json");
+  ASSERT_TRUE(spec.eos_id);
+  const size_t before = spec.extra_eos_ids.size();
+  add_generation_eos_ids(spec, R"({"eos_token_id": [2, 300, 301, 300]})", "config.json");
+  EXPECT_EQ(spec.extra_eos_ids.size(), before + 2);  // 2 is the eos already; 300 once
+  add_generation_eos_ids(spec, R"({"eos_token_id": 302})", "generation_config.json");
+  add_generation_eos_ids(spec, R"({"eos_token_id": null, "other": 1})", "config.json");
+  auto tok = Tokenizer::create(spec);
+  EXPECT_TRUE(tok->is_eog(300));
+  EXPECT_TRUE(tok->is_eog(301));
+  EXPECT_TRUE(tok->is_eog(302));
+  EXPECT_FALSE(tok->is_eog(303));
+  auto refused = [&](const std::string& text, const std::string& what) {
+    TokenizerSpec s = spec;
+    try {
+      add_generation_eos_ids(s, text, "cfg/config.json");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Corrupt) << text;
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"eos_token_id": 512})", "eos_token_id");  // stories260K has 512 tokens
+  refused(R"({"eos_token_id": [-1]})", "eos_token_id");
+  refused(R"({"eos_token_id": "2"})", "eos_token_id");
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + std::to_string(i + 3);
+  refused(R"({"eos_token_id": )" + many + "]}", "more than 64");
+  refused("{\"eos_token_id\": [2,", "cfg/config.json");  // not JSON
+}
+
+}  // namespace
