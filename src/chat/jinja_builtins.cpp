@@ -315,165 +315,175 @@ bool Interp::apply_test(const std::string& name, const Value& v, const std::vect
 
 // ---- methods on strings and dicts ---------------------------------------------------------
 
-Value Interp::call_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at) {
+// Methods of dicts: get, items, keys, values, dictsort; nullopt for another name.
+std::optional<Value> Interp::dict_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at) {
+  if (name == "get") {
+    const Value* k = args.get(0, "key");
+    if (!k) err(at, ErrorKind::InvalidArgument, "get() needs a key");
+    if (k->is_string())
+      if (const Value* v = self.dict_ref().find(k->str())) return *v;
+    const Value* d = args.get(1, "default");
+    return d ? *d : Value::none();
+  }
+  if (name == "items" || name == "keys" || name == "values") {
+    List out;
+    for (auto& [k, v] : self.dict_ref().items()) {
+      if (name == "items") out.push_back(Value::list({Value(k), v}, true));
+      else if (name == "keys") out.push_back(Value(k));
+      else out.push_back(v);
+    }
+    return Value::list(std::move(out));
+  }
+  if (name == "dictsort") {
+    Scope none(nullptr);
+    return apply_filter("dictsort", self, args, none, at);
+  }
+  return std::nullopt;
+}
+
+// Methods of strings (Python's str methods templates use); nullopt for another name.
+std::optional<Value> Interp::string_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at) {
   auto arg_str = [&](size_t i, const char* kw) -> const std::string* {
     const Value* v = args.get(i, kw);
     if (!v || v->is_none() || v->is_undefined()) return nullptr;
     if (!v->is_string()) err(at, ErrorKind::InvalidArgument, name + "() argument '" + kw + "' must be a string");
     return &v->str();
   };
-  if (self.is_dict()) {
-    if (name == "get") {
-      const Value* k = args.get(0, "key");
-      if (!k) err(at, ErrorKind::InvalidArgument, "get() needs a key");
-      if (k->is_string())
-        if (const Value* v = self.dict_ref().find(k->str())) return *v;
-      const Value* d = args.get(1, "default");
-      return d ? *d : Value::none();
-    }
-    if (name == "items" || name == "keys" || name == "values") {
-      List out;
-      for (auto& [k, v] : self.dict_ref().items()) {
-        if (name == "items") out.push_back(Value::list({Value(k), v}, true));
-        else if (name == "keys") out.push_back(Value(k));
-        else out.push_back(v);
-      }
-      return Value::list(std::move(out));
-    }
-    if (name == "dictsort") {
-      Scope none(nullptr);
-      return apply_filter("dictsort", self, args, none, at);
-    }
+  const std::string& s = self.str();
+  if (name == "upper") return Value(upper(s));
+  if (name == "lower") return Value(lower(s));
+  if (name == "title") return Value(title(s));
+  if (name == "capitalize") return Value(capitalize(s));
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    bool l = name != "rstrip", r = name != "lstrip";
+    const std::string* chars = arg_str(0, "chars");
+    return Value(chars ? strip_chars(s, *chars, l, r) : strip_ws(s, l, r));
   }
-  if (self.is_string()) {
-    const std::string& s = self.str();
-    if (name == "upper") return Value(upper(s));
-    if (name == "lower") return Value(lower(s));
-    if (name == "title") return Value(title(s));
-    if (name == "capitalize") return Value(capitalize(s));
-    if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      bool l = name != "rstrip", r = name != "lstrip";
-      const std::string* chars = arg_str(0, "chars");
-      return Value(chars ? strip_chars(s, *chars, l, r) : strip_ws(s, l, r));
-    }
-    if (name == "startswith" || name == "endswith") {
-      const Value* p = args.get(0, "prefix");
-      if (!p) err(at, ErrorKind::InvalidArgument, name + "() needs an argument");
-      auto test = [&](const std::string& x) {
-        if (x.size() > s.size()) return false;
-        return name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
-      };
-      if (p->is_string()) return Value(test(p->str()));
-      if (p->is_list()) {
-        for (auto& x : p->items()) {
-          if (!x.is_string()) err(at, ErrorKind::InvalidArgument, name + "() tuple items must be strings");
-          if (test(x.str())) return Value(true);
-        }
-        return Value(false);
+  if (name == "startswith" || name == "endswith") {
+    const Value* p = args.get(0, "prefix");
+    if (!p) err(at, ErrorKind::InvalidArgument, name + "() needs an argument");
+    auto test = [&](const std::string& x) {
+      if (x.size() > s.size()) return false;
+      return name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+    };
+    if (p->is_string()) return Value(test(p->str()));
+    if (p->is_list()) {
+      for (auto& x : p->items()) {
+        if (!x.is_string()) err(at, ErrorKind::InvalidArgument, name + "() tuple items must be strings");
+        if (test(x.str())) return Value(true);
       }
-      err(at, ErrorKind::InvalidArgument, name + "() argument must be a string or a tuple of strings");
+      return Value(false);
     }
-    if (name == "split") {
-      const Value* sep = args.get(0, "sep");
-      if (sep && !sep->is_none() && !sep->is_undefined() && !sep->is_string())
-        err(at, ErrorKind::InvalidArgument, "split() separator must be a string");
-      if (sep && sep->is_string() && sep->str().empty()) err(at, ErrorKind::InvalidArgument, "split() with an empty separator");
-      const Value* ms = args.get(1, "maxsplit");
-      int64_t maxsplit = ms && ms->is_int() ? ms->as_int() : -1;
-      List out;
-      for (auto& part : split_str(s, sep, maxsplit)) out.push_back(Value(std::move(part)));
-      check_list(out.size(), at);
-      return Value::list(std::move(out));
-    }
-    if (name == "splitlines") {
-      List out;
-      size_t pos = 0;
-      while (pos < s.size()) {
-        size_t e = s.find_first_of("\r\n", pos);
-        if (e == std::string::npos) {
-          out.push_back(Value(s.substr(pos)));
-          break;
-        }
-        out.push_back(Value(s.substr(pos, e - pos)));
-        pos = e + ((s[e] == '\r' && e + 1 < s.size() && s[e + 1] == '\n') ? 2 : 1);
+    err(at, ErrorKind::InvalidArgument, name + "() argument must be a string or a tuple of strings");
+  }
+  if (name == "split") {
+    const Value* sep = args.get(0, "sep");
+    if (sep && !sep->is_none() && !sep->is_undefined() && !sep->is_string())
+      err(at, ErrorKind::InvalidArgument, "split() separator must be a string");
+    if (sep && sep->is_string() && sep->str().empty()) err(at, ErrorKind::InvalidArgument, "split() with an empty separator");
+    const Value* ms = args.get(1, "maxsplit");
+    int64_t maxsplit = ms && ms->is_int() ? ms->as_int() : -1;
+    List out;
+    for (auto& part : split_str(s, sep, maxsplit)) out.push_back(Value(std::move(part)));
+    check_list(out.size(), at);
+    return Value::list(std::move(out));
+  }
+  if (name == "splitlines") {
+    List out;
+    size_t pos = 0;
+    while (pos < s.size()) {
+      size_t e = s.find_first_of("\r\n", pos);
+      if (e == std::string::npos) {
+        out.push_back(Value(s.substr(pos)));
+        break;
       }
-      return Value::list(std::move(out));
+      out.push_back(Value(s.substr(pos, e - pos)));
+      pos = e + ((s[e] == '\r' && e + 1 < s.size() && s[e + 1] == '\n') ? 2 : 1);
     }
-    if (name == "replace") {
-      const std::string* from = arg_str(0, "old");
-      const std::string* to = arg_str(1, "new");
-      if (!from || !to) err(at, ErrorKind::InvalidArgument, "replace() needs two strings");
-      const Value* c = args.get(2, "count");
-      int64_t count = c && c->is_int() ? c->as_int() : -1;
-      return Value(replace_all(s, *from, *to, count, lim_.max_output_bytes, at));
+    return Value::list(std::move(out));
+  }
+  if (name == "replace") {
+    const std::string* from = arg_str(0, "old");
+    const std::string* to = arg_str(1, "new");
+    if (!from || !to) err(at, ErrorKind::InvalidArgument, "replace() needs two strings");
+    const Value* c = args.get(2, "count");
+    int64_t count = c && c->is_int() ? c->as_int() : -1;
+    return Value(replace_all(s, *from, *to, count, lim_.max_output_bytes, at));
+  }
+  if (name == "find" || name == "count") {
+    const std::string* sub = arg_str(0, "sub");
+    if (!sub) err(at, ErrorKind::InvalidArgument, name + "() needs a string");
+    if (name == "find") {
+      size_t hit = s.find(*sub);
+      return Value(hit == std::string::npos ? int64_t{-1} : static_cast<int64_t>(utf8_length(s.substr(0, hit))));
     }
-    if (name == "find" || name == "count") {
-      const std::string* sub = arg_str(0, "sub");
-      if (!sub) err(at, ErrorKind::InvalidArgument, name + "() needs a string");
-      if (name == "find") {
-        size_t hit = s.find(*sub);
-        return Value(hit == std::string::npos ? int64_t{-1} : static_cast<int64_t>(utf8_length(s.substr(0, hit))));
-      }
-      if (sub->empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
-      int64_t n = 0;
-      for (size_t p = s.find(*sub); p != std::string::npos; p = s.find(*sub, p + sub->size())) ++n;
-      return Value(n);
+    if (sub->empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
+    int64_t n = 0;
+    for (size_t p = s.find(*sub); p != std::string::npos; p = s.find(*sub, p + sub->size())) ++n;
+    return Value(n);
+  }
+  if (name == "join") {
+    const Value* l = args.get(0, "iterable");
+    if (!l || !l->is_list()) err(at, ErrorKind::InvalidArgument, "join() needs a list");
+    std::string out;
+    for (size_t i = 0; i < l->items().size(); ++i) {
+      if (i) out += s;
+      out += join_text(l->items()[i]);
+      check_string(out.size(), at);
     }
-    if (name == "join") {
-      const Value* l = args.get(0, "iterable");
-      if (!l || !l->is_list()) err(at, ErrorKind::InvalidArgument, "join() needs a list");
-      std::string out;
-      for (size_t i = 0; i < l->items().size(); ++i) {
-        if (i) out += s;
-        out += join_text(l->items()[i]);
-        check_string(out.size(), at);
-      }
-      return Value(std::move(out));
+    return Value(std::move(out));
+  }
+  if (name == "isdigit" || name == "isalpha" || name == "isspace") {
+    if (s.empty()) return Value(false);
+    for (char c : s) {
+      bool ok = name == "isdigit" ? (c >= '0' && c <= '9') : name == "isalpha" ? is_alpha_ascii(c) : (ws_len_at(std::string(1, c), 0) > 0);
+      if (!ok) return Value(false);
     }
-    if (name == "isdigit" || name == "isalpha" || name == "isspace") {
-      if (s.empty()) return Value(false);
-      for (char c : s) {
-        bool ok = name == "isdigit" ? (c >= '0' && c <= '9') : name == "isalpha" ? is_alpha_ascii(c) : (ws_len_at(std::string(1, c), 0) > 0);
-        if (!ok) return Value(false);
-      }
-      return Value(true);
-    }
-    if (name == "format") {  // str.format with {} / {0} / {name} fields
-      std::string out;
-      size_t auto_idx = 0;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '{') {
-          out += '{';
-          ++i;
-        } else if (s[i] == '}' && i + 1 < s.size() && s[i + 1] == '}') {
-          out += '}';
-          ++i;
-        } else if (s[i] == '{') {
-          size_t e = s.find('}', i);
-          if (e == std::string::npos) err(at, ErrorKind::InvalidArgument, "format(): unclosed '{'");
-          std::string field = s.substr(i + 1, e - i - 1);
-          const Value* v = nullptr;
-          if (field.empty()) {
-            v = auto_idx < args.pos.size() ? &args.pos[auto_idx] : nullptr;
-            ++auto_idx;
-          } else if (field.size() < 9 && field.find_first_not_of("0123456789") == std::string::npos) {
-            size_t k = std::stoul(field);
-            v = k < args.pos.size() ? &args.pos[k] : nullptr;
-          } else {
-            for (auto& kv : args.kw)
-              if (kv.first == field) v = &kv.second;
-          }
-          if (!v) err(at, ErrorKind::InvalidArgument, "format(): no argument for '{" + field + "}'");
-          out += concat_text(*v);
-          check_string(out.size(), at);
-          i = e;
+    return Value(true);
+  }
+  if (name == "format") {  // str.format with {} / {0} / {name} fields
+    std::string out;
+    size_t auto_idx = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '{') {
+        out += '{';
+        ++i;
+      } else if (s[i] == '}' && i + 1 < s.size() && s[i + 1] == '}') {
+        out += '}';
+        ++i;
+      } else if (s[i] == '{') {
+        size_t e = s.find('}', i);
+        if (e == std::string::npos) err(at, ErrorKind::InvalidArgument, "format(): unclosed '{'");
+        std::string field = s.substr(i + 1, e - i - 1);
+        const Value* v = nullptr;
+        if (field.empty()) {
+          v = auto_idx < args.pos.size() ? &args.pos[auto_idx] : nullptr;
+          ++auto_idx;
+        } else if (field.size() < 9 && field.find_first_not_of("0123456789") == std::string::npos) {
+          size_t k = std::stoul(field);
+          v = k < args.pos.size() ? &args.pos[k] : nullptr;
         } else {
-          out += s[i];
+          for (auto& kv : args.kw)
+            if (kv.first == field) v = &kv.second;
         }
+        if (!v) err(at, ErrorKind::InvalidArgument, "format(): no argument for '{" + field + "}'");
+        out += concat_text(*v);
+        check_string(out.size(), at);
+        i = e;
+      } else {
+        out += s[i];
       }
-      return Value(std::move(out));
     }
+    return Value(std::move(out));
   }
+  return std::nullopt;
+}
+
+Value Interp::call_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at) {
+  if (self.is_dict())
+    if (auto r = dict_method(self, name, args, at)) return *r;
+  if (self.is_string())
+    if (auto r = string_method(self, name, args, at)) return *r;
   err(at, ErrorKind::Unsupported, "a " + describe_type(self) + " has no method '" + name + "'");
 }
 
@@ -503,6 +513,11 @@ Value attr_path(const Value& item, const Value& attribute) {
   }
 }
 
+const Value& false_value() {
+  static const Value f(false);
+  return f;
+}
+
 const Value& bool_arg(const CallArgs& args, size_t i, const char* name, const Value& def) {
   const Value* v = args.get(i, name);
   return v ? *v : def;
@@ -510,11 +525,15 @@ const Value& bool_arg(const CallArgs& args, size_t i, const char* name, const Va
 
 }  // namespace
 
-Value Interp::apply_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
-  static const Value kFalse(false), kTrue(true), kNone = Value::none();
-  auto bad = [&](const char* expect) -> Value {
-    err(at, ErrorKind::InvalidArgument, "filter '" + name + "' needs " + expect + ", got " + describe_type(v));
-  };
+// A filter applied to a value of the wrong type.
+[[noreturn]] void Interp::filter_type_error(const std::string& name, const Value& v, const char* expect, const Node& at) {
+  err(at, ErrorKind::InvalidArgument, "filter '" + name + "' needs " + expect + ", got " + describe_type(v));
+}
+
+// Filters that give strings or sizes: safe, tojson, string, length/count, the case and trim
+// filters, replace, join, indent, wordcount; nullopt for a name not in this group.
+std::optional<Value> Interp::text_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
+  auto bad = [&](const char* expect) -> Value { filter_type_error(name, v, expect, at); };
   if (name == "safe") return v;
   if (name == "tojson") {
     JsonOptions o;
@@ -523,8 +542,8 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
       if (ind->as_int() > 64) err(at, ErrorKind::InvalidArgument, "tojson indent above 64");
       o.indent = static_cast<int>(ind->as_int());
     }
-    o.ensure_ascii = bool_arg(args, 99, "ensure_ascii", kFalse).truthy();
-    o.sort_keys = bool_arg(args, 99, "sort_keys", kFalse).truthy();
+    o.ensure_ascii = bool_arg(args, 99, "ensure_ascii", false_value()).truthy();
+    o.sort_keys = bool_arg(args, 99, "sort_keys", false_value()).truthy();
     std::string item_sep, key_sep;
     if (const Value* seps = args.get(99, "separators"); seps && !seps->is_none()) {
       if (!seps->is_list() || seps->items().size() != 2 || !seps->items()[0].is_string() || !seps->items()[1].is_string())
@@ -594,6 +613,39 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
     }
     return Value(std::move(out));
   }
+  if (name == "indent") {
+    if (!v.is_string()) return bad("a string");
+    const Value* w = args.get(0, "width");
+    std::string pad = !w ? "    " : w->is_string() ? w->str() : w->is_int() ? std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 256)), ' ') : "    ";
+    bool first = bool_arg(args, 1, "first", false_value()).truthy();
+    bool blank = bool_arg(args, 2, "blank", false_value()).truthy();
+    std::string out;
+    const std::string& s = v.str();
+    size_t pos = 0;
+    bool first_line = true;
+    while (true) {
+      size_t nl = s.find('\n', pos);
+      std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+      if (!first_line) out += '\n';
+      if ((first || !first_line) && (blank || !line.empty())) out += pad;
+      out += line;
+      check_string(out.size(), at);
+      first_line = false;
+      if (nl == std::string::npos) break;
+      pos = nl + 1;
+    }
+    return Value(std::move(out));
+  }
+  if (name == "wordcount") {
+    if (!v.is_string()) return bad("a string");
+    return Value(static_cast<int64_t>(split_str(v.str(), nullptr, -1).size()));
+  }
+  return std::nullopt;
+}
+
+// Filters on sequences: first/last, list, reverse, sort, unique; nullopt for another name.
+std::optional<Value> Interp::sequence_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
+  auto bad = [&](const char* expect) -> Value { filter_type_error(name, v, expect, at); };
   if (name == "first" || name == "last") {
     if (v.is_list()) {
       if (v.items().empty()) return Value();
@@ -606,12 +658,6 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
     }
     if (v.is_undefined()) return Value();
     return bad("a list or string");
-  }
-  if (name == "default" || name == "d") {
-    const Value* def = args.get(0, "default_value");
-    bool boolean = bool_arg(args, 1, "boolean", kFalse).truthy();
-    if (v.is_undefined() || (boolean && !v.truthy())) return def ? *def : Value("");
-    return v;
   }
   if (name == "list") {
     if (v.is_list()) return Value::list(v.items());
@@ -643,8 +689,8 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
   }
   if (name == "sort") {
     if (!v.is_list()) return bad("a list");
-    bool reverse = bool_arg(args, 0, "reverse", kFalse).truthy();
-    bool cs = bool_arg(args, 1, "case_sensitive", kFalse).truthy();
+    bool reverse = bool_arg(args, 0, "reverse", false_value()).truthy();
+    bool cs = bool_arg(args, 1, "case_sensitive", false_value()).truthy();
     const Value* attribute = args.get(2, "attribute");
     List out = v.items();
     std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
@@ -665,6 +711,12 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
     }
     return Value::list(std::move(out));
   }
+  return std::nullopt;
+}
+
+// Filters over items: items, dictsort, select/reject(attr), map, sum, min/max; nullopt for another name.
+std::optional<Value> Interp::item_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
+  auto bad = [&](const char* expect) -> Value { filter_type_error(name, v, expect, at); };
   if (name == "items") {
     if (v.is_undefined()) return Value::list();
     if (!v.is_mapping_like()) return bad("a dict");
@@ -674,12 +726,12 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
   }
   if (name == "dictsort") {
     if (!v.is_mapping_like()) return bad("a dict");
-    bool cs = bool_arg(args, 0, "case_sensitive", kFalse).truthy();
+    bool cs = bool_arg(args, 0, "case_sensitive", false_value()).truthy();
     const Value* by = args.get(1, "by");
     bool by_value = by && by->is_string() && by->str() == "value";
     if (by && !(by->is_string() && (by->str() == "key" || by->str() == "value")))
       err(at, ErrorKind::InvalidArgument, "dictsort 'by' must be 'key' or 'value'");
-    bool reverse = bool_arg(args, 2, "reverse", kFalse).truthy();
+    bool reverse = bool_arg(args, 2, "reverse", false_value()).truthy();
     List out;
     for (auto& [k, x] : v.dict_ref().items()) out.push_back(Value::list({Value(k), x}, true));
     std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
@@ -732,6 +784,40 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
     rest.kw = args.kw;
     for (auto& item : v.items()) out.push_back(apply_filter(args.pos[0].str(), item, rest, sc, at));
     return Value::list(std::move(out));
+  }
+  if (name == "sum") {
+    if (!v.is_list()) return bad("a list");
+    const Value* attribute = args.get(0, "attribute");
+    Node plus(NodeKind::Binary, at.line, at.col);
+    plus.name = "+";
+    Value total = args.get(1, "start") ? *args.get(1, "start") : Value(int64_t{0});
+    for (auto& x : v.items()) total = eval_binary(plus, total, attribute ? attr_path(x, *attribute) : x);
+    return total;
+  }
+  if (name == "min" || name == "max") {
+    if (!v.is_list()) return bad("a list");
+    if (v.items().empty()) return Value();
+    bool cs = bool_arg(args, 0, "case_sensitive", false_value()).truthy();
+    const Value* attribute = args.get(1, "attribute");
+    const Value* best = &v.items()[0];
+    for (auto& x : v.items()) {
+      Value a = attribute ? attr_path(x, *attribute) : x, b = attribute ? attr_path(*best, *attribute) : *best;
+      int c = compare_values(a, b, cs, at);
+      if (name == "min" ? c < 0 : c > 0) best = &x;
+    }
+    return *best;
+  }
+  return std::nullopt;
+}
+
+// The other filters: default, int, float, abs, round, attr, bool; nullopt for another name.
+std::optional<Value> Interp::scalar_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
+  auto bad = [&](const char* expect) -> Value { filter_type_error(name, v, expect, at); };
+  if (name == "default" || name == "d") {
+    const Value* def = args.get(0, "default_value");
+    bool boolean = bool_arg(args, 1, "boolean", false_value()).truthy();
+    if (v.is_undefined() || (boolean && !v.truthy())) return def ? *def : Value("");
+    return v;
   }
   if (name == "int") {
     const Value* def = args.get(0, "default");
@@ -787,63 +873,20 @@ Value Interp::apply_filter(const std::string& name, const Value& v, const CallAr
     }
     return Value(r / scale);
   }
-  if (name == "indent") {
-    if (!v.is_string()) return bad("a string");
-    const Value* w = args.get(0, "width");
-    std::string pad = !w ? "    " : w->is_string() ? w->str() : w->is_int() ? std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 256)), ' ') : "    ";
-    bool first = bool_arg(args, 1, "first", kFalse).truthy();
-    bool blank = bool_arg(args, 2, "blank", kFalse).truthy();
-    std::string out;
-    const std::string& s = v.str();
-    size_t pos = 0;
-    bool first_line = true;
-    while (true) {
-      size_t nl = s.find('\n', pos);
-      std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-      if (!first_line) out += '\n';
-      if ((first || !first_line) && (blank || !line.empty())) out += pad;
-      out += line;
-      check_string(out.size(), at);
-      first_line = false;
-      if (nl == std::string::npos) break;
-      pos = nl + 1;
-    }
-    return Value(std::move(out));
-  }
   if (name == "attr") {
     const Value* a = args.get(0, "name");
     if (!a || !a->is_string()) err(at, ErrorKind::InvalidArgument, "attr needs a name");
     return get_attr(v, a->str());
   }
-  if (name == "sum") {
-    if (!v.is_list()) return bad("a list");
-    const Value* attribute = args.get(0, "attribute");
-    Node plus(NodeKind::Binary, at.line, at.col);
-    plus.name = "+";
-    Value total = args.get(1, "start") ? *args.get(1, "start") : Value(int64_t{0});
-    for (auto& x : v.items()) total = eval_binary(plus, total, attribute ? attr_path(x, *attribute) : x);
-    return total;
-  }
-  if (name == "min" || name == "max") {
-    if (!v.is_list()) return bad("a list");
-    if (v.items().empty()) return Value();
-    bool cs = bool_arg(args, 0, "case_sensitive", kFalse).truthy();
-    const Value* attribute = args.get(1, "attribute");
-    const Value* best = &v.items()[0];
-    for (auto& x : v.items()) {
-      Value a = attribute ? attr_path(x, *attribute) : x, b = attribute ? attr_path(*best, *attribute) : *best;
-      int c = compare_values(a, b, cs, at);
-      if (name == "min" ? c < 0 : c > 0) best = &x;
-    }
-    return *best;
-  }
-  if (name == "wordcount") {
-    if (!v.is_string()) return bad("a string");
-    return Value(static_cast<int64_t>(split_str(v.str(), nullptr, -1).size()));
-  }
   if (name == "bool") return Value(v.truthy());
-  (void)kTrue;
-  (void)kNone;
+  return std::nullopt;
+}
+
+Value Interp::apply_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at) {
+  if (auto r = text_filter(name, v, args, sc, at)) return *r;
+  if (auto r = sequence_filter(name, v, args, sc, at)) return *r;
+  if (auto r = item_filter(name, v, args, sc, at)) return *r;
+  if (auto r = scalar_filter(name, v, args, sc, at)) return *r;
   err(at, ErrorKind::Unsupported, "unknown filter '" + name + "'");
 }
 

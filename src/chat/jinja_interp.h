@@ -1,6 +1,7 @@
 // The interpreter's internals, shared by jinja_eval.cpp (statements and expressions) and
 // jinja_builtins.cpp (filters, tests, methods, global functions). Not a public header.
 #pragma once
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -160,8 +161,15 @@ class Interp {
     for (auto& ns : namespaces_) ns.dict_ref().clear();
   }
   Value apply_filter(const std::string& name, const Value& operand, const CallArgs& args, Scope& sc, const Node& at);
+  [[noreturn]] void filter_type_error(const std::string& name, const Value& v, const char* expect, const Node& at);
+  std::optional<Value> text_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at);
+  std::optional<Value> sequence_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at);
+  std::optional<Value> item_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at);
+  std::optional<Value> scalar_filter(const std::string& name, const Value& v, const CallArgs& args, Scope& sc, const Node& at);
   bool apply_test(const std::string& name, const Value& v, const std::vector<Value>& args, const Node& at);
   Value call_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at);
+  std::optional<Value> dict_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at);
+  std::optional<Value> string_method(const Value& self, const std::string& name, const CallArgs& args, const Node& at);
 
  private:
   Flow exec(const Node& n, Scope& sc, std::string& out) {

@@ -238,17 +238,9 @@ TokenizerSpec parse_hf_tokenizer(const std::string& text, const std::string& con
 
 namespace {
 
-TokenizerSpec parse_checked(const std::string& text, const std::string& config_text, const std::string& source) {
-  Parser p(source);
-  const json root = p.parse(text, source);
-  if (!root.is_object()) p.corrupt("(root)", "expected a JSON object");
-  const json& model = root.value("model", json());
-  if (!model.is_object()) p.corrupt("model", "missing or not an object");
-  const std::string mtype = model.contains("type") ? p.str(model["type"], "model.type") : "BPE";
-  if (mtype != "BPE") p.unsupported("model.type", "tokenizer model '" + mtype + "' (only BPE)");
-
-  TokenizerSpec spec;
-  // Vocabulary: model.vocab plus added_tokens, by id.
+// model.vocab plus added_tokens -> spec.tokens / token_types (by id); returns token -> id.
+std::unordered_map<std::string, int32_t> read_vocabulary(const Parser& p, const json& root, const json& model,
+                                                         TokenizerSpec& spec) {
   const json& vocab = model.value("vocab", json());
   if (!vocab.is_object()) p.corrupt("model.vocab", "missing or not an object");
   std::vector<std::pair<std::string, int32_t>> entries;
@@ -307,7 +299,11 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
     if (a.rstrip) spec.rstrip_ids.push_back(a.id);
   }
 
-  // Merges: "a b" strings or ["a", "b"] pairs.
+  return ids;
+}
+
+// model.merges: "a b" strings or ["a", "b"] pairs.
+void read_merges(const Parser& p, const json& model, TokenizerSpec& spec) {
   const json& merges = model.value("merges", json::array());
   if (!merges.is_array()) p.corrupt("model.merges", "expected an array");
   if (merges.size() > kMaxMerges) p.corrupt("model.merges", std::to_string(merges.size()) + " merges exceed the limit");
@@ -325,6 +321,11 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
     }
   }
 
+}
+
+// Byte-level or SentencePiece-style, from the pre-tokenizer, normalizer and decoder.
+void read_kind(const Parser& p, const json& root, const json& model, TokenizerSpec& spec) {
+  const size_t n = spec.tokens.size();
   PreTokenizerInfo pre;
   walk_pre_tokenizer(p, root.value("pre_tokenizer", json()), "pre_tokenizer", pre, 0);
   NormalizerInfo norm;
@@ -370,6 +371,64 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
   }
   if (norm.nfc) spec.normalizer = "nfc";
 
+}
+
+// tokenizer_config.json: bos/eos/pad/unk token strings, add_bos/add_eos, chat_template.
+void apply_tokenizer_config(const std::string& config_text, const std::unordered_map<std::string, int32_t>& ids,
+                            TokenizerSpec& spec) {
+  const std::string cfg_name = "tokenizer_config.json";
+  Parser c(cfg_name);
+  const json cfg = c.parse(config_text, cfg_name);
+  if (!cfg.is_object()) c.corrupt("(root)", "expected a JSON object");
+  // A token the config names but the vocabulary lacks is ignored (some configs name a pad
+  // token that does not exist); add_bos/add_eos below still insist on having theirs.
+  auto resolve = [&](const char* key) -> std::optional<int32_t> {
+    auto s = config_token(c, cfg, key);
+    if (!s) return std::nullopt;
+    auto it = ids.find(*s);
+    if (it == ids.end()) return std::nullopt;
+    return it->second;
+  };
+  if (auto s = config_token(c, cfg, "bos_token")) spec.bos_token = *s;
+  if (auto s = config_token(c, cfg, "eos_token")) spec.eos_token = *s;
+  if (auto id = resolve("bos_token")) spec.bos_id = id;
+  if (auto id = resolve("eos_token")) spec.eos_id = id;
+  if (auto id = resolve("pad_token")) spec.pad_id = id;
+  if (auto id = resolve("unk_token"); id && !spec.unk_id) spec.unk_id = id;
+  if (cfg.contains("add_bos_token") && !cfg["add_bos_token"].is_null()) spec.add_bos = c.boolean(cfg, "add_bos_token", false, "");
+  if (cfg.contains("add_eos_token") && !cfg["add_eos_token"].is_null()) spec.add_eos = c.boolean(cfg, "add_eos_token", false, "");
+  if (spec.add_bos && !spec.bos_id) c.corrupt("add_bos_token", "true, but there is no bos_token");
+  if (spec.add_eos && !spec.eos_id) c.corrupt("add_eos_token", "true, but there is no eos_token");
+  if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
+    const json& ct = cfg["chat_template"];
+    if (ct.is_string()) {
+      spec.chat_template = ct.get<std::string>();
+    } else if (ct.is_array()) {  // [{"name": ..., "template": ...}]: the "default" one, else the first
+      for (const auto& e : ct) {
+        if (!e.is_object() || !e.contains("template")) c.corrupt("chat_template", "expected {name, template} objects");
+        const bool is_default = e.value("name", json()) == "default";
+        if (spec.chat_template.empty() || is_default) spec.chat_template = c.str(e["template"], "chat_template.template");
+        if (is_default) break;
+      }
+    } else {
+      c.corrupt("chat_template", "expected a string or a list of {name, template}");
+    }
+  }
+}
+
+TokenizerSpec parse_checked(const std::string& text, const std::string& config_text, const std::string& source) {
+  Parser p(source);
+  const json root = p.parse(text, source);
+  if (!root.is_object()) p.corrupt("(root)", "expected a JSON object");
+  const json& model = root.value("model", json());
+  if (!model.is_object()) p.corrupt("model", "missing or not an object");
+  const std::string mtype = model.contains("type") ? p.str(model["type"], "model.type") : "BPE";
+  if (mtype != "BPE") p.unsupported("model.type", "tokenizer model '" + mtype + "' (only BPE)");
+
+  TokenizerSpec spec;
+  const std::unordered_map<std::string, int32_t> ids = read_vocabulary(p, root, model, spec);
+  read_merges(p, model, spec);
+  read_kind(p, root, model, spec);
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const std::string unk = p.str(model["unk_token"], "model.unk_token");
     auto it = ids.find(unk);
@@ -385,46 +444,7 @@ TokenizerSpec parse_checked(const std::string& text, const std::string& config_t
   spec.eos_id = after;
   spec.add_eos = after.has_value();
 
-  if (!config_text.empty()) {
-    const std::string cfg_name = "tokenizer_config.json";
-    Parser c(cfg_name);
-    const json cfg = c.parse(config_text, cfg_name);
-    if (!cfg.is_object()) c.corrupt("(root)", "expected a JSON object");
-    // A token the config names but the vocabulary lacks is ignored (some configs name a pad
-    // token that does not exist); add_bos/add_eos below still insist on having theirs.
-    auto resolve = [&](const char* key) -> std::optional<int32_t> {
-      auto s = config_token(c, cfg, key);
-      if (!s) return std::nullopt;
-      auto it = ids.find(*s);
-      if (it == ids.end()) return std::nullopt;
-      return it->second;
-    };
-    if (auto s = config_token(c, cfg, "bos_token")) spec.bos_token = *s;
-    if (auto s = config_token(c, cfg, "eos_token")) spec.eos_token = *s;
-    if (auto id = resolve("bos_token")) spec.bos_id = id;
-    if (auto id = resolve("eos_token")) spec.eos_id = id;
-    if (auto id = resolve("pad_token")) spec.pad_id = id;
-    if (auto id = resolve("unk_token"); id && !spec.unk_id) spec.unk_id = id;
-    if (cfg.contains("add_bos_token") && !cfg["add_bos_token"].is_null()) spec.add_bos = c.boolean(cfg, "add_bos_token", false, "");
-    if (cfg.contains("add_eos_token") && !cfg["add_eos_token"].is_null()) spec.add_eos = c.boolean(cfg, "add_eos_token", false, "");
-    if (spec.add_bos && !spec.bos_id) c.corrupt("add_bos_token", "true, but there is no bos_token");
-    if (spec.add_eos && !spec.eos_id) c.corrupt("add_eos_token", "true, but there is no eos_token");
-    if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
-      const json& ct = cfg["chat_template"];
-      if (ct.is_string()) {
-        spec.chat_template = ct.get<std::string>();
-      } else if (ct.is_array()) {  // [{"name": ..., "template": ...}]: the "default" one, else the first
-        for (const auto& e : ct) {
-          if (!e.is_object() || !e.contains("template")) c.corrupt("chat_template", "expected {name, template} objects");
-          const bool is_default = e.value("name", json()) == "default";
-          if (spec.chat_template.empty() || is_default) spec.chat_template = c.str(e["template"], "chat_template.template");
-          if (is_default) break;
-        }
-      } else {
-        c.corrupt("chat_template", "expected a string or a list of {name, template}");
-      }
-    }
-  }
+  if (!config_text.empty()) apply_tokenizer_config(config_text, ids, spec);
   if (spec.bos_id && spec.bos_token.empty()) spec.bos_token = spec.tokens[*spec.bos_id];
   if (spec.eos_id && spec.eos_token.empty()) spec.eos_token = spec.tokens[*spec.eos_id];
 
