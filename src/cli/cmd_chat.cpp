@@ -38,6 +38,7 @@ struct ChatArgs {
   ptn::cli::SamplingFlags sampling;
   bool print_ids = false;
   bool no_bos_stop = false;
+  bool parse_special = false;
 };
 
 // Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
@@ -118,6 +119,8 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_cache_flags(c, &a->cache);
   c->add_flag(opt("print-ids"), a->print_ids, "print each reply's token ids to stderr as a JSON array");
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop, "keep generating when the model emits BOS");
+  c->add_flag(opt("parse-special"), a->parse_special,
+              "let typed text contain control tokens (e.g. <|im_end|>); off: what you type is always text");
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
@@ -141,6 +144,7 @@ std::function<int()> setup(CLI::App& app) {
     cc.max_reply_tokens = a->n_predict;
     cc.stop = cli::stop_from_flags(a->sampling);
     cc.stop_at_bos = !a->no_bos_stop;
+    cc.parse_special = a->parse_special;
     ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
     const bool interactive = ::isatty(STDIN_FILENO) != 0;

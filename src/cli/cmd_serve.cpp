@@ -31,6 +31,7 @@ struct ServeArgs {
   std::string api_key;
   std::string model_name;
   std::string template_file;
+  bool parse_special = false;
   int timeout = 600;
   int shutdown_deadline = 10;
 };
@@ -95,6 +96,8 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("model-name"), a->model_name, "model id reported and accepted (default: the file's name)");
   c->add_option(opt("chat-template"), a->template_file,
                 "a Jinja chat template file for /v1/chat/completions instead of the program's");
+  c->add_flag(opt("parse-special"), a->parse_special,
+              "let request text contain control tokens (e.g. <|im_end|>); off: request text is always text");
   c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
   c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
   return [a] {
@@ -121,6 +124,7 @@ std::function<int()> setup(CLI::App& app) {
     so.port = a->port;
     so.api_key = a->api_key;
     so.model_name = a->model_name;
+    so.parse_special = a->parse_special;
     if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);
     so.request_timeout_s = a->timeout;
     so.engine.cache_dtype = *dtype;

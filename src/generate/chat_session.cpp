@@ -5,6 +5,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "generate/chat_prompt.h"
 #include "generate/session_generate.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -30,12 +31,6 @@ std::string trim(const std::string& s) {
 }
 
 }  // namespace
-
-std::vector<int32_t> tokenize_chat_prompt(const Tokenizer& tok, const std::string& rendered) {
-  std::vector<int32_t> ids = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
-  if (tok.spec().add_bos && tok.bos() && (ids.empty() || ids.front() != *tok.bos())) ids.insert(ids.begin(), *tok.bos());
-  return ids;
-}
 
 const std::string& ChatSession::fallback_template() {
   static const std::string t =
@@ -72,7 +67,17 @@ std::string ChatSession::render(const nlohmann::ordered_json& messages, bool add
 }
 
 std::vector<int32_t> ChatSession::tokenize(const std::string& rendered) const {
-  return tokenize_chat_prompt(tok_, rendered);
+  std::vector<int32_t> ids = tok_.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+  gen::add_chat_bos(tok_, ids);
+  return ids;
+}
+
+std::vector<int32_t> ChatSession::prompt_ids(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
+  chat::ChatOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.bos_token = config_.bos_token;
+  o.eos_token = config_.eos_token;
+  return gen::render_chat_prompt(tok_, config_.chat_template, messages, o, config_.parse_special).ids;
 }
 
 gen::GenerationParams ChatSession::reply_params() const {
@@ -120,7 +125,7 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   ChatReply r;
   const float* logits = nullptr;
   try {
-    std::vector<int32_t> prompt = tokenize(render(messages_, true));
+    std::vector<int32_t> prompt = prompt_ids(messages_, true);
     r.prompt_tokens = static_cast<int64_t>(prompt.size());
     if (r.prompt_tokens >= session_.context())
       fail(ErrorKind::Capacity, "chat",
@@ -184,7 +189,7 @@ int64_t ChatSession::undo(int64_t n) {
     return dropped;
   }
   try {
-    rewind_to_common_prefix(tokenize(render(messages_, false)));
+    rewind_to_common_prefix(prompt_ids(messages_, false));
   } catch (const Error&) {  // a template that cannot render this prefix alone: start the cache over
     session_.reset();
     cached_.clear();
@@ -219,7 +224,7 @@ void ChatSession::load(const nlohmann::ordered_json& conversation, const std::st
     cached_.clear();
     return;
   }
-  std::vector<int32_t> target = tokenize(render(msgs, false));
+  std::vector<int32_t> target = prompt_ids(msgs, false);
   sync(target, nullptr);
   messages_ = std::move(msgs);
 }

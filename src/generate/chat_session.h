@@ -34,6 +34,7 @@ struct ChatConfig {
   int64_t max_reply_tokens = 0;  // 0: until EOG or the end of the context
   std::vector<std::string> stop;  // stop strings of the caller (the fallback format adds "\nUser:")
   bool stop_at_bos = true;
+  bool parse_special = false;  // control-token text in messages becomes control tokens (trusted input)
 };
 
 struct ChatReply {
@@ -45,10 +46,6 @@ struct ChatReply {
   std::string stop;            // gen::finish_name: "eog", "bos", "stop_string", "max_tokens", "context"
 };
 
-// The token ids of a rendered chat prompt: the template writes the special tokens it wants
-// (HF: add_special_tokens=False); only a BOS the model expects and the template left out is
-// added. The server and ChatSession tokenize chat prompts with it.
-std::vector<int32_t> tokenize_chat_prompt(const Tokenizer& tokenizer, const std::string& rendered);
 
 class ChatSession {
  public:
@@ -76,8 +73,9 @@ class ChatSession {
   // Throws ptn::Error naming `where` and the message index; the old conversation then stays.
   void load(const nlohmann::ordered_json& conversation, const std::string& where);
 
-  // The rendered conversation and its tokens (BOS first when the model adds one and the
-  // template did not write it).
+  // The rendered conversation, and the tokens of a rendered text taken as trusted (its control
+  // token texts parsed; BOS first when the model adds one and the template did not write it).
+  // Conversations themselves are tokenized by prompt_ids, which keeps message text as text.
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
   std::vector<int32_t> tokenize(const std::string& rendered) const;
   // The tokens the session's cache holds, in order.
@@ -85,6 +83,8 @@ class ChatSession {
 
  private:
   gen::GenerationParams reply_params() const;
+  // The conversation's prompt tokens (generate/chat_prompt.h: message text stays text).
+  std::vector<int32_t> prompt_ids(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
   // Makes the cache hold exactly `target` (target non-empty) and returns the logits after
   // its last token. Returns how many tokens were run through the model in *fed.
   const float* sync(const std::vector<int32_t>& target, int64_t* fed);

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "chat/chat_template.h"
-#include "generate/chat_session.h"
+#include "generate/chat_prompt.h"
 #include "core/error.h"
 #include "sampling/logprobs.h"
 
@@ -216,7 +216,7 @@ ParsedRequest parse_completion_request(const json& body, const ModelInfo& model)
   if (p->is_string()) {
     const std::string& text = p->get_ref<const std::string&>();
     check_text_bound(text.size(), model, "prompt");
-    r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
+    r.gen.prompt = model.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/model.parse_special);
   } else if (p->is_array()) {
     if (p->empty()) throw bad("prompt", "the prompt is empty");
     if (static_cast<int64_t>(p->size()) >= model.context)
@@ -273,14 +273,15 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
   co.add_generation_prompt = true;
   co.bos_token = ts.bos_token;
   co.eos_token = ts.eos_token;
-  std::string text;
+  size_t content_bytes = 0;
+  for (const auto& msg : msgs) content_bytes += msg["content"].get_ref<const std::string&>().size();
+  check_text_bound(content_bytes, model, "messages");
   try {
-    text = chat::render_chat(model.chat_template, msgs, co);
+    // Message text stays text: control tokens come from the template only (unless trusted).
+    r.gen.prompt = gen::render_chat_prompt(*model.tokenizer, model.chat_template, msgs, co, model.parse_special).ids;
   } catch (const Error& e) {
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
-  check_text_bound(text.size(), model, "messages");
-  r.gen.prompt = tokenize_chat_prompt(*model.tokenizer, text);
   parse_common(body, model, true, r);
   return r;
 }

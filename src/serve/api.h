@@ -39,6 +39,7 @@ struct ModelInfo {
   // a margin for normalisation), so they are refused before tokenizing. 0: no bound.
   size_t max_prompt_bytes = 0;
   std::string chat_template;  // what /v1/chat/completions renders with ("": chat refused)
+  bool parse_special = false;  // request text may hold control tokens (--parse-special; trusted callers)
 };
 
 struct ParsedRequest {

@@ -67,6 +67,7 @@ Server::Server(std::shared_ptr<const Program> program, const ServerOptions& opti
   }
   model_.tokenizer = tokenizer_.get();
   model_.chat_template = opt_.chat_template.empty() ? meta.tokenizer->chat_template : opt_.chat_template;
+  model_.parse_special = opt_.parse_special;
   model_.context = engine_->context();
   model_.vocab = engine_->vocab_size();
   size_t longest = 1;  // bytes of the longest token

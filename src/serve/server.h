@@ -32,6 +32,7 @@ struct ServerOptions {
   std::string api_key;                        // empty: no authentication
   std::string model_name;                     // empty: the program's name
   std::string chat_template;                  // Jinja source; empty: the program's own
+  bool parse_special = false;                 // control-token text in requests becomes control tokens
   size_t max_body_bytes = 4u << 20;           // larger bodies get 413
   size_t max_header_bytes = 64u << 10;        // request line + headers; larger get 431
   int read_timeout_s = 30;                    // socket read / write timeouts

@@ -623,6 +623,36 @@ std::unique_ptr<Tokenizer> Tokenizer::create(const TokenizerSpec& spec) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_impl(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_with_literals(std::string_view text, bool add_special,
+                                                     const std::vector<ByteSpan>& literal) const {
+  for (size_t i = 0; i < literal.size(); ++i)
+    if (literal[i].begin > literal[i].end || literal[i].end > text.size() || (i && literal[i].begin < literal[i - 1].end))
+      fail(ErrorKind::InvalidArgument, "tokenizer", "literal spans must be sorted, disjoint and inside the text");
+  return encode_impl(text, add_special, true, literal);
+}
+
+std::vector<ByteSpan> Tokenizer::find_control_tokens(std::string_view text) const {
+  const Impl& m = *impl_;
+  std::vector<ByteSpan> out;
+  if (m.added.empty()) return out;
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t id = -1;
+    const size_t len = m.added.match(text, pos, /*parse_special=*/true, &id);
+    if (len == 0) {
+      ++pos;
+      continue;
+    }
+    if (is_control(id)) out.push_back({pos, pos + len});
+    pos += len;
+  }
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                            const std::vector<ByteSpan>& literal) const {
   const Impl& m = *impl_;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
@@ -635,10 +665,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   };
   // Cut the added tokens out of the text, leftmost-longest; encode the text between them.
   const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
-  size_t start = 0, pos = 0;
+  size_t start = 0, pos = 0, lit = 0;  // literal[lit]: the first span that ends after pos
   while (pos < text.size()) {
     int32_t id = -1;
-    const size_t len = m.added.empty() ? 0 : m.added.match(text, pos, parse_special, &id);
+    size_t len = 0;
+    if (!m.added.empty()) {
+      while (lit < literal.size() && literal[lit].end <= pos) ++lit;
+      len = m.added.match(text, pos, parse_special, &id);
+      // A control token may not start or end inside literal text (text that came from a request).
+      if (len > 0 && lit < literal.size() && literal[lit].begin < pos + len && is_control(id))
+        len = m.added.match(text, pos, /*parse_special=*/false, &id);
+    }
     if (len == 0) {
       ++pos;
       continue;

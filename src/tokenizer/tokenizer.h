@@ -21,6 +21,10 @@
 
 namespace ptn {
 
+struct ByteSpan {
+  size_t begin = 0, end = 0;  // [begin, end) in bytes
+};
+
 class Tokenizer {
  public:
   // Validates the spec (ids in range, merges and patterns usable); throws ptn::Error.
@@ -30,6 +34,15 @@ class Tokenizer {
   // add_special: BOS/EOS as the spec says. parse_special: control tokens written in the text
   // (e.g. "<|im_start|>") become their ids; otherwise they are encoded as plain text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // encode(text, add_special, parse_special=true), except that no control token is recognised
+  // that overlaps a `literal` span (sorted, disjoint byte ranges of text): there its text is
+  // encoded as plain text. Chat prompts use it so that text from a request never becomes
+  // control tokens while the template's own markup does.
+  std::vector<int32_t> encode_with_literals(std::string_view text, bool add_special,
+                                            const std::vector<ByteSpan>& literal) const;
+  // Where control (or unknown) token texts occur in `text`, leftmost-longest, as encode with
+  // parse_special would cut them.
+  std::vector<ByteSpan> find_control_tokens(std::string_view text) const;
 
   // The bytes the ids stand for (not necessarily valid UTF-8 for a cut sequence). skip_special
   // leaves out control and unknown tokens. Ids out of range throw ptn::Error.
@@ -57,6 +70,8 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                   const std::vector<ByteSpan>& literal) const;
   std::unique_ptr<Impl> impl_;
   friend class StreamDecoder;
 };
