@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "core/error.h"
+#include "formats/families.h"
 #include "formats/weights.h"
 
 namespace ptn {
 
 namespace {
-
-const std::set<std::string> kSupportedArchs = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
 
 // A per-model integer that some files store per layer (an array): all layers must agree.
 int64_t uniform_int(const GgufFile& g, const std::string& key) {
@@ -67,22 +65,10 @@ void llama3_from_rope_freqs(const GgufFile& g, ModelSpec& s) {
   s.source_notes.push_back("rope_freqs.weight matched llama3 rope scaling with factor " + std::to_string(factor));
 }
 
-}  // namespace
-
-bool gguf_qk_interleaved(const std::string& gguf_arch) { return gguf_arch == "llama"; }
-
-ModelSpec model_spec_from_gguf(const GgufFile& g) {
-  ModelSpec s;
-  const std::string arch = g.get_string("general.architecture");
-  if (!kSupportedArchs.count(arch))
-    fail(ErrorKind::Unsupported, g.where_key("general.architecture"),
-         "architecture '" + arch + "' is not supported (ptn reads llama, qwen2, qwen3, gemma2, gemma3, phi3)");
-  s.architecture = arch;
-  s.family = arch;
+void read_dimensions(const GgufFile& g, const std::string& arch, ModelSpec& s) {
   auto key = [&](const char* k) { return arch + "." + k; };
   if (g.has(key("expert_count")) && g.get_i64(key("expert_count")) > 0)
     fail(ErrorKind::Unsupported, g.where_key(key("expert_count")), "mixture-of-experts models are not supported");
-
   s.hidden_size = positive(g, key("embedding_length"), g.get_i64(key("embedding_length")));
   s.n_layers = positive(g, key("block_count"), g.get_i64(key("block_count")), 4096);
   s.intermediate_size = positive(g, key("feed_forward_length"), uniform_int(g, key("feed_forward_length")));
@@ -106,8 +92,10 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
     fail(ErrorKind::Corrupt, g.path() + ": tensor 'token_embd.weight'", "shape " + shape_str(emb->shape) + " is not [vocab, " + std::to_string(s.hidden_size) + "]");
   s.vocab_size = emb->shape[0];
   s.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+}
 
-  // RoPE scaling.
+void read_rope_scaling(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
+  auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
   if (auto type = g.opt_string(key("rope.scaling.type"))) {
     const float factor = g.opt_f32(key("rope.scaling.factor")).value_or(1.0f);
     if (*type == "linear") {
@@ -127,66 +115,76 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   }
   if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight"))
     fail(ErrorKind::Unsupported, g.path() + ": tensor 'rope_factors_long.weight'", "longrope (Phi-3 128k) is not supported");
-  if (arch == "llama" && g.find_tensor("rope_freqs.weight")) llama3_from_rope_freqs(g, s);
+  if (fam.gguf_rope_freqs && g.find_tensor("rope_freqs.weight")) llama3_from_rope_freqs(g, s);
+}
 
-  // Family specifics.
+// Norms, scales and soft-caps: the family's facts and the keys the architecture has for them.
+void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
+  auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
   s.attn_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   s.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  s.activation = fam.gguf_activation;
+  s.sandwich_norms = fam.sandwich_norms;
+  if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
+  if (fam.norm_weight_plus_one) {
+    s.norm_weight_plus_one = false;
+    s.source_notes.push_back("GGUF Gemma norm weights already include +1 (added by llama.cpp's converter)");
+  }
+  if (fam.logit_softcaps) {
+    s.attn_logit_softcap = g.opt_f32(key("attn_logit_softcapping")).value_or(0.0f);
+    s.final_logit_softcap = g.opt_f32(key("final_logit_softcapping")).value_or(0.0f);
+  }
+  if (fam.query_pre_attn_scalar) s.attn_scale = g.opt_f32(key("attention.scale")).value_or(gguf_default_query_scale(fam, s));
+}
+
+// Every layer's attention policy and RoPE base, as llama.cpp runs the architecture.
+void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
+  auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
   int64_t window = 0;
   if (g.has(key("attention.sliding_window"))) window = g.get_i64(key("attention.sliding_window"));
   if (window < 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), "negative window");
   s.layers.assign(static_cast<size_t>(s.n_layers), LayerAttention{});
   for (auto& l : s.layers) l.rope_theta = s.rope_theta;
-
-  if (arch == "gemma2" || arch == "gemma3") {
-    s.activation = Activation::GeLUTanh;
-    s.sandwich_norms = true;
-    s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
-    s.norm_weight_plus_one = false;
-    s.source_notes.push_back("GGUF Gemma norm weights already include +1 (added by llama.cpp's converter)");
-    s.attn_logit_softcap = g.opt_f32(key("attn_logit_softcapping")).value_or(0.0f);
-    s.final_logit_softcap = g.opt_f32(key("final_logit_softcapping")).value_or(0.0f);
-    // llama.cpp scales queries by 1/sqrt(head_dim), except the 27B models (46 layers for
-    // Gemma 2, 62 for Gemma 3) whose query_pre_attn_scalar is hidden/heads.
-    const bool is27b = (arch == "gemma2" && s.n_layers == 46) || (arch == "gemma3" && s.n_layers == 62);
-    if (auto sc = g.opt_f32(key("attention.scale"))) s.attn_scale = *sc;
-    else s.attn_scale = 1.0f / std::sqrt(static_cast<float>(is27b ? s.hidden_size / s.n_heads : s.head_dim));
-    if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), "missing (Gemma interleaves windowed layers)");
-    int64_t pattern = arch == "gemma2" ? 2 : 6;  // every pattern-th layer is global
-    std::vector<int64_t> per_layer;
-    if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
-      if (p->type == GgufType::Array) {
-        per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
-        if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
-          fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
-      } else {
-        pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
-      }
-    }
-    const float local_theta = arch == "gemma3" ? g.opt_f32(key("rope.freq_base_swa")).value_or(10000.0f) : s.rope_theta;
-    for (int64_t i = 0; i < s.n_layers; ++i) {
-      bool local = per_layer.empty() ? ((i + 1) % pattern != 0) : per_layer[i] != 0;
-      if (local) {
-        s.layers[i].kind = AttnKind::Window;
-        s.layers[i].span = window;
-        s.layers[i].rope_theta = local_theta;
-        s.layers[i].rope_scaling = arch == "gemma2";  // Gemma 3 scales the global layers only
-      }
-    }
-  } else if (arch == "phi3") {
+  if (fam.gguf_window == WindowRule::AllLayers) {
     if (window > 0)
       for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }
+    return;
   }
-  // llama, qwen2, qwen3: llama.cpp runs every layer with full attention.
-  if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
-    fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
-  const bool interleaved = gguf_qk_interleaved(arch);
+  if (fam.gguf_window != WindowRule::EveryNthGlobal) return;  // every layer full
+  if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), std::string("missing (") + fam.display + " interleaves windowed layers)");
+  int64_t pattern = fam.window_pattern;  // every pattern-th layer is global
+  std::vector<int64_t> per_layer;
+  if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
+    if (p->type == GgufType::Array) {
+      per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
+      if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
+        fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
+    } else {
+      pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
+    }
+  }
+  const float local_theta = fam.local_rope_base ? g.opt_f32(key("rope.freq_base_swa")).value_or(10000.0f) : s.rope_theta;
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    bool local = per_layer.empty() ? ((i + 1) % pattern != 0) : per_layer[i] != 0;
+    if (local) {
+      s.layers[i].kind = AttnKind::Window;
+      s.layers[i].span = window;
+      s.layers[i].rope_theta = local_theta;
+      s.layers[i].rope_scaling = !fam.local_rope_base;  // a local base is unscaled (Gemma 3 scales the global layers only)
+    }
+  }
+}
+
+// Canonical name -> GGUF tensor: fused tensors split, interleaved q/k rows noted.
+void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
+  const bool fused = fam.gguf_fused_qkv_gate_up, interleaved = fam.gguf_qk_interleaved;
   for (const GgufTensorInfo& t : g.tensors()) {
     const std::string& n = t.name;
     if (n == "rope_freqs.weight") continue;
     auto ends = [&](const std::string& suffix) { return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0; };
+    const bool in_layer = n.rfind("blk.", 0) == 0;
     const std::string blk = n.substr(0, n.find('.', 4));  // "blk.N"
-    if (arch == "phi3" && n.rfind("blk.", 0) == 0 && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
+    if (fused && in_layer && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
       const std::string suffix = ends(".bias") ? "bias" : "weight";
       const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
       s.tensor_sources[blk + ".attn_q." + suffix] = format_tensor_source({n, 0, q, 0});
@@ -194,24 +192,48 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
       s.tensor_sources[blk + ".attn_v." + suffix] = format_tensor_source({n, q + kv, q + 2 * kv, 0});
       continue;
     }
-    if (arch == "phi3" && n.rfind("blk.", 0) == 0 && ends(".ffn_up.weight") && !t.shape.empty() && t.shape[0] == 2 * s.intermediate_size) {
+    if (fused && in_layer && ends(".ffn_up.weight") && !t.shape.empty() && t.shape[0] == 2 * s.intermediate_size) {
       s.tensor_sources[blk + ".ffn_gate.weight"] = format_tensor_source({n, 0, s.intermediate_size, 0});
       s.tensor_sources[blk + ".ffn_up.weight"] = format_tensor_source({n, s.intermediate_size, 2 * s.intermediate_size, 0});
       continue;
     }
-    if (interleaved && n.rfind("blk.", 0) == 0 && (ends(".attn_q.weight") || ends(".attn_q.bias"))) {
+    if (interleaved && in_layer && (ends(".attn_q.weight") || ends(".attn_q.bias"))) {
       s.tensor_sources[n] = format_tensor_source({n, -1, -1, s.n_heads});
       continue;
     }
-    if (interleaved && n.rfind("blk.", 0) == 0 && (ends(".attn_k.weight") || ends(".attn_k.bias"))) {
+    if (interleaved && in_layer && (ends(".attn_k.weight") || ends(".attn_k.bias"))) {
       s.tensor_sources[n] = format_tensor_source({n, -1, -1, s.n_kv_heads});
       continue;
     }
     s.tensor_sources[n] = n;
   }
-  if (gguf_qk_interleaved(arch))
-    s.source_notes.push_back("attn_q/attn_k rows stored interleaved (llama.cpp layout); permuted back to half-split order on load");
-  if (arch == "phi3") s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
+  if (interleaved) s.source_notes.push_back("attn_q/attn_k rows stored interleaved (llama.cpp layout); permuted back to half-split order on load");
+  if (fused) s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
+}
+
+}  // namespace
+
+float gguf_default_query_scale(const FamilyInfo& fam, const ModelSpec& s) {
+  const bool wide = fam.gguf_wide_query_layers > 0 && s.n_layers == fam.gguf_wide_query_layers;
+  return 1.0f / std::sqrt(static_cast<float>(wide ? s.hidden_size / s.n_heads : s.head_dim));
+}
+
+ModelSpec model_spec_from_gguf(const GgufFile& g) {
+  ModelSpec s;
+  const std::string arch = g.get_string("general.architecture");
+  const FamilyInfo* fam = find_family_by_gguf_arch(arch);
+  if (!fam)
+    fail(ErrorKind::Unsupported, g.where_key("general.architecture"),
+         "architecture '" + arch + "' is not supported (ptn reads " + gguf_readable_arch_list() + ")");
+  s.architecture = arch;
+  s.family = fam->name;
+  read_dimensions(g, arch, s);
+  read_rope_scaling(g, *fam, s);
+  read_features(g, *fam, s);
+  read_layers(g, *fam, s);
+  if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
+    fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
+  map_tensors(g, *fam, s);
   return s;
 }
 

@@ -1,6 +1,8 @@
-// GGUF metadata -> ModelSpec (llama, qwen2, qwen3, gemma2, gemma3, phi3) and -> TokenizerSpec
+// GGUF metadata -> ModelSpec (the architectures of formats/families.h rows with gguf_reads:
+// llama, qwen2, qwen3, gemma2, gemma3, phi3) and -> TokenizerSpec
 // (tokenizer.ggml.*). Errors name the file and the key.
 #pragma once
+#include "formats/families.h"
 #include "formats/gguf.h"
 #include "formats/model_spec.h"
 #include "formats/tokenizer_spec.h"
@@ -14,9 +16,9 @@ namespace ptn {
 // architectures (naming general.architecture) and for features ptn cannot run (MoE, longrope).
 ModelSpec model_spec_from_gguf(const GgufFile& g);
 
-// True if the GGUF architecture stores attn_q/attn_k rows interleaved (llama.cpp's converter
-// permutes them for the "llama" architecture only).
-bool gguf_qk_interleaved(const std::string& gguf_arch);
+// The query scale llama.cpp uses for a family with query_pre_attn_scalar when the file has no
+// attention.scale: 1/sqrt(hidden/heads) for the 27B models, else 1/sqrt(head_dim).
+float gguf_default_query_scale(const FamilyInfo& fam, const ModelSpec& s);
 
 // The tokenizer stored in the file. Throws Corrupt if tokenizer.ggml.tokens is absent or the
 // arrays disagree, Unsupported for tokenizer models other than llama (SPM) and gpt2 (BPE).

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/quant.h"
+#include "formats/families.h"
+#include "formats/gguf_spec.h"
 
 namespace ptn {
 
@@ -218,12 +220,19 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
 
 // ---- model -> GGUF ----------------------------------------------------------------------------
 
+// The row whose architecture a family is written as; its gguf_* facts are the file layout.
+static const FamilyInfo& gguf_layout_of(const ModelSpec& s) {
+  const FamilyInfo* fam = find_family(s.family);
+  const FamilyInfo* layout = fam && *fam->gguf_arch ? find_family_by_gguf_arch(fam->gguf_arch) : nullptr;
+  if (!layout)
+    fail(ErrorKind::Unsupported, "GGUF output", "family '" + s.family + "' has no GGUF writer in ptn (" + gguf_writable_family_list() + ")");
+  return *layout;
+}
+
 std::string gguf_arch_for(const ModelSpec& s) {
-  std::string arch;
-  if (s.family == "llama" || s.family == "mistral") arch = "llama";
-  else if (s.family == "qwen2" || s.family == "qwen3" || s.family == "gemma2" || s.family == "gemma3" || s.family == "phi3") arch = s.family;
-  else fail(ErrorKind::Unsupported, "GGUF output", "family '" + s.family + "' has no GGUF writer in ptn (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)");
-  const bool windows_ok = arch == "gemma2" || arch == "gemma3" || arch == "phi3";
+  const FamilyInfo& layout = gguf_layout_of(s);
+  const std::string arch = layout.gguf_arch;
+  const bool windows_ok = layout.gguf_window != WindowRule::None;
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const LayerAttention& l = s.layers[i];
     if (!l.use_rope || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
@@ -334,20 +343,19 @@ void set_tokenizer_keys(GgufWriter& w, const TokenizerSpec& t) {
   if (!t.chat_template.empty()) w.set_string("tokenizer.chat_template", t.chat_template);
 }
 
-void write_model_gguf(const WeightSource& src, const std::string& path, const GgufModelOptions& opt,
-                      const std::function<void(size_t, size_t)>& progress) {
-  const ModelSpec& s = src.spec();
-  const std::string arch = gguf_arch_for(s);
-  GgufWriter w;
+// general.* and <arch>.* keys, named as llama.cpp names them.
+static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& layout, GgufFileType type,
+                           const std::string& name, const std::string& path) {
+  const std::string arch = layout.gguf_arch;
   auto k = [&](const char* key) { return arch + "." + key; };
   auto u32 = [&](const char* key, int64_t v) {
     if (v < 0 || v > 0xffffffffLL) fail(ErrorKind::InvalidArgument, path + ": key " + k(key), "value " + std::to_string(v) + " does not fit u32");
     w.set_u32(k(key), static_cast<uint32_t>(v));
   };
   w.set_string("general.architecture", arch);
-  w.set_string("general.name", opt.name);
-  w.set_u32("general.file_type", llama_ftype(opt.type));
-  if (opt.type == GgufFileType::Q8_0 || opt.type == GgufFileType::Q4_0 || opt.type == GgufFileType::Q4_K_M)
+  w.set_string("general.name", name);
+  w.set_u32("general.file_type", llama_ftype(type));
+  if (type == GgufFileType::Q8_0 || type == GgufFileType::Q4_0 || type == GgufFileType::Q4_K_M)
     w.set_u32("general.quantization_version", 2);
   u32("context_length", s.max_position_embeddings > 0 ? s.max_position_embeddings : 2048);
   u32("embedding_length", s.hidden_size);
@@ -373,19 +381,22 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
       u32("rope.scaling.original_context_length", s.rope_scaling.original_max_position);
       break;
     case RopeScalingType::Llama3:
-      if (arch != "llama") fail(ErrorKind::Unsupported, path, "llama3 rope scaling is written for the llama architecture only");
+      if (!layout.gguf_rope_freqs) fail(ErrorKind::Unsupported, path, "llama3 rope scaling is written for the llama architecture only");
       break;
   }
   int64_t window = 0;
   for (const auto& l : s.layers) if (l.kind == AttnKind::Window) window = l.span;
   if (window > 0) u32("attention.sliding_window", window);
-  if (arch == "gemma2" || arch == "gemma3") {
+  if (layout.logit_softcaps) {
     if (s.attn_logit_softcap != 0) w.set_f32(k("attn_logit_softcapping"), s.attn_logit_softcap);
     if (s.final_logit_softcap != 0) w.set_f32(k("final_logit_softcapping"), s.final_logit_softcap);
-    const bool is27b = (arch == "gemma2" && s.n_layers == 46) || (arch == "gemma3" && s.n_layers == 62);
-    const float dflt = 1.0f / std::sqrt(static_cast<float>(is27b ? s.hidden_size / s.n_heads : s.head_dim));
+  }
+  if (layout.query_pre_attn_scalar) {
+    const float dflt = gguf_default_query_scale(layout, s);
     if (s.attn_scale != 0 && std::fabs(s.attn_scale - dflt) > 1e-7f * dflt) w.set_f32(k("attention.scale"), s.attn_scale);
-    const int64_t pattern = arch == "gemma2" ? 2 : 6;
+  }
+  if (layout.gguf_window == WindowRule::EveryNthGlobal) {
+    const int64_t pattern = layout.window_pattern;
     bool default_pattern = true;
     for (int64_t i = 0; i < s.n_layers; ++i)
       default_pattern = default_pattern && ((s.layers[i].kind == AttnKind::Window) == ((i + 1) % pattern != 0));
@@ -394,47 +405,51 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
       for (const auto& l : s.layers) per_layer.push_back(l.kind == AttnKind::Window);
       w.set_i32_array(k("attention.sliding_window_pattern"), per_layer);
     }
-    if (arch == "gemma3")
-      for (const auto& l : s.layers)
-        if (l.kind == AttnKind::Window && l.rope_theta != 10000.0f) { w.set_f32(k("rope.freq_base_swa"), l.rope_theta); break; }
   }
+  if (layout.local_rope_base)
+    for (const auto& l : s.layers)
+      if (l.kind == AttnKind::Window && l.rope_theta != 10000.0f) { w.set_f32(k("rope.freq_base_swa"), l.rope_theta); break; }
+}
 
-  // Tokenizer.
+// tokenizer.ggml.*: copied from another GGUF, or the given (or a placeholder) tokenizer padded
+// to the vocabulary as llama.cpp needs.
+static void set_model_tokenizer(GgufWriter& w, const ModelSpec& s, const GgufModelOptions& opt, const std::string& path) {
   if (opt.tokenizer_from) {
     for (const auto& [key, v] : opt.tokenizer_from->metadata())
       if (key.rfind("tokenizer.", 0) == 0) w.set_raw(key, v.type, v.encoded);
-  } else {
-    TokenizerSpec t = opt.tokenizer ? *opt.tokenizer : placeholder_tokenizer(s.vocab_size);
-    if (static_cast<int64_t>(t.tokens.size()) > s.vocab_size)
-      fail(ErrorKind::InvalidArgument, path, "the tokenizer has " + std::to_string(t.tokens.size()) + " tokens, more than the model's vocabulary of " + std::to_string(s.vocab_size));
-    // An SPM vocabulary from tokenizer.json has merges but no scores; llama.cpp's SPM merges by
-    // score, so give each piece minus the rank of the first merge that makes it (0 otherwise).
-    if (t.kind == TokenizerKind::SentencePiece && t.scores.empty() && !t.merges.empty()) {
-      std::map<std::string, size_t> id;
-      for (size_t i = 0; i < t.tokens.size(); ++i) id.emplace(t.tokens[i], i);
-      t.scores.assign(t.tokens.size(), 0.0f);
-      std::vector<bool> set(t.tokens.size(), false);
-      for (size_t r = 0; r < t.merges.size(); ++r) {
-        const std::string& m = t.merges[r];
-        const size_t sp = m.find(' ');
-        if (sp == std::string::npos) continue;
-        auto it = id.find(m.substr(0, sp) + m.substr(sp + 1));
-        if (it != id.end() && !set[it->second]) { t.scores[it->second] = -static_cast<float>(r); set[it->second] = true; }
-      }
-    }
-    // llama.cpp needs one token per embedding row: pad as its converter does.
-    for (int64_t i = static_cast<int64_t>(t.tokens.size()); i < s.vocab_size; ++i) {
-      t.tokens.push_back("[PAD" + std::to_string(i) + "]");
-      if (!t.scores.empty()) t.scores.push_back(0.0f);
-      if (!t.token_types.empty()) t.token_types.push_back(TokenType::Unused);
-    }
-    set_tokenizer_keys(w, t);
+    return;
   }
+  TokenizerSpec t = opt.tokenizer ? *opt.tokenizer : placeholder_tokenizer(s.vocab_size);
+  if (static_cast<int64_t>(t.tokens.size()) > s.vocab_size)
+    fail(ErrorKind::InvalidArgument, path, "the tokenizer has " + std::to_string(t.tokens.size()) + " tokens, more than the model's vocabulary of " + std::to_string(s.vocab_size));
+  // An SPM vocabulary from tokenizer.json has merges but no scores; llama.cpp's SPM merges by
+  // score, so give each piece minus the rank of the first merge that makes it (0 otherwise).
+  if (t.kind == TokenizerKind::SentencePiece && t.scores.empty() && !t.merges.empty()) {
+    std::map<std::string, size_t> id;
+    for (size_t i = 0; i < t.tokens.size(); ++i) id.emplace(t.tokens[i], i);
+    t.scores.assign(t.tokens.size(), 0.0f);
+    std::vector<bool> set(t.tokens.size(), false);
+    for (size_t r = 0; r < t.merges.size(); ++r) {
+      const std::string& m = t.merges[r];
+      const size_t sp = m.find(' ');
+      if (sp == std::string::npos) continue;
+      auto it = id.find(m.substr(0, sp) + m.substr(sp + 1));
+      if (it != id.end() && !set[it->second]) { t.scores[it->second] = -static_cast<float>(r); set[it->second] = true; }
+    }
+  }
+  // llama.cpp needs one token per embedding row: pad as its converter does.
+  for (int64_t i = static_cast<int64_t>(t.tokens.size()); i < s.vocab_size; ++i) {
+    t.tokens.push_back("[PAD" + std::to_string(i) + "]");
+    if (!t.scores.empty()) t.scores.push_back(0.0f);
+    if (!t.token_types.empty()) t.token_types.push_back(TokenType::Unused);
+  }
+  set_tokenizer_keys(w, t);
+}
 
-  // Tensors, in canonical order, with the layout changes llama.cpp expects.
+// Tensors, in canonical order, with the layout changes the architecture has in llama.cpp.
+static void add_model_tensors(GgufWriter& w, const WeightSource& src, const FamilyInfo& layout, GgufFileType ft) {
+  const ModelSpec& s = src.spec();
   const WeightSource* ws = &src;
-  const ModelSpec* sp = &s;
-  const GgufFileType ft = opt.type;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, std::function<Tensor()> make_native) {
     const DType dt = gguf_tensor_type(ft, s, name, shape);
     w.add_tensor(name, dt, shape, [make_native, dt, name] {
@@ -456,12 +471,12 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
       return t;
     });
   }
-  const bool interleave = arch == "llama";
-  const bool plus_one = (arch == "gemma2" || arch == "gemma3") && s.norm_weight_plus_one;
+  const bool interleave = layout.gguf_qk_interleaved, fused = layout.gguf_fused_qkv_gate_up;
+  const bool plus_one = layout.norm_weight_plus_one && s.norm_weight_plus_one;
   for (const std::string& name : canonical_tensor_names(s)) {
     std::vector<int64_t> shape = canonical_tensor_shape(s, name);
-    if (arch == "phi3" && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;
-    if (arch == "phi3" && ends_with(name, ".attn_q.weight")) {
+    if (fused && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;
+    if (fused && ends_with(name, ".attn_q.weight")) {
       const std::string blk = name.substr(0, name.size() - std::strlen(".attn_q.weight"));
       shape[0] = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim;
       add(blk + ".attn_qkv.weight", shape, [ws, blk] {
@@ -469,7 +484,7 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
       });
       continue;
     }
-    if (arch == "phi3" && ends_with(name, ".ffn_up.weight")) {
+    if (fused && ends_with(name, ".ffn_up.weight")) {
       const std::string blk = name.substr(0, name.size() - std::strlen(".ffn_up.weight"));
       shape[0] = 2 * s.intermediate_size;
       add(name, shape, [ws, blk] { return concat_rows({ws->get(blk + ".ffn_gate.weight"), ws->get(blk + ".ffn_up.weight")}); });
@@ -479,7 +494,7 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
     const bool is_k = ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_k.bias");
     const int64_t heads = interleave && is_q ? s.n_heads : interleave && is_k ? s.n_kv_heads : 0;
     const bool norm = plus_one && ends_with(name, "norm.weight");
-    add(name, shape, [ws, sp, name, heads, norm] {
+    add(name, shape, [ws, name, heads, norm] {
       Tensor t = ws->get(name);
       if (heads) t = interleave_heads(t, heads, name);
       if (norm) {
@@ -488,10 +503,20 @@ void write_model_gguf(const WeightSource& src, const std::string& path, const Gg
         for (int64_t i = 0; i < f.numel(); ++i) p[i] += 1.0f;
         return f;
       }
-      (void)sp;
       return t;
     });
   }
+}
+
+void write_model_gguf(const WeightSource& src, const std::string& path, const GgufModelOptions& opt,
+                      const std::function<void(size_t, size_t)>& progress) {
+  const ModelSpec& s = src.spec();
+  gguf_arch_for(s);  // refuses what the architecture cannot express
+  const FamilyInfo& layout = gguf_layout_of(s);
+  GgufWriter w;
+  set_model_keys(w, s, layout, opt.type, opt.name, path);
+  set_model_tokenizer(w, s, opt, path);
+  add_model_tensors(w, src, layout, opt.type);
   w.write(path, progress);
 }
 

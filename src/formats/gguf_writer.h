@@ -1,7 +1,8 @@
 // GGUF writer (version 3, little-endian) and the model -> GGUF mapping that llama.cpp loads:
-// metadata keys named as llama.cpp names them, tensors under canonical names, the llama
-// architecture's attn_q/attn_k rows interleaved, Gemma norms stored as 1 + w, Phi-3 q/k/v and
-// gate/up fused, quantized with the Q4_K_M mix when asked.
+// metadata keys named as llama.cpp names them, tensors under canonical names, with the layout
+// facts of the architecture's row in formats/families.h (the llama architecture's attn_q/attn_k
+// rows interleaved, Gemma norms stored as 1 + w, Phi-3 q/k/v and gate/up fused), quantized with
+// the Q4_K_M mix when asked.
 #pragma once
 #include <cstdint>
 #include <functional>

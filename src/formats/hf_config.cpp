@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "formats/families.h"
 #include "formats/weights.h"
 
 namespace ptn {
@@ -70,43 +72,16 @@ struct Cfg {
   }
 };
 
-// Gemma3TextConfig defaults (Gemma 3 4B+ configs omit many text_config fields).
-const json& gemma3_defaults() {
-  static const json d = {
-      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
-      {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
-      {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"}, {"max_position_embeddings", 131072},
-      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"query_pre_attn_scalar", 256},
-      {"sliding_window", 4096}, {"rope_local_base_freq", 10000.0}, {"sliding_window_pattern", 6},
-      {"tie_word_embeddings", true}};
-  return d;
-}
-
-struct Family {
-  const char* family;
-  bool supported;
-  const char* why;  // when unsupported
-};
-
-const std::map<std::string, Family>& families() {
-  static const std::map<std::string, Family> f = {
-      {"LlamaForCausalLM", {"llama", true, ""}},
-      {"MistralForCausalLM", {"mistral", true, ""}},
-      {"Qwen2ForCausalLM", {"qwen2", true, ""}},
-      {"Qwen3ForCausalLM", {"qwen3", true, ""}},
-      {"Gemma2ForCausalLM", {"gemma2", true, ""}},
-      {"Gemma3ForCausalLM", {"gemma3", true, ""}},
-      {"Gemma3ForConditionalGeneration", {"gemma3", true, ""}},
-      {"Phi3ForCausalLM", {"phi3", true, ""}},
-      {"SmolLM3ForCausalLM", {"smollm3", true, ""}},
-      {"Llama4ForCausalLM", {"llama4", true, ""}},
-      {"Llama4ForConditionalGeneration", {"llama4", true, ""}},
-      {"MixtralForCausalLM", {"mixtral", false, "mixture-of-experts models are not supported"}},
-      {"Qwen2MoeForCausalLM", {"qwen2_moe", false, "mixture-of-experts models are not supported"}},
-      {"Qwen3MoeForCausalLM", {"qwen3_moe", false, "mixture-of-experts models are not supported"}},
-      {"Starcoder2ForCausalLM", {"starcoder2", false, "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported"}},
-  };
-  return f;
+// The family's defaults for absent config keys (FamilyInfo::hf_config_defaults), parsed once.
+const json* config_defaults(const FamilyInfo& fam) {
+  static const std::map<Family, json> parsed = [] {
+    std::map<Family, json> m;
+    for (const FamilyInfo& r : all_families())
+      if (*r.hf_config_defaults) m[r.id] = json::parse(r.hf_config_defaults);
+    return m;
+  }();
+  auto it = parsed.find(fam.id);
+  return it == parsed.end() ? nullptr : &it->second;
 }
 
 RopeScaling parse_rope_scaling(const Cfg& c, int64_t max_pos) {
@@ -154,16 +129,48 @@ std::vector<int64_t> int_list(const Cfg& c, const char* k, size_t n) {
   return out;
 }
 
+// Windows or chunks by the family's rule, for configs without `layer_types`.
+void apply_window_rule(const Cfg& c, const FamilyInfo& fam, int64_t window, ModelSpec& s) {
+  const size_t n = s.layers.size();
+  auto windowed = [&](LayerAttention& l) { l.kind = AttnKind::Window; l.span = window; };
+  switch (fam.hf_window) {
+    case WindowRule::None: break;
+    case WindowRule::AllLayers:
+      if (window > 0)
+        for (auto& l : s.layers) windowed(l);
+      break;
+    case WindowRule::FromMaxWindowLayers:
+      if (window > 0 && c.boolean_or("use_sliding_window", false)) {
+        const int64_t first = c.integer_or("max_window_layers", s.n_layers, 0);
+        for (size_t i = 0; i < n; ++i)
+          if (static_cast<int64_t>(i) >= first) windowed(s.layers[i]);
+      }
+      break;
+    case WindowRule::EveryNthGlobal: {
+      if (window <= 0) c.bad("sliding_window", std::string("missing (") + fam.display + " interleaves local and global layers)");
+      const int64_t pattern = fam.hf_window_pattern_key ? c.integer_or("sliding_window_pattern", fam.window_pattern, 1) : fam.window_pattern;
+      for (size_t i = 0; i < n; ++i)
+        if ((i + 1) % pattern != 0) windowed(s.layers[i]);
+      break;
+    }
+    case WindowRule::ChunkOnRopeLayers: {
+      const int64_t chunk = c.integer_or("attention_chunk_size", 0, 0);
+      if (chunk > 0)
+        for (auto& l : s.layers)
+          if (l.use_rope) { l.kind = AttnKind::Chunk; l.span = chunk; }
+      break;
+    }
+  }
+}
+
 // Layer kinds and RoPE use per layer (see the rules in hf_config.h).
-void fill_layers(const Cfg& c, ModelSpec& s) {
+void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   const size_t n = static_cast<size_t>(s.n_layers);
   s.layers.assign(n, LayerAttention{});
   for (auto& l : s.layers) l.rope_theta = s.rope_theta;
-  const std::string& f = s.family;
   const int64_t window = c.present("sliding_window") ? c.integer("sliding_window", 1) : 0;
 
-  // RoPE per layer: SmolLM3 and Llama 4 skip it on some layers.
-  if (f == "smollm3" || f == "llama4") {
+  if (fam.nope_layers) {  // RoPE on some layers only
     std::vector<int64_t> use;
     if (c.present("no_rope_layers") && !(c.find("no_rope_layers")->is_array() && c.find("no_rope_layers")->empty())) {
       use = int_list(c, "no_rope_layers", n);
@@ -192,110 +199,90 @@ void fill_layers(const Cfg& c, ModelSpec& s) {
         fail(ErrorKind::Unsupported, c.where + ": field 'layer_types'", "layer type '" + t + "' is not supported");
       }
     }
-  } else if (f == "mistral" || f == "phi3") {
-    if (window > 0)
-      for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }
-  } else if (f == "qwen2" || f == "qwen3" || f == "smollm3") {
-    if (window > 0 && c.boolean_or("use_sliding_window", false)) {
-      const int64_t first = c.integer_or("max_window_layers", s.n_layers, 0);
-      for (size_t i = 0; i < n; ++i)
-        if (static_cast<int64_t>(i) >= first) { s.layers[i].kind = AttnKind::Window; s.layers[i].span = window; }
-    }
-  } else if (f == "gemma2" || f == "gemma3") {
-    if (window <= 0) c.bad("sliding_window", "missing (Gemma interleaves local and global layers)");
-    const int64_t pattern = f == "gemma2" ? 2 : c.integer_or("sliding_window_pattern", 6, 1);
-    for (size_t i = 0; i < n; ++i)
-      if ((i + 1) % pattern != 0) { s.layers[i].kind = AttnKind::Window; s.layers[i].span = window; }
-  } else if (f == "llama4") {
-    const int64_t chunk = c.integer_or("attention_chunk_size", 0, 0);
-    if (chunk > 0)
-      for (auto& l : s.layers)
-        if (l.use_rope) { l.kind = AttnKind::Chunk; l.span = chunk; }
+  } else {
+    apply_window_rule(c, fam, window, s);
   }
 
-  if (f == "gemma3") {
+  if (fam.local_rope_base) {
     const float local = static_cast<float>(c.number_or("rope_local_base_freq", 10000.0));
     for (auto& l : s.layers)
       if (l.kind == AttnKind::Window) { l.rope_theta = local; l.rope_scaling = false; }
   }
 }
 
-void fill_tensor_sources(ModelSpec& s) {
-  auto& m = s.tensor_sources;
-  const bool l4 = s.family == "llama4";
-  m["token_embd.weight"] = "model.embed_tokens.weight";
-  m["output_norm.weight"] = "model.norm.weight";
-  if (!s.tie_word_embeddings) m["output.weight"] = "lm_head.weight";
-  for (int64_t i = 0; i < s.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    auto L = [&](const char* what) { return layer_tensor(i, what); };
-    m[L("attn_norm.weight")] = p + "input_layernorm.weight";
-    if (s.family == "phi3") {
-      const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
-      const std::string qkv = p + "self_attn.qkv_proj.weight";
-      m[L("attn_q.weight")] = format_tensor_source({qkv, 0, q, 0});
-      m[L("attn_k.weight")] = format_tensor_source({qkv, q, q + kv, 0});
-      m[L("attn_v.weight")] = format_tensor_source({qkv, q + kv, q + 2 * kv, 0});
-      const std::string gu = p + "mlp.gate_up_proj.weight";
-      m[L("ffn_gate.weight")] = format_tensor_source({gu, 0, s.intermediate_size, 0});
-      m[L("ffn_up.weight")] = format_tensor_source({gu, s.intermediate_size, 2 * s.intermediate_size, 0});
-    } else {
-      // Llama 4 stores q/k in interleaved RoPE order (Meta's layout): permuted to half-split.
-      m[L("attn_q.weight")] = format_tensor_source({p + "self_attn.q_proj.weight", -1, -1, l4 ? s.n_heads : 0});
-      m[L("attn_k.weight")] = format_tensor_source({p + "self_attn.k_proj.weight", -1, -1, l4 ? s.n_kv_heads : 0});
-      m[L("attn_v.weight")] = p + "self_attn.v_proj.weight";
-      const std::string mlp = p + (l4 ? "feed_forward." : "mlp.");
-      m[L("ffn_gate.weight")] = mlp + "gate_proj.weight";
-      m[L("ffn_up.weight")] = mlp + "up_proj.weight";
-    }
-    m[L("attn_output.weight")] = p + "self_attn.o_proj.weight";
-    m[L("ffn_down.weight")] = p + (l4 ? "feed_forward." : "mlp.") + "down_proj.weight";
-    if (s.attn_bias) {
-      m[L("attn_q.bias")] = p + "self_attn.q_proj.bias";
-      m[L("attn_k.bias")] = p + "self_attn.k_proj.bias";
-      m[L("attn_v.bias")] = p + "self_attn.v_proj.bias";
-    }
-    if (s.qk_norm) {
-      m[L("attn_q_norm.weight")] = p + "self_attn.q_norm.weight";
-      m[L("attn_k_norm.weight")] = p + "self_attn.k_norm.weight";
-    }
-    if (s.sandwich_norms) {
-      m[L("post_attention_norm.weight")] = p + "post_attention_layernorm.weight";
-      m[L("ffn_norm.weight")] = p + "pre_feedforward_layernorm.weight";
-      m[L("post_ffw_norm.weight")] = p + "post_feedforward_layernorm.weight";
-    } else {
-      m[L("ffn_norm.weight")] = p + "post_attention_layernorm.weight";
-    }
+// The source of one canonical per-layer tensor: a whole HF tensor, rows of a fused one, or
+// (hf_qk_interleaved) q/k rows to permute to half-split order.
+std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfLayerTensor& t, const std::string& hf) {
+  const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.intermediate_size;
+  const std::string canon = t.canonical;
+  switch (t.part) {
+    case RowPart::Whole: break;
+    case RowPart::Q: return format_tensor_source({hf, 0, q, 0});
+    case RowPart::K: return format_tensor_source({hf, q, q + kv, 0});
+    case RowPart::V: return format_tensor_source({hf, q + kv, q + 2 * kv, 0});
+    case RowPart::Gate: return format_tensor_source({hf, 0, F, 0});
+    case RowPart::Up: return format_tensor_source({hf, F, 2 * F, 0});
   }
-  if (s.family == "phi3") s.source_notes.push_back("fused qkv_proj and gate_up_proj split into q/k/v and gate/up");
-  if (l4) s.source_notes.push_back("q_proj/k_proj rows permuted from interleaved (Llama 4) to half-split RoPE order");
+  if (fam.hf_qk_interleaved && canon == "attn_q.weight") return format_tensor_source({hf, -1, -1, s.n_heads});
+  if (fam.hf_qk_interleaved && canon == "attn_k.weight") return format_tensor_source({hf, -1, -1, s.n_kv_heads});
+  return hf;
 }
 
-}  // namespace
+// Every canonical tensor the spec implies, mapped to its HF name by the family's table.
+void fill_tensor_sources(const FamilyInfo& fam, ModelSpec& s) {
+  const std::vector<std::string> wanted = canonical_tensor_names(s);
+  const std::set<std::string> want(wanted.begin(), wanted.end());
+  auto& m = s.tensor_sources;
+  const HfTensorNames& names = fam.hf_names;
+  m["token_embd.weight"] = names.embedding;
+  m["output_norm.weight"] = names.final_norm;
+  if (!s.tie_word_embeddings) m["output.weight"] = names.output;
+  bool fused = false;
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const HfLayerTensor& t : names.layer) {
+      const std::string canon = layer_tensor(i, t.canonical);
+      if (!want.count(canon)) continue;
+      m[canon] = hf_layer_source(s, fam, t, p + t.hf);
+      fused = fused || t.part != RowPart::Whole;
+    }
+  }
+  for (const std::string& n : wanted)
+    if (!m.count(n)) fail(ErrorKind::Internal, "family table", std::string(fam.name) + " has no HF name for tensor '" + n + "'");
+  if (fused) s.source_notes.push_back("fused qkv_proj and gate_up_proj split into q/k/v and gate/up");
+  if (fam.hf_qk_interleaved) s.source_notes.push_back("q_proj/k_proj rows permuted from interleaved (Llama 4) to half-split RoPE order");
+}
 
-ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) {
-  if (!root.is_object()) fail(ErrorKind::Corrupt, where, "config is not a JSON object");
-  ModelSpec s;
-  // Architecture.
+// The family row of config.json's `architectures[0]`; throws Unsupported naming it.
+const FamilyInfo& family_of(const json& root, const std::string& where, ModelSpec& s) {
   auto arch_it = root.find("architectures");
   if (arch_it == root.end() || !arch_it->is_array() || arch_it->empty() || !(*arch_it)[0].is_string())
     fail(ErrorKind::Corrupt, where + ": field 'architectures'", "missing or not a list of names");
   s.architecture = (*arch_it)[0].get<std::string>();
-  auto fam = families().find(s.architecture);
-  if (fam == families().end())
+  const FamilyInfo* fam = find_family_by_hf_arch(s.architecture);
+  if (!fam)
     fail(ErrorKind::Unsupported, where + ": field 'architectures'",
-         "architecture '" + s.architecture + "' is not supported (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4 dense are)");
-  if (!fam->second.supported) fail(ErrorKind::Unsupported, where + ": field 'architectures'", s.architecture + ": " + fam->second.why);
-  s.family = fam->second.family;
+         "architecture '" + s.architecture + "' is not supported (" + supported_family_list() + " are)");
+  if (fam->block == Block::Unsupported) fail(ErrorKind::Unsupported, where + ": field 'architectures'", s.architecture + ": " + fam->unsupported_why);
+  s.family = fam->name;
+  return *fam;
+}
 
-  const json* text = &root;
-  std::string cwhere = where;
-  if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
-    text = &*tc;
-    cwhere = where + ": text_config";
+// Llama 4 configs may declare mixture-of-experts layers; ptn runs dense ones only.
+void reject_moe_layers(const Cfg& c) {
+  const int64_t experts = c.integer_or("num_local_experts", 0);
+  bool has_moe = false;
+  if (c.present("moe_layers")) {
+    const json& ml = *c.find("moe_layers");
+    if (!ml.is_array()) c.bad("moe_layers", "expected a list");
+    has_moe = !ml.empty();
+  } else {
+    has_moe = experts > 0 && c.integer_or("interleave_moe_layer_step", 1, 0) > 0;
   }
-  Cfg c{*text, cwhere, s.family == "gemma3" ? &gemma3_defaults() : nullptr};
+  if (has_moe) fail(ErrorKind::Unsupported, c.where + ": field 'moe_layers'", "Llama 4 mixture-of-experts layers are not supported (dense configs only)");
+}
 
+void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   s.vocab_size = c.integer("vocab_size");
   s.hidden_size = c.integer("hidden_size");
   s.n_layers = c.integer("num_hidden_layers", 1, 4096);
@@ -306,29 +293,17 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   s.head_dim = c.integer_or("head_dim", s.hidden_size / s.n_heads, 1, 1 << 16);
   s.max_position_embeddings = c.integer_or("max_position_embeddings", 0);
   s.norm_eps = static_cast<float>(c.number_or("rms_norm_eps", 1e-6));
-
-  if (s.family == "llama4") {
-    s.intermediate_size = c.integer("intermediate_size_mlp");
-    const int64_t experts = c.integer_or("num_local_experts", 0);
-    bool has_moe = false;
-    if (c.present("moe_layers")) {
-      const json& ml = *c.find("moe_layers");
-      if (!ml.is_array()) c.bad("moe_layers", "expected a list");
-      has_moe = !ml.empty();
-    } else {
-      has_moe = experts > 0 && c.integer_or("interleave_moe_layer_step", 1, 0) > 0;
-    }
-    if (has_moe) fail(ErrorKind::Unsupported, cwhere + ": field 'moe_layers'", "Llama 4 mixture-of-experts layers are not supported (dense configs only)");
-    s.qk_l2_norm = c.boolean_or("use_qk_norm", true);
-    if (c.boolean_or("attn_temperature_tuning", true)) {
-      s.attn_temperature_scale = static_cast<float>(c.number_or("attn_scale", 0.1));
-      s.attn_temperature_floor = c.integer_or("floor_scale", 8192, 1);
-    }
-  } else {
-    s.intermediate_size = c.integer("intermediate_size");
+  s.intermediate_size = c.integer(fam.hf_ffn_size_key);
+  if (fam.hf_rejects_moe_layers) reject_moe_layers(c);
+  if (fam.qk_l2_norm) s.qk_l2_norm = c.boolean_or("use_qk_norm", true);
+  if (fam.attn_temperature && c.boolean_or("attn_temperature_tuning", true)) {
+    s.attn_temperature_scale = static_cast<float>(c.number_or("attn_scale", 0.1));
+    s.attn_temperature_floor = c.integer_or("floor_scale", 8192, 1);
   }
+}
 
-  // RoPE: rope_theta (or rope_parameters.rope_theta in newer configs), partial rotary.
+// RoPE: rope_theta (or rope_parameters.rope_theta in newer configs), partial rotary, scaling.
+void read_rope(const Cfg& c, ModelSpec& s) {
   double theta = c.number_or("rope_theta", 10000.0);
   if (const json* rp = c.find("rope_parameters"); rp && rp->is_object() && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number())
     theta = (*rp)["rope_theta"].get<double>();
@@ -339,34 +314,53 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
   if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
   s.rope_scaling = parse_rope_scaling(c, s.max_position_embeddings);
+}
 
-  // Activation.
+// Activation, biases, norms, embedding and attention scales: the family's facts, and the
+// config keys that the family reads.
+void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelSpec& s) {
   std::string act = c.string_or("hidden_activation", c.string_or("hidden_act", "silu"));
   if (act == "silu" || act == "swish") s.activation = Activation::SiLU;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") s.activation = Activation::GeLUTanh;
   else if (act == "gelu") s.activation = Activation::GeLU;
-  else fail(ErrorKind::Unsupported, cwhere + ": field 'hidden_act'", "activation '" + act + "' is not supported");
+  else fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'", "activation '" + act + "' is not supported");
 
-  const bool gemma = s.family == "gemma2" || s.family == "gemma3";
-  const bool tie_default = gemma || s.family == "smollm3";
-  s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : tie_default);
-  s.attn_bias = s.family == "qwen2" ? true : c.boolean_or("attention_bias", false);
-  if (c.boolean_or("mlp_bias", false)) fail(ErrorKind::Unsupported, cwhere + ": field 'mlp_bias'", "MLP biases are not supported");
-  s.qk_norm = s.family == "qwen3" || s.family == "gemma3";
-
-  if (gemma) {
-    s.norm_weight_plus_one = true;
-    s.sandwich_norms = true;
-    s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
+  s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : fam.tie_by_default);
+  s.attn_bias = fam.attn_bias ? true : c.boolean_or("attention_bias", false);
+  if (c.boolean_or("mlp_bias", false)) fail(ErrorKind::Unsupported, c.where + ": field 'mlp_bias'", "MLP biases are not supported");
+  s.qk_norm = fam.qk_norm;
+  s.norm_weight_plus_one = fam.norm_weight_plus_one;
+  s.sandwich_norms = fam.sandwich_norms;
+  if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
+  if (fam.query_pre_attn_scalar) {
     const double qpas = c.number_or("query_pre_attn_scalar", static_cast<double>(s.head_dim));
     if (!(qpas > 0)) c.bad("query_pre_attn_scalar", "must be positive");
     s.attn_scale = static_cast<float>(1.0 / std::sqrt(qpas));
+  }
+  if (fam.logit_softcaps) {
     s.attn_logit_softcap = static_cast<float>(c.number_or("attn_logit_softcapping", 0.0));
     s.final_logit_softcap = static_cast<float>(c.number_or("final_logit_softcapping", 0.0));
   }
+}
 
-  fill_layers(c, s);
-  fill_tensor_sources(s);
+}  // namespace
+
+ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) {
+  if (!root.is_object()) fail(ErrorKind::Corrupt, where, "config is not a JSON object");
+  ModelSpec s;
+  const FamilyInfo& fam = family_of(root, where, s);
+  const json* text = &root;
+  std::string cwhere = where;
+  if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
+    text = &*tc;
+    cwhere = where + ": text_config";
+  }
+  Cfg c{*text, cwhere, config_defaults(fam)};
+  read_dimensions(c, fam, s);
+  read_rope(c, s);
+  read_features(c, fam, root, s);
+  fill_layers(c, fam, s);
+  fill_tensor_sources(fam, s);
   return s;
 }
 

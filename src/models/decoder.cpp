@@ -3,12 +3,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "formats/families.h"
 
 namespace ptn {
 
 namespace {
-
-const char* kFamilies[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4"};
 
 struct Builder {
   const ModelSpec& s;
@@ -54,7 +53,7 @@ struct Builder {
     return g.add_node(OpType::Rope, {x, pos}, act(name, heads * s.head_dim), {}, a);
   }
 
-  void build() {
+  void check_sizes() const {
     if (s.n_layers <= 0 || s.hidden_size <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
         s.vocab_size <= 0 || s.intermediate_size <= 0 || static_cast<int64_t>(s.layers.size()) != s.n_layers)
       fail(ErrorKind::InvalidArgument, "graph builder", "model spec has missing or inconsistent sizes");
@@ -62,92 +61,131 @@ struct Builder {
       fail(ErrorKind::Unsupported, "graph builder",
            "attention heads (" + std::to_string(s.n_heads) + ") not a multiple of kv heads (" +
                std::to_string(s.n_kv_heads) + ")");
-    const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
+  }
+
+  // Inputs and the (scaled) token embedding; returns the residual stream.
+  int32_t embed() {
     g.input_ids = g.add_value(Value{"input_ids", ValueKind::Input, DType::I32, {kDimT}});
     pos = g.cache_position = g.add_value(Value{"cache_position", ValueKind::Input, DType::I32, {kDimT}});
-    int32_t x = g.add_node(OpType::Embedding, {g.input_ids}, act("embed", H), {"token_embd.weight"},
-                           {{"scale", s.embed_scale}});
-    const float scale = s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
-    for (int64_t l = 0; l < s.n_layers; ++l) {
-      const LayerAttention& la = s.layers[l];
-      auto t = [&](const char* what) { return layer_tensor(l, what); };
-      auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-      int32_t h = norm(x, t("attn_norm.weight"), H, nm("attn_in"));
-      int32_t q = linear(h, t("attn_q.weight"), Hq * D, nm("q"), s.attn_bias);
-      int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
-      int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
-      if (s.qk_norm) {
-        q = norm(q, t("attn_q_norm.weight"), Hq * D, nm("q_normed"), D);
-        k = norm(k, t("attn_k_norm.weight"), Hkv * D, nm("k_normed"), D);
-      }
-      if (la.use_rope) {
-        q = rope(q, Hq, la, nm("q_rope"));
-        k = rope(k, Hkv, la, nm("k_rope"));
-        if (s.qk_l2_norm) {  // Llama 4: weightless RMS normalisation of each head after RoPE
-          q = g.add_node(OpType::RMSNorm, {q}, act(nm("q_l2"), Hq * D), {},
-                         {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
-          k = g.add_node(OpType::RMSNorm, {k}, act(nm("k_l2"), Hkv * D), {},
-                         {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
-        }
-      } else if (s.attn_temperature_scale > 0) {
-        // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1.
-        q = g.add_node(OpType::AttnTemperature, {q, pos}, act(nm("q_temp"), Hq * D), {},
-                       {{"scale", s.attn_temperature_scale}, {"floor", s.attn_temperature_floor}});
-      }
-      nlohmann::json aa = {{"layer", l},        {"heads", Hq},         {"kv_heads", Hkv},
-                           {"head_dim", D},     {"head_dim_v", D},     {"scale", scale},
-                           {"softcap", s.attn_logit_softcap}};
-      int32_t a;
-      if (!o.static_cache) {
-        a = g.add_node(OpType::UpdateAndAttend, {q, k, v, pos}, act(nm("attn"), Hq * D), {}, aa);
-      } else {
-        Value kb{nm("k_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
-        Value vb{nm("v_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
-        int32_t kbi = g.add_value(kb), vbi = g.add_value(vb);
-        g.add_node(OpType::CacheWrite, {kbi, k, pos}, Value{}, {}, {{"layer", l}});
-        g.add_node(OpType::CacheWrite, {vbi, v, pos}, Value{}, {}, {{"layer", l}});
-        a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), {}, aa);
-      }
-      int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"));
-      if (s.sandwich_norms) ao = norm(ao, t("post_attention_norm.weight"), H, nm("attn_post"));
-      x = g.add_node(OpType::Add, {x, ao}, act(nm("resid_attn"), H));
-      int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
-      const int64_t I = s.intermediate_size;
-      int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"));
-      int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"));
-      int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
-                             act(nm("glu"), I), {},
-                             {{"activation", activation_name(s.activation)}});
-      int32_t d = linear(m, t("ffn_down.weight"), H, nm("ffn_out"));
-      if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
-      x = g.add_node(OpType::Add, {x, d}, act(nm("resid_ffn"), H));
+    return g.add_node(OpType::Embedding, {g.input_ids}, act("embed", s.hidden_size), {"token_embd.weight"},
+                      {{"scale", s.embed_scale}});
+  }
+
+  // Self-attention of layer l on the residual x: norm, q/k/v (biases, q/k norms), RoPE or the
+  // NoPE temperature, update_and_attend (or the static cache), output projection, post-norm.
+  int32_t attention(int64_t l, int32_t x) {
+    const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
+    const LayerAttention& la = s.layers[l];
+    auto t = [&](const char* what) { return layer_tensor(l, what); };
+    auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
+    int32_t h = norm(x, t("attn_norm.weight"), H, nm("attn_in"));
+    int32_t q = linear(h, t("attn_q.weight"), Hq * D, nm("q"), s.attn_bias);
+    int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
+    int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
+    if (s.qk_norm) {
+      q = norm(q, t("attn_q_norm.weight"), Hq * D, nm("q_normed"), D);
+      k = norm(k, t("attn_k_norm.weight"), Hkv * D, nm("k_normed"), D);
     }
+    if (la.use_rope) {
+      q = rope(q, Hq, la, nm("q_rope"));
+      k = rope(k, Hkv, la, nm("k_rope"));
+      if (s.qk_l2_norm) {  // Llama 4: weightless RMS normalisation of each head after RoPE
+        q = g.add_node(OpType::RMSNorm, {q}, act(nm("q_l2"), Hq * D), {},
+                       {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
+        k = g.add_node(OpType::RMSNorm, {k}, act(nm("k_l2"), Hkv * D), {},
+                       {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
+      }
+    } else if (s.attn_temperature_scale > 0) {
+      // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1.
+      q = g.add_node(OpType::AttnTemperature, {q, pos}, act(nm("q_temp"), Hq * D), {},
+                     {{"scale", s.attn_temperature_scale}, {"floor", s.attn_temperature_floor}});
+    }
+    const float scale = s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));
+    nlohmann::json aa = {{"layer", l},        {"heads", Hq},         {"kv_heads", Hkv},
+                         {"head_dim", D},     {"head_dim_v", D},     {"scale", scale},
+                         {"softcap", s.attn_logit_softcap}};
+    int32_t a;
+    if (!o.static_cache) {
+      a = g.add_node(OpType::UpdateAndAttend, {q, k, v, pos}, act(nm("attn"), Hq * D), {}, aa);
+    } else {
+      Value kb{nm("k_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
+      Value vb{nm("v_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
+      int32_t kbi = g.add_value(kb), vbi = g.add_value(vb);
+      g.add_node(OpType::CacheWrite, {kbi, k, pos}, Value{}, {}, {{"layer", l}});
+      g.add_node(OpType::CacheWrite, {vbi, v, pos}, Value{}, {}, {{"layer", l}});
+      a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), {}, aa);
+    }
+    int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"));
+    if (s.sandwich_norms) ao = norm(ao, t("post_attention_norm.weight"), H, nm("attn_post"));
+    return ao;
+  }
+
+  // Gated MLP of layer l on the residual x: norm, gate/up, SwiGLU or GeGLU, down, post-norm.
+  int32_t glu_ffn(int64_t l, int32_t x) {
+    const int64_t H = s.hidden_size, I = s.intermediate_size;
+    auto t = [&](const char* what) { return layer_tensor(l, what); };
+    auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
+    int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
+    int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"));
+    int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"));
+    int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
+                           act(nm("glu"), I), {}, {{"activation", activation_name(s.activation)}});
+    int32_t d = linear(m, t("ffn_down.weight"), H, nm("ffn_out"));
+    if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
+    return d;
+  }
+
+  // Block::Dense: attention then gated MLP, each added to the residual stream.
+  int32_t dense_layer(int64_t l, int32_t x) {
+    const int64_t H = s.hidden_size;
+    const std::string p = "blk." + std::to_string(l) + ".";
+    x = g.add_node(OpType::Add, {x, attention(l, x)}, act(p + "resid_attn", H));
+    return g.add_node(OpType::Add, {x, glu_ffn(l, x)}, act(p + "resid_ffn", H));
+  }
+
+  // Final norm on the rows whose logits are wanted, classifier, optional soft-cap.
+  void head(int32_t x) {
+    const int64_t H = s.hidden_size;
     int32_t xs = g.add_node(OpType::SelectRows, {x}, act("selected", H, kDimR));
     xs = norm(xs, "output_norm.weight", H, "final_norm", 0, kDimR);
-    const std::string head = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
-    int32_t logits = linear(xs, head, s.vocab_size, "logits_raw", false, kDimR);
+    const std::string w = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
+    int32_t logits = linear(xs, w, s.vocab_size, "logits_raw", false, kDimR);
     if (s.final_logit_softcap > 0)
       logits = g.add_node(OpType::Softcap, {logits}, act("logits_capped", s.vocab_size, kDimR), {},
                           {{"cap", s.final_logit_softcap}});
     g.logits = logits;
+  }
+
+  // One builder function per Block kind of the family table.
+  void build(Block block) {
+    check_sizes();
+    int32_t x = embed();
+    for (int64_t l = 0; l < s.n_layers; ++l) {
+      switch (block) {
+        case Block::Dense: x = dense_layer(l, x); break;
+        case Block::Unsupported: fail(ErrorKind::Internal, "graph builder", "unsupported block kind");
+      }
+    }
+    head(x);
   }
 };
 
 }  // namespace
 
 bool family_supported(const std::string& family) {
-  for (const char* f : kFamilies)
-    if (family == f) return true;
-  return false;
+  const FamilyInfo* f = find_family(family);
+  return f && f->block != Block::Unsupported;
 }
 
 Graph build_decoder_graph(const ModelSpec& spec, const BuildOptions& options) {
-  if (!family_supported(spec.family))
-    fail(ErrorKind::Unsupported, "graph builder", "no graph builder for model family '" + spec.family + "'");
+  const FamilyInfo* fam = find_family(spec.family);
+  if (!fam || fam->block == Block::Unsupported)
+    fail(ErrorKind::Unsupported, "graph builder",
+         "no graph builder for model family '" + spec.family + "'" + (fam ? std::string(" (") + fam->unsupported_why + ")" : std::string()));
   if (options.static_cache && options.max_context_length <= 0)
     fail(ErrorKind::InvalidArgument, "graph builder", "the static cache needs --max_context_length > 0");
   Builder b{spec, options, {}};
-  b.build();
+  b.build(fam->block);
   return std::move(b.g);
 }
 

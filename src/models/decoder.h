@@ -1,7 +1,8 @@
 // Builds the graph of a decoder-only transformer from a ModelSpec. The families ptn supports
-// (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3) differ only in
-// what their ModelSpec says (norm style, q/k norms, biases, sandwich norms, soft-capping, RoPE
-// per layer, activation), so one builder serves them all; family_builder() checks the family.
+// (formats/families.h: Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3,
+// dense Llama 4) differ only in what their ModelSpec says (norm style, q/k norms, biases,
+// sandwich norms, soft-capping, RoPE per layer, activation) and in their row's Block kind,
+// which picks the function that builds one layer (Block::Dense: attention + gated MLP).
 #pragma once
 #include <string>
 

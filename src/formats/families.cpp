@@ -1,0 +1,236 @@
+#include "formats/families.h"
+
+namespace ptn {
+
+namespace {
+
+// ---- where HF checkpoints keep each canonical per-layer tensor --------------------------------
+
+// Llama and the families that copied its layout (Mistral, Qwen2/3, SmolLM3).
+constexpr HfLayerTensor kLlamaLayer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+// Gemma 2/3: four norms per layer; HF's post_attention_layernorm is the sandwich norm.
+constexpr HfLayerTensor kGemmaLayer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
+
+// Phi-3: q|k|v fused in qkv_proj, gate|up in gate_up_proj.
+constexpr HfLayerTensor kPhi3Layer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
+    {"attn_k.weight", "self_attn.qkv_proj.weight", RowPart::K},
+    {"attn_v.weight", "self_attn.qkv_proj.weight", RowPart::V},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
+    {"ffn_up.weight", "mlp.gate_up_proj.weight", RowPart::Up},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+// Llama 4 (dense text layers): the MLP is `feed_forward`.
+constexpr HfLayerTensor kLlama4Layer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "feed_forward.gate_proj.weight"},
+    {"ffn_up.weight", "feed_forward.up_proj.weight"},
+    {"ffn_down.weight", "feed_forward.down_proj.weight"},
+};
+
+constexpr HfTensorNames names(std::span<const HfLayerTensor> layer) {
+  HfTensorNames n;
+  n.layer = layer;
+  return n;
+}
+
+// Gemma3TextConfig's defaults (Gemma 3 4B+ configs omit many text_config fields).
+constexpr const char* kGemma3Defaults = R"({
+  "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+  "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+  "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
+  "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "query_pre_attn_scalar": 256,
+  "sliding_window": 4096, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+  "tie_word_embeddings": true})";
+
+// ---- the table ---------------------------------------------------------------------------------
+
+std::vector<FamilyInfo> make_table() {
+  std::vector<FamilyInfo> t;
+  // Each row is filled through the reference `row` returns, before the next row is added.
+  auto row = [&](Family id, const char* name, const char* display, std::vector<std::string> hf) -> FamilyInfo& {
+    FamilyInfo f{id, name, display, std::move(hf)};
+    f.hf_names = names(kLlamaLayer);
+    t.push_back(std::move(f));
+    return t.back();
+  };
+  {
+    FamilyInfo& f = row(Family::Llama, "llama", "Llama", {"LlamaForCausalLM"});
+    f.gguf_arch = "llama"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+  }
+  {
+    FamilyInfo& f = row(Family::Mistral, "mistral", "Mistral", {"MistralForCausalLM"});
+    f.gguf_arch = "llama";  // written as, and read back as, Llama
+    f.hf_window = WindowRule::AllLayers;
+  }
+  {
+    FamilyInfo& f = row(Family::Qwen2, "qwen2", "Qwen2", {"Qwen2ForCausalLM"});
+    f.gguf_arch = "qwen2"; f.gguf_reads = true;
+    f.attn_bias = true;
+    f.hf_window = WindowRule::FromMaxWindowLayers;
+  }
+  {
+    FamilyInfo& f = row(Family::Qwen3, "qwen3", "Qwen3", {"Qwen3ForCausalLM"});
+    f.gguf_arch = "qwen3"; f.gguf_reads = true;
+    f.qk_norm = true;
+    f.hf_window = WindowRule::FromMaxWindowLayers;
+  }
+  {
+    FamilyInfo& f = row(Family::Gemma2, "gemma2", "Gemma 2", {"Gemma2ForCausalLM"});
+    f.gguf_arch = "gemma2"; f.gguf_reads = true;
+    f.hf_names = names(kGemmaLayer);
+    f.norm_weight_plus_one = true; f.sandwich_norms = true; f.embed_scale = EmbedScale::SqrtHidden;
+    f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 46; f.logit_softcaps = true;
+    f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
+    f.hf_window = f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;
+  }
+  {
+    FamilyInfo& f = row(Family::Gemma3, "gemma3", "Gemma 3", {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"});
+    f.gguf_arch = "gemma3"; f.gguf_reads = true;
+    f.hf_names = names(kGemmaLayer);
+    f.norm_weight_plus_one = true; f.sandwich_norms = true; f.embed_scale = EmbedScale::SqrtHidden; f.qk_norm = true;
+    f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 62; f.logit_softcaps = true;
+    f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
+    f.hf_window = f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 6; f.hf_window_pattern_key = true;
+    f.local_rope_base = true;
+    f.hf_config_defaults = kGemma3Defaults;
+  }
+  {
+    FamilyInfo& f = row(Family::Phi3, "phi3", "Phi-3", {"Phi3ForCausalLM"});
+    f.gguf_arch = "phi3"; f.gguf_reads = true; f.gguf_fused_qkv_gate_up = true;
+    f.hf_names = names(kPhi3Layer);
+    f.hf_window = f.gguf_window = WindowRule::AllLayers;
+  }
+  {
+    FamilyInfo& f = row(Family::SmolLM3, "smollm3", "SmolLM3", {"SmolLM3ForCausalLM"});
+    f.tie_by_default = true; f.nope_layers = true;
+    f.hf_window = WindowRule::FromMaxWindowLayers;
+  }
+  {
+    FamilyInfo& f = row(Family::Llama4, "llama4", "Llama 4 dense", {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"});
+    f.hf_names = names(kLlama4Layer); f.hf_qk_interleaved = true; f.hf_ffn_size_key = "intermediate_size_mlp";
+    f.hf_rejects_moe_layers = true;
+    f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
+    f.hf_window = WindowRule::ChunkOnRopeLayers;
+  }
+  auto unsupported = [&](Family id, const char* name, const char* hf, const char* why) {
+    FamilyInfo& f = row(id, name, name, {hf});
+    f.block = Block::Unsupported; f.unsupported_why = why;
+  };
+  unsupported(Family::Mixtral, "mixtral", "MixtralForCausalLM", "mixture-of-experts models are not supported");
+  unsupported(Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "mixture-of-experts models are not supported");
+  unsupported(Family::Qwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM", "mixture-of-experts models are not supported");
+  unsupported(Family::Starcoder2, "starcoder2", "Starcoder2ForCausalLM", "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported");
+  return t;
+}
+
+const std::vector<FamilyInfo>& table() {
+  static const std::vector<FamilyInfo> t = make_table();
+  return t;
+}
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+}  // namespace
+
+std::span<const FamilyInfo> all_families() { return table(); }
+
+const FamilyInfo& family_info(Family f) {
+  for (const FamilyInfo& r : table())
+    if (r.id == f) return r;
+  return table().front();  // unreachable: every Family has a row
+}
+
+const FamilyInfo* find_family(std::string_view name) {
+  for (const FamilyInfo& r : table())
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+const FamilyInfo* find_family_by_hf_arch(std::string_view arch) {
+  for (const FamilyInfo& r : table())
+    for (const std::string& a : r.hf_architectures)
+      if (arch == a) return &r;
+  return nullptr;
+}
+
+const FamilyInfo* find_family_by_gguf_arch(std::string_view arch) {
+  for (const FamilyInfo& r : table())
+    if (r.gguf_reads && arch == r.gguf_arch) return &r;
+  return nullptr;
+}
+
+std::string supported_family_list() {
+  std::vector<std::string> xs;
+  for (const FamilyInfo& r : table())
+    if (r.block != Block::Unsupported) xs.push_back(r.display);
+  return join(xs);
+}
+
+std::string gguf_readable_arch_list() {
+  std::vector<std::string> xs;
+  for (const FamilyInfo& r : table())
+    if (r.gguf_reads) xs.push_back(r.gguf_arch);
+  return join(xs);
+}
+
+std::string gguf_writable_family_list() {
+  std::vector<std::string> xs;
+  for (const FamilyInfo& r : table())
+    if (*r.gguf_arch) xs.push_back(r.name);
+  return join(xs);
+}
+
+}  // namespace ptn

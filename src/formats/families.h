@@ -1,0 +1,130 @@
+// What a model family is, written once: one row per family (families.cpp), read by the HF
+// config import (hf_config.cpp), the GGUF import (gguf_spec.cpp), the GGUF writer
+// (gguf_writer.cpp) and the graph builder (models/decoder.cpp).
+//
+// A row holds facts, not code: which architecture names select it, where its checkpoints keep
+// each canonical tensor, how its layers are windowed and rotated, which norms and scales it
+// has. The importers turn those facts plus a config (or GGUF metadata) into a ModelSpec; the
+// graph builder reads only the ModelSpec, except for `block`, which picks the function that
+// builds one layer. See README.md, "Adding a model family".
+//
+// The table lives in formats (not models) because the importers and the GGUF writer, which sit
+// below models, need it; models reads it too.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/model_spec.h"
+
+namespace ptn {
+
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2 };
+
+// The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
+// per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
+enum class Block {
+  Unsupported,
+  Dense,  // attention (optional q/k norms, RoPE per layer) + gated MLP (SwiGLU / GeGLU)
+};
+
+// How layers are windowed when the source does not list each layer's type.
+enum class WindowRule {
+  None,             // every layer full (a window in the config or file is ignored)
+  AllLayers,        // a window, when given, applies to every layer (Mistral, Phi-3)
+  FromMaxWindowLayers,  // only with use_sliding_window, and then only layers >= max_window_layers (Qwen2/3, SmolLM3)
+  EveryNthGlobal,   // layer i is global when (i + 1) % window_pattern == 0, else windowed (Gemma); a window is required
+  ChunkOnRopeLayers,  // layers with RoPE are chunked by attention_chunk_size (Llama 4)
+};
+
+enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
+
+// Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
+// in one tensor each); Whole for an unfused tensor.
+enum class RowPart { Whole, Q, K, V, Gate, Up };
+
+// Where an HF checkpoint keeps one canonical per-layer tensor, under "model.layers.N.".
+struct HfLayerTensor {
+  const char* canonical;  // "attn_q.weight" (see model_spec.h for the canonical names)
+  const char* hf;         // "self_attn.q_proj.weight"
+  RowPart part = RowPart::Whole;
+};
+
+// An HF checkpoint's names for the canonical tensors of a family.
+struct HfTensorNames {
+  const char* embedding = "model.embed_tokens.weight";  // token_embd.weight
+  const char* final_norm = "model.norm.weight";         // output_norm.weight
+  const char* output = "lm_head.weight";                // output.weight (absent when tied)
+  std::span<const HfLayerTensor> layer;                 // every per-layer tensor the family can have
+};
+
+struct FamilyInfo {
+  Family id;
+  const char* name;     // ModelSpec::family and the .ptn manifest: "llama", "gemma3", ...
+  const char* display;  // for people: "Gemma 3"
+  std::vector<std::string> hf_architectures;  // config.json `architectures[0]` values
+  Block block = Block::Dense;
+  const char* unsupported_why = "";  // when block == Unsupported
+
+  // GGUF: the general.architecture llama.cpp uses for this family (empty: none). Several
+  // families may write one architecture (Mistral writes "llama"); the row with gguf_reads is
+  // the family a file of that architecture imports as, and the gguf_* facts below are read
+  // from that row (they describe the architecture's file layout, whichever family wrote it).
+  const char* gguf_arch = "";
+  bool gguf_reads = false;
+
+  // Tensors and their layout in the sources.
+  HfTensorNames hf_names;
+  bool hf_qk_interleaved = false;    // HF q_proj/k_proj rows in interleaved RoPE order (Llama 4, Meta's layout)
+  bool gguf_qk_interleaved = false;  // GGUF attn_q/attn_k rows interleaved (llama.cpp permutes "llama" only)
+  bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
+  bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
+  const char* hf_ffn_size_key = "intermediate_size";  // Llama 4's dense MLP: intermediate_size_mlp
+  bool hf_rejects_moe_layers = false;  // config may declare MoE layers (moe_layers, num_local_experts); only dense ones run (Llama 4)
+
+  // Norms and scales.
+  bool norm_weight_plus_one = false;  // RMSNorm scales by (1 + w): HF stores w, GGUF stores 1 + w (Gemma)
+  bool sandwich_norms = false;        // post-attention and post-FFN norms too (Gemma)
+  bool qk_norm = false;               // RMSNorm on each q and k head, always (Qwen3, Gemma 3)
+  bool attn_bias = false;             // q/k/v biases always (Qwen2); else config `attention_bias`
+  bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)
+  bool attn_temperature = false;      // NoPE-layer query temperature, config `attn_temperature_tuning` (Llama 4)
+  EmbedScale embed_scale = EmbedScale::One;
+  bool query_pre_attn_scalar = false; // query scale 1/sqrt(query_pre_attn_scalar), GGUF attention.scale (Gemma)
+  int64_t gguf_wide_query_layers = 0; // GGUF without attention.scale: llama.cpp's query scale is
+                                      // 1/sqrt(hidden/heads) for models of this many layers (the 27B), else 1/sqrt(head_dim)
+  bool logit_softcaps = false;        // attention and final logit soft-capping (Gemma 2; Gemma 3 configs set none)
+  bool tie_by_default = false;        // tie_word_embeddings when the config does not say
+  Activation gguf_activation = Activation::SiLU;  // GGUF has no activation key
+
+  // Layers: attention policy and RoPE.
+  WindowRule hf_window = WindowRule::None;
+  WindowRule gguf_window = WindowRule::None;  // as llama.cpp runs the architecture; also what the writer can express
+  int64_t window_pattern = 0;                 // EveryNthGlobal: every window_pattern-th layer is global
+  bool hf_window_pattern_key = false;         // config `sliding_window_pattern` overrides window_pattern (Gemma 3)
+  bool local_rope_base = false;  // windowed layers use their own unscaled RoPE base (Gemma 3:
+                                 // rope_local_base_freq / rope.freq_base_swa, default 10000)
+  bool nope_layers = false;      // some layers skip RoPE: no_rope_layers, or every no_rope_layer_interval-th (SmolLM3, Llama 4)
+
+  // Defaults for absent config keys, as JSON text (Gemma 3 4B+ configs omit many
+  // text_config fields); empty for none.
+  const char* hf_config_defaults = "";
+};
+
+// Every row, in table order.
+std::span<const FamilyInfo> all_families();
+const FamilyInfo& family_info(Family f);
+// nullptr when unknown.
+const FamilyInfo* find_family(std::string_view name);           // by FamilyInfo::name (ModelSpec::family)
+const FamilyInfo* find_family_by_hf_arch(std::string_view arch);  // by config.json architecture
+const FamilyInfo* find_family_by_gguf_arch(std::string_view arch);  // the row that reads this GGUF architecture
+
+// Lists for error messages: "Llama, Mistral, ..." (display names of runnable families) and
+// "llama, qwen2, ..." (GGUF architectures ptn reads / families ptn can write as GGUF).
+std::string supported_family_list();
+std::string gguf_readable_arch_list();
+std::string gguf_writable_family_list();
+
+}  // namespace ptn

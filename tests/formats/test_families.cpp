@@ -1,0 +1,102 @@
+// The table of model families (formats/families.h): every row is reachable by its names, the
+// names are unique, every GGUF architecture a family writes has a row that reads it, and
+// unknown architectures are refused by name.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "formats/families.h"
+#include "formats/gguf.h"
+#include "formats/gguf_spec.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_config.h"
+#include "../scratch_dir.h"
+
+namespace ptn {
+namespace {
+
+TEST(Families, EveryRowIsFoundByItsNames) {
+  std::set<std::string> names, hf, gguf_read;
+  for (const FamilyInfo& f : all_families()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    EXPECT_EQ(&family_info(f.id), &f) << f.name;
+    EXPECT_EQ(find_family(f.name), &f) << f.name;
+    EXPECT_FALSE(f.hf_architectures.empty()) << f.name;
+    for (const std::string& a : f.hf_architectures) {
+      EXPECT_TRUE(hf.insert(a).second) << a;
+      EXPECT_EQ(find_family_by_hf_arch(a), &f) << a;
+    }
+    if (f.gguf_reads) {
+      EXPECT_TRUE(gguf_read.insert(f.gguf_arch).second) << f.gguf_arch;
+      EXPECT_EQ(find_family_by_gguf_arch(f.gguf_arch), &f) << f.gguf_arch;
+    }
+    if (f.block == Block::Unsupported) {
+      EXPECT_STRNE(f.unsupported_why, "") << f.name;
+    }
+    if (f.hf_window == WindowRule::EveryNthGlobal || f.gguf_window == WindowRule::EveryNthGlobal) {
+      EXPECT_GT(f.window_pattern, 0) << f.name;
+    }
+  }
+  for (const FamilyInfo& f : all_families()) {
+    if (*f.gguf_arch) {
+      EXPECT_NE(find_family_by_gguf_arch(f.gguf_arch), nullptr) << f.name << " writes " << f.gguf_arch << ", which no row reads";
+    }
+  }
+  EXPECT_EQ(find_family("no-such-family"), nullptr);
+  EXPECT_EQ(find_family_by_hf_arch("FalconForCausalLM"), nullptr);
+  EXPECT_EQ(find_family_by_gguf_arch("mistral"), nullptr);  // Mistral GGUFs are "llama"
+  EXPECT_EQ(find_family_by_gguf_arch("llama")->id, Family::Llama);
+}
+
+TEST(Families, TheListsNameWhatIsSupported) {
+  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4 dense");
+  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3");
+}
+
+TEST(Families, EveryHfTensorNameIsAnHfName) {
+  for (const FamilyInfo& f : all_families()) {
+    std::set<std::string> canonical;
+    for (const HfLayerTensor& t : f.hf_names.layer) {
+      EXPECT_TRUE(canonical.insert(t.canonical).second) << f.name << ": " << t.canonical << " twice";
+      EXPECT_NE(std::string(t.hf).find('.'), std::string::npos) << f.name << ": " << t.hf;
+    }
+    for (const char* must : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                             "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+      EXPECT_TRUE(canonical.count(must)) << f.name << " has no HF name for " << must;
+  }
+}
+
+TEST(Families, UnknownArchitecturesAreRefusedByName) {
+  try {
+    model_spec_from_hf_config(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), "cfg.json");
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'FalconForCausalLM' is not supported (Llama, Mistral"), std::string::npos) << e.what();
+  }
+  const testing::ScratchDir dir("ptn_families_");
+  GgufWriter w;
+  w.set_string("general.architecture", "mamba");
+  w.write(dir.path() + "/mamba.gguf");
+  try {
+    model_spec_from_gguf(*GgufFile::open(dir.path() + "/mamba.gguf"));
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported (ptn reads llama, qwen2"), std::string::npos) << e.what();
+  }
+  ModelSpec s;
+  s.family = "smollm3";
+  try {
+    gguf_arch_for(s);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("family 'smollm3' has no GGUF writer"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ptn

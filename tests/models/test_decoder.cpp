@@ -1,0 +1,65 @@
+// The graph builder follows the family table: every runnable row has a builder, other
+// families are refused with their name (and the row's reason), and one small config per
+// family builds the layers its spec asks for.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/families.h"
+#include "formats/hf_config.h"
+#include "models/decoder.h"
+
+namespace ptn {
+namespace {
+
+int count_ops(const Graph& g, OpType op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+TEST(Decoder, EveryRunnableFamilyHasABuilder) {
+  for (const FamilyInfo& f : all_families())
+    EXPECT_EQ(family_supported(f.name), f.block != Block::Unsupported) << f.name;
+  EXPECT_FALSE(family_supported("no-such-family"));
+}
+
+TEST(Decoder, OtherFamiliesAreRefusedByName) {
+  ModelSpec s;
+  for (const char* family : {"no-such-family", "mixtral"}) {
+    s.family = family;
+    try {
+      build_decoder_graph(s, {});
+      FAIL() << family << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+      EXPECT_NE(std::string(e.what()).find(std::string("model family '") + family + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Decoder, GemmaLayersHaveSandwichNormsAndQkNorms) {
+  nlohmann::json c = {{"architectures", {"Gemma3ForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 64},
+                      {"intermediate_size", 96}, {"num_hidden_layers", 6}, {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"head_dim", 16}, {"sliding_window", 32}};
+  Graph g = build_decoder_graph(model_spec_from_hf_config(c, "cfg"), {});
+  // Per layer: attn, q, k norms + post-attention, pre-FFN, post-FFN norms; then the final norm.
+  EXPECT_EQ(count_ops(g, OpType::RMSNorm), 6 * 6 + 1);
+  EXPECT_EQ(count_ops(g, OpType::UpdateAndAttend), 6);
+  EXPECT_EQ(count_ops(g, OpType::GeGLU), 6);
+  EXPECT_EQ(count_ops(g, OpType::Rope), 2 * 6);
+}
+
+TEST(Decoder, LlamaLayersAreAttentionAndSwiGlu) {
+  nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 64},
+                      {"intermediate_size", 96}, {"num_hidden_layers", 3}, {"num_attention_heads", 4}};
+  Graph g = build_decoder_graph(model_spec_from_hf_config(c, "cfg"), {});
+  EXPECT_EQ(count_ops(g, OpType::RMSNorm), 2 * 3 + 1);
+  EXPECT_EQ(count_ops(g, OpType::SwiGLU), 3);
+  EXPECT_EQ(count_ops(g, OpType::Add), 2 * 3);
+  EXPECT_EQ(count_ops(g, OpType::Linear), 7 * 3 + 1);
+}
+
+}  // namespace
+}  // namespace ptn
