@@ -179,11 +179,10 @@ struct Built {
   std::string op_report;
 };
 
-Built build_program(const ExportOptions& o, std::ostream& log) {
-
-  // --- the source --------------------------------------------------------------------------
+// The weight source --model (and --gguf, --random_weights) name; *hf_dir: the HF directory, if any.
+std::unique_ptr<WeightSource> open_source(const ExportOptions& o, std::string* hf_dir_out) {
   std::unique_ptr<WeightSource> src;
-  std::string hf_dir;
+  std::string& hf_dir = *hf_dir_out;
   if (o.random_weights) {
     std::string cfg = o.model;
     if (is_directory(cfg)) cfg += "/config.json";
@@ -198,13 +197,11 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
     src = open_weights(o.model, o.gguf);
     if (is_directory(o.model)) hf_dir = o.model;
   }
-  ModelSpec spec = src->spec();
-  log << "source: " << src->describe() << "\n";
-  log << "model: " << spec.family << " (" << spec.architecture << "), " << spec.n_layers << " layers, hidden "
-      << spec.hidden_size << ", heads " << spec.n_heads << "/" << spec.n_kv_heads << ", vocab " << spec.vocab_size
-      << "\n";
+  return src;
+}
 
-  // --- attention policies the cache op must honour --------------------------------------------
+// Refuses windowed / chunked layers unless the cache op may honour them (off-graph cache).
+void check_attention_policies(const ModelSpec& spec, const ExportOptions& o) {
   std::vector<std::string> windowed;
   for (size_t l = 0; l < spec.layers.size(); ++l)
     if (spec.layers[l].kind != AttnKind::Full)
@@ -219,7 +216,10 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
          "use_sliding_window / attention_chunk_size), which this cache cannot express");
   }
 
-  // --- graph and checks ---------------------------------------------------------------------
+}
+
+// The decoder graph, its checks and op-support report (in *rep), and the program's meta.
+ProgramMeta build_meta(const ModelSpec& spec, const ExportOptions& o, std::ostream& log, OpSupportReport* rep_out) {
   BuildOptions bo;
   bo.static_cache = o.static_cache;
   bo.max_context_length = o.max_context_length;
@@ -229,7 +229,8 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   meta.graph = build_decoder_graph(spec, bo);
   if (o.static_cache) check_static_cache(meta.graph, spec.n_layers);
   else check_offgraph(meta.graph, spec.n_layers);
-  OpSupportReport rep = op_support(meta.graph, engine_ops());
+  OpSupportReport& rep = *rep_out;
+  rep = op_support(meta.graph, engine_ops());
   log << rep.to_string() << "\n";
   if (!rep.ok()) fail(ErrorKind::Unsupported, "ptn export", "the engine cannot run this graph:\n" + rep.to_string());
   meta.cache_spec = cache_spec_from_model(spec);
@@ -240,24 +241,37 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   if (o.static_cache && meta.cache_spec.max_positions > 0)
     meta.cache_spec.max_positions = std::min(meta.cache_spec.max_positions, o.max_context_length);
 
-  // --- weights ------------------------------------------------------------------------------
-  std::set<std::string> needed;
-  for (const Node& n : meta.graph.nodes)
-    for (const auto& w : n.weights) needed.insert(w);
+  return meta;
+}
+
+// The graph's weights in the types the options ask for, with what the golden samples and the
+// provenance need to know about the conversion.
+struct ConvertedWeights {
   std::map<std::string, Tensor> tensors;
-  Progress prog("converting weights", static_cast<int64_t>(needed.size()));
-  int64_t done = 0;
-  std::map<std::string, int> type_counts;
   // The source tensors of the matrices converted by --f16-as-bf16 (and of every lossily converted
   // weight with --golden-from-source), for the golden samples: views of the mapped source files
   // where the source allows; only these differ from `tensors`. Kept only when samples are due.
   std::map<std::string, Tensor> golden_overrides;
-  std::map<std::string, int> source_matrix_types;
   int64_t f16_converted = 0, lossy_converted = 0, measured = 0;
+};
+
+ConvertedWeights convert_weights(WeightSource& src, const ModelSpec& spec, const ProgramMeta& meta,
+                                 const ExportOptions& o, std::ostream& log) {
+  std::set<std::string> needed;
+  for (const Node& n : meta.graph.nodes)
+    for (const auto& w : n.weights) needed.insert(w);
+  ConvertedWeights cw;
+  std::map<std::string, Tensor>& tensors = cw.tensors;
+  Progress prog("converting weights", static_cast<int64_t>(needed.size()));
+  int64_t done = 0;
+  std::map<std::string, int> type_counts;
+  std::map<std::string, Tensor>& golden_overrides = cw.golden_overrides;
+  std::map<std::string, int> source_matrix_types;
+  int64_t &f16_converted = cw.f16_converted, &lossy_converted = cw.lossy_converted, &measured = cw.measured;
   for (const auto& name : needed) {
-    if (!src->has(name))
-      fail(ErrorKind::Corrupt, src->describe(), "tensor '" + name + "' needed by the graph is missing");
-    Tensor t = src->get(name);
+    if (!src.has(name))
+      fail(ErrorKind::Corrupt, src.describe(), "tensor '" + name + "' needed by the graph is missing");
+    Tensor t = src.get(name);
     const DType to = export_weight_type(o.quantize, o.f16_as_bf16, name, t.dtype(), t.shape(), spec);
     if (t.ndim() == 2) ++source_matrix_types[dtype_name(t.dtype())];
     const bool f16_rule = o.f16_as_bf16 && to == DType::BF16 &&
@@ -289,7 +303,7 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   log << "\n";
   if (o.golden_from_source && lossy_converted == 0)
     fail(ErrorKind::InvalidArgument, "--golden-from-source",
-         "no weight of " + src->describe() + " changes type lossily" +
+         "no weight of " + src.describe() + " changes type lossily" +
              (o.quantize.empty() ? std::string(" (no --quantize)") : " under --quantize " + o.quantize) +
              ", so the golden samples would be the same; drop the flag");
   if (o.f16_as_bf16) {
@@ -297,7 +311,7 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
       std::string types;
       for (const auto& [t, n] : source_matrix_types) types += (types.empty() ? "" : ", ") + t + " x" + std::to_string(n);
       fail(ErrorKind::InvalidArgument, "--f16-as-bf16",
-           "no matrix of " + src->describe() + " would be stored as F16 (source matrices: " + types +
+           "no matrix of " + src.describe() + " would be stored as F16 (source matrices: " + types +
                (o.quantize.empty() ? "" : ", --quantize " + o.quantize) +
                "), so there is nothing to convert; add --quantize f16 to run the weights as BF16, or drop the flag");
     }
@@ -307,10 +321,15 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   if (o.golden_from_source)
     log << "golden samples from the source weights of " << measured << " converted tensors\n";
 
-  // --- tokenizer ----------------------------------------------------------------------------
+  return cw;
+}
+
+// The tokenizer: the HF directory's tokenizer.json, else the source's (GGUF), else --gguf's.
+std::optional<TokenizerSpec> load_tokenizer(WeightSource& src, const std::string& hf_dir, const ModelSpec& spec,
+                                            const ExportOptions& o, std::ostream& log) {
   std::optional<TokenizerSpec> tok;
   if (!hf_dir.empty() && file_exists(hf_dir + "/tokenizer.json")) tok = load_hf_tokenizer(hf_dir + "/tokenizer.json");
-  else tok = src->tokenizer();
+  else tok = src.tokenizer();
   if (!tok && !o.gguf.empty()) tok = open_weights(o.gguf)->tokenizer();
   if (tok) {
     if (static_cast<int64_t>(tok->tokens.size()) > spec.vocab_size)
@@ -323,13 +342,16 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   } else {
     log << "tokenizer: none (the program runs on token ids only)\n";
   }
-  meta.tokenizer = tok;
 
-  // --- provenance ---------------------------------------------------------------------------
+  return tok;
+}
+
+nlohmann::json provenance(const WeightSource& src, const ExportOptions& o, const ConvertedWeights& cw) {
+  const int64_t f16_converted = cw.f16_converted, lossy_converted = cw.lossy_converted, measured = cw.measured;
   nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : src->source_files()) files.push_back({{"path", f.path}, {"bytes", f.size}, {"sha256", f.sha256}});
-  meta.provenance = {{"exporter", std::string("ptn ") + PTN_VERSION},
-                     {"source", src->describe()},
+  for (const auto& f : src.source_files()) files.push_back({{"path", f.path}, {"bytes", f.size}, {"sha256", f.sha256}});
+  nlohmann::json prov = {{"exporter", std::string("ptn ") + PTN_VERSION},
+                     {"source", src.describe()},
                      {"files", files},
                      {"random_weights", o.random_weights},
                      {"seed", o.seed},
@@ -341,45 +363,70 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
     std::string conversion = kF16AsBf16Conversion;
     if (lossy_converted > f16_converted && o.golden_from_source)
       conversion = "quantize " + o.quantize + (f16_converted > 0 ? std::string(" + ") + kF16AsBf16Conversion : "");
-    meta.provenance["weight_conversion"] = conversion;
-    meta.provenance["converted_tensors"] = static_cast<uint64_t>(measured);
-    if (o.samples > 0) meta.provenance["golden_weights"] = kGoldenFromSource;
+    prov["weight_conversion"] = conversion;
+    prov["converted_tensors"] = static_cast<uint64_t>(measured);
+    if (o.samples > 0) prov["golden_weights"] = kGoldenFromSource;
   }
 
-  // --- golden samples (reference ops, reference cache) --------------------------------------
-  std::map<std::string, Tensor> extra;
-  if (o.samples > 0) {
-    // With --f16-as-bf16 / --golden-from-source the reference runs on the source weights of the
-    // converted tensors, so the samples measure the conversion. The map copies share storage.
-    std::map<std::string, Tensor> golden_tensors = tensors;
-    for (auto& [name, t] : golden_overrides) golden_tensors[name] = t;
-    golden_overrides.clear();
-    auto program = Program::from_memory(meta, std::move(golden_tensors), o.output);
-    GoldenOptions go;
-    go.samples = o.samples;
-    go.prompt_tokens = o.sample_prompt_tokens > 0 ? std::min(o.sample_prompt_tokens, o.max_seq_length)
-                                                   : std::min<int64_t>(o.max_seq_length, 24);
-    go.decode_tokens = o.sample_decode_tokens;
-    // A sample's prompt and decode steps must fit the positions the program can hold: the
-    // static context, or the model's context length.
-    const int64_t positions = o.static_cache ? o.max_context_length : meta.cache_spec.max_positions;
-    if (positions > 0) {
-      const int64_t room = positions - o.sample_decode_tokens;
-      if (room < 1)
-        fail(ErrorKind::InvalidArgument, o.static_cache ? "--max_context_length" : "model context length",
-             std::to_string(positions) + " positions leave no room for a golden sample (" +
-                 std::to_string(o.sample_decode_tokens) + " decode steps after a prompt): use at least " +
-                 std::to_string(o.sample_decode_tokens + 1) + ", or --samples 0");
-      go.prompt_tokens = std::min(go.prompt_tokens, room);
-    }
-    go.seed = o.seed ^ 0x9e3779b97f4a7c15ull;
-    Progress gp("computing golden samples", o.samples);
-    meta.samples = compute_golden_samples(program, go, extra, [&](int i) { gp.update(i); });
+  return prov;
+}
+
+// Golden samples from the reference ops and the reference cache (into *extra, meta->samples).
+void add_golden_samples(const ExportOptions& o, ProgramMeta* meta_out, ConvertedWeights& cw,
+                        std::map<std::string, Tensor>* extra_out) {
+  ProgramMeta& meta = *meta_out;
+  std::map<std::string, Tensor>& extra = *extra_out;
+  const std::map<std::string, Tensor>& tensors = cw.tensors;
+  std::map<std::string, Tensor>& golden_overrides = cw.golden_overrides;
+  // With --f16-as-bf16 / --golden-from-source the reference runs on the source weights of the
+  // converted tensors, so the samples measure the conversion. The map copies share storage.
+  std::map<std::string, Tensor> golden_tensors = tensors;
+  for (auto& [name, t] : golden_overrides) golden_tensors[name] = t;
+  golden_overrides.clear();
+  auto program = Program::from_memory(meta, std::move(golden_tensors), o.output);
+  GoldenOptions go;
+  go.samples = o.samples;
+  go.prompt_tokens = o.sample_prompt_tokens > 0 ? std::min(o.sample_prompt_tokens, o.max_seq_length)
+                                                 : std::min<int64_t>(o.max_seq_length, 24);
+  go.decode_tokens = o.sample_decode_tokens;
+  // A sample's prompt and decode steps must fit the positions the program can hold: the
+  // static context, or the model's context length.
+  const int64_t positions = o.static_cache ? o.max_context_length : meta.cache_spec.max_positions;
+  if (positions > 0) {
+    const int64_t room = positions - o.sample_decode_tokens;
+    if (room < 1)
+      fail(ErrorKind::InvalidArgument, o.static_cache ? "--max_context_length" : "model context length",
+           std::to_string(positions) + " positions leave no room for a golden sample (" +
+               std::to_string(o.sample_decode_tokens) + " decode steps after a prompt): use at least " +
+               std::to_string(o.sample_decode_tokens + 1) + ", or --samples 0");
+    go.prompt_tokens = std::min(go.prompt_tokens, room);
   }
+  go.seed = o.seed ^ 0x9e3779b97f4a7c15ull;
+  Progress gp("computing golden samples", o.samples);
+  meta.samples = compute_golden_samples(program, go, extra, [&](int i) { gp.update(i); });
+}
+
+Built build_program(const ExportOptions& o, std::ostream& log) {
+  std::string hf_dir;
+  std::unique_ptr<WeightSource> src = open_source(o, &hf_dir);
+  ModelSpec spec = src->spec();
+  log << "source: " << src->describe() << "\n";
+  log << "model: " << spec.family << " (" << spec.architecture << "), " << spec.n_layers << " layers, hidden "
+      << spec.hidden_size << ", heads " << spec.n_heads << "/" << spec.n_kv_heads << ", vocab " << spec.vocab_size
+      << "\n";
+
+  check_attention_policies(spec, o);
+  OpSupportReport rep;
+  ProgramMeta meta = build_meta(spec, o, log, &rep);
+  ConvertedWeights cw = convert_weights(*src, spec, meta, o, log);
+  meta.tokenizer = load_tokenizer(*src, hf_dir, spec, o, log);
+  meta.provenance = provenance(*src, o, cw);
+  std::map<std::string, Tensor> extra;
+  if (o.samples > 0) add_golden_samples(o, &meta, cw, &extra);
 
   Built b;
   b.meta = std::move(meta);
-  b.tensors = std::move(tensors);
+  b.tensors = std::move(cw.tensors);
   b.extra = std::move(extra);
   b.op_report = rep.to_string();
   return b;
