@@ -431,7 +431,7 @@ std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {
 }
 
 void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
-                                   int64_t n_q_heads, const AttendParams& params, float* out) {
+                                   int64_t n_q_heads, const AttentionParams& params, float* out) {
   auto* p = static_cast<Pending*>(txn_state(txn));
   const auto& rows = txn.batch().rows;
   const int64_t T = static_cast<int64_t>(rows.size());

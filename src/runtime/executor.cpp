@@ -61,7 +61,7 @@ struct NodePlan {
   int64_t heads = 0, kv_heads = 0, head_dim = 0, head_dim_v = 0, rope_dim = 0, layer = 0;
   RopeParams rope;
   std::unique_ptr<RopeTable> rope_table;
-  AttendParams attend;
+  AttentionParams attend;
   // static cache buffers
   int32_t kbuf = -1, vbuf = -1;
   // Linear nodes that read the same input back to back (q/k/v, gate/up) run as one
@@ -280,6 +280,8 @@ Executor::Executor(std::shared_ptr<const Program> program, ExecMode mode, int64_
         if (np.layer < 0 || np.layer >= static_cast<int64_t>(cs.layers.size()))
           bad_node(p, i, n, "layer out of range of the cache spec");
         const LayerCacheSpec& lc = cs.layers[static_cast<size_t>(np.layer)];
+        np.attend.kind = lc.kind;
+        np.attend.span = lc.span;
         if (np.heads < 1 || np.kv_heads < 1 || np.heads % np.kv_heads != 0 || np.head_dim < 1 || np.head_dim_v < 1 ||
             lc.n_kv_heads != np.kv_heads || lc.head_dim_k != np.head_dim || lc.head_dim_v != np.head_dim_v)
           bad_node(p, i, n, "heads/kv heads/head dims inconsistent with each other or the cache spec");
@@ -656,18 +658,12 @@ const float* Executor::step(const StepBatch& batch, OutputRows which, int64_t* n
         const StaticBuffer& vb = im.buffers[np.vbuf];
         const float* k = buffer_rows_f32(kb, S, im.static_k);
         const float* v = buffer_rows_f32(vb, S, im.static_v);
-        AttentionParams ap;
-        ap.scale = np.attend.scale;
-        ap.softcap = np.attend.softcap;
-        const auto& lc = p.meta().cache_spec.layers[static_cast<size_t>(np.layer)];
-        ap.kind = lc.kind;
-        ap.span = lc.span;
         if (ref_mode)
           ref::attention(im.f32(np.in[0]), k, v, pos, im.iota.data(), T, S, np.heads, np.kv_heads, np.head_dim,
-                         np.head_dim_v, ap, out);
+                         np.head_dim_v, np.attend, out);
         else
           attention(im.f32(np.in[0]), k, v, pos, im.iota.data(), T, S, np.heads, np.kv_heads, np.head_dim,
-                    np.head_dim_v, ap, out, pool);
+                    np.head_dim_v, np.attend, out, pool);
         break;
       }
       case OpType::Add:
