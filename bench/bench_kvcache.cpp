@@ -62,7 +62,7 @@ void fill(KVCache& c, SeqId seq, int64_t n, int64_t n_q_heads) {
   auto txn = c.prepare(b);
   for (size_t l = 0; l < c.spec().layers.size(); ++l)
     c.update_and_attend(txn, static_cast<int64_t>(l), q.data(), kv.data(), kv.data(), n_q_heads,
-                        AttendParams{0.125f, 0.0f}, out.data());
+                        AttentionParams{0.125f, 0.0f}, out.data());
   c.commit(txn);
 }
 
@@ -136,7 +136,7 @@ void print_window_figures() {
       for (size_t i = 0; i < kv.size(); ++i) kv[i] = pseudo(i * 7 + static_cast<uint64_t>(done));
       auto txn = paged.prepare(b);
       for (int64_t l = 0; l < layers; ++l)
-        paged.update_and_attend(txn, l, q.data(), kv.data(), kv.data(), 1, AttendParams{0.0625f, 0.0f}, out.data());
+        paged.update_and_attend(txn, l, q.data(), kv.data(), kv.data(), 1, AttentionParams{0.0625f, 0.0f}, out.data());
       paged.commit(txn);
     }
     // The same model cached in full: every layer holds ceil(context / bs) blocks (what a
@@ -205,7 +205,7 @@ void decode_step(benchmark::State& state, const std::string& kind, DType dt) {
   for (size_t i = 0; i < kv.size(); ++i) kv[i] = pseudo(i + 99);
   for (auto _ : state) {
     auto txn = c.prepare(b);
-    c.update_and_attend(txn, 0, q.data(), kv.data(), kv.data(), kHq, AttendParams{0.125f, 0.0f}, out.data());
+    c.update_and_attend(txn, 0, q.data(), kv.data(), kv.data(), kHq, AttentionParams{0.125f, 0.0f}, out.data());
     c.rollback(txn);
     benchmark::DoNotOptimize(out.data());
   }

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace ptn {
+#include "core/attention_policy.h"  // AttnKind
 
-enum class AttnKind { Full, Window, Chunk };
+namespace ptn {
 
 struct LayerAttention {
   AttnKind kind = AttnKind::Full;

@@ -8,31 +8,11 @@
 
 #include "core/dtype.h"
 #include "core/threadpool.h"
-#include "formats/model_spec.h"  // AttnKind
+#include "core/attention_policy.h"
 
 namespace ptn {
 
-struct AttentionParams {
-  float scale = 1.0f;    // multiplies q·k (usually 1/sqrt(D))
-  float softcap = 0.0f;  // scores = softcap * tanh(scores / softcap) after scaling; 0 = off
-  AttnKind kind = AttnKind::Full;
-  int64_t span = 0;      // Window: W >= 1 (a query at p sees p-W+1..p); Chunk: C >= 1 (both <= 2^31-1)
-};
-
-// Whether a query at position qp sees the key at position kp: kp <= qp, and within the window
-// (kp > qp - W) or the same chunk (floor(kp / C) == floor(qp / C)).
-inline bool attn_visible(int64_t qp, int64_t kp, const AttentionParams& p) {
-  if (kp > qp) return false;
-  switch (p.kind) {
-    case AttnKind::Full: return true;
-    case AttnKind::Window: return qp - kp < p.span;
-    case AttnKind::Chunk: {
-      auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
-      return floor_div(kp, p.span) == floor_div(qp, p.span);
-    }
-  }
-  return false;
-}
+// AttentionParams, AttnKind and attn_visible: core/attention_policy.h.
 
 // out[t, h, :] = sum_s softmax_s(score(t, h, s)) * v[s, h / (Hq / Hkv), :] over the kv rows s
 // visible from q_pos[t] (attn_visible(q_pos[t], kv_pos[s])), where

@@ -20,7 +20,7 @@
 //     for Q4_0/Q5_0/Q8_0, 256 for the K-quants, as ggml's Q8_0 / Q8_K activations; round to
 //     nearest even, scale = max|x| / 127), and the dot products are integer (AVX-512 VNNI,
 //     AVX2 maddubs). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
-// Kernels (kernels/matmul_avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 20 rows
+// Kernels (kernels/matmul_*avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 20 rows
 // (decode) each weight row is decoded in registers and dotted with up to 4 activation rows,
 // so the weights stream from memory once; for m >= 20 (prefill, AVX-512) 32 weight rows at a
 // time are decoded into an L1-sized transposed panel and multiplied with all activation rows

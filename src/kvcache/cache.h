@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "formats/model_spec.h"
+#include "core/attention_policy.h"
 
 namespace ptn {
 
@@ -61,12 +61,6 @@ struct StepRow {
 };
 struct StepBatch {
   std::vector<StepRow> rows;
-};
-
-// Attention attributes of one update_and_attend op.
-struct AttendParams {
-  float scale = 1.0f;    // multiplies q·k
-  float softcap = 0.0f;  // tanh soft-capping of scores, 0 = off
 };
 
 class KVCache;
@@ -126,8 +120,10 @@ class KVCache {
   // q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, Dv] (T = batch rows, f32, contiguous);
   // out [T, Hq, Dv]. Stores k, v for every row, then attends each row's query to every
   // position of its sequence that is <= its position and visible under the layer's policy.
+  // params: scale and softcap; the policy is always the layer's own in spec() (params.kind and
+  // params.span are not read: the spec sized the cache and decides which blocks it keeps).
   virtual void update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k,
-                                 const float* v, int64_t n_q_heads, const AttendParams& params,
+                                 const float* v, int64_t n_q_heads, const AttentionParams& params,
                                  float* out) = 0;
   void commit(StepTxn& txn);
   void rollback(StepTxn& txn);

@@ -65,12 +65,7 @@ void load_row(DType dtype, const void* src, float* dst, int64_t dim);
 
 // First position a query at `pos` may see under the layer's policy (it sees first..pos).
 inline int64_t first_visible(const LayerCacheSpec& layer, int64_t pos) {
-  switch (layer.kind) {
-    case AttnKind::Window: return pos - layer.span + 1 > 0 ? pos - layer.span + 1 : 0;
-    case AttnKind::Chunk: return (pos / layer.span) * layer.span;
-    case AttnKind::Full: break;
-  }
-  return 0;
+  return attn_first_visible(layer.kind, layer.span, pos);
 }
 
 // The score of a query-key dot product after scaling and optional tanh soft-capping.

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "kvcache/kv_common.h"
-#include "kvcache/paged_attention.h"
+#include "kernels/attention_paged.h"
 #include "kvcache/prefix_index.h"
 
 namespace ptn {
@@ -431,7 +431,7 @@ std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {
 }
 
 void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
-                                   int64_t n_q_heads, const AttendParams& params, float* out) {
+                                   int64_t n_q_heads, const AttentionParams& params, float* out) {
   auto* p = static_cast<Pending*>(txn_state(txn));
   const auto& rows = txn.batch().rows;
   const int64_t T = static_cast<int64_t>(rows.size());
@@ -463,131 +463,27 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   }
   p->layer_done[static_cast<size_t>(layer)] = true;
 
-  // 2. Attend, one work item per (row, kv head): its query group over the sequence's blocks.
-  //    With fewer items than threads (decoding few sequences), each item's blocks are split
-  //    into `splits` shares accumulated separately and merged (online-softmax merge).
-  const int64_t group = n_q_heads / hkv;
-  const float scale = params.scale, softcap = params.softcap;
-  ThreadPool& tp = threads_ ? *threads_ : default_pool();
-  const int64_t items = T * hkv;
-  int64_t max_blocks = 0;
+  // 2. Attend: each row to its sequence's visible positions, through the pending block table.
+  //    How the rows are split over the threads is the paged attention kernel's affair.
+  PagedLayerView view;
+  view.base = pool.data(0);
+  view.block_bytes = pool.block_bytes();
+  view.block_size = block_size_;
+  view.k_off = lay.k_off;
+  view.v_off = lay.v_off;
+  view.k_row = lay.k_row;
+  view.v_row = lay.v_row;
+  view.dk = dk;
+  view.dv = dv;
+  view.dtype = dt;
+  queries_.resize(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
+    const Pending::Seq& ps = p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
     const int64_t pos = rows[static_cast<size_t>(t)].pos;
-    max_blocks = std::max(max_blocks, pos / block_size_ - kv::first_visible(L, pos) / block_size_ + 1);
+    queries_[static_cast<size_t>(t)] = {ps.g[grp].table.data(), kv::first_visible(L, pos), pos};
   }
-  constexpr int64_t kMinBlocksPerShare = 4;
-  int64_t splits = items > 0 && items < tp.size() ? (tp.size() + items - 1) / items : 1;
-  splits = std::max<int64_t>(1, std::min(splits, max_blocks / kMinBlocksPerShare));
-
-  auto view_of = [&](const Pending::Seq& ps) {
-    kv::PagedLayerView view;
-    view.base = pool.data(0);
-    view.block_bytes = pool.block_bytes();
-    view.table = ps.g[grp].table.data();
-    view.block_size = block_size_;
-    view.k_off = lay.k_off;
-    view.v_off = lay.v_off;
-    view.k_row = lay.k_row;
-    view.v_row = lay.v_row;
-    view.dk = dk;
-    view.dv = dv;
-    view.dtype = dt;
-    return view;
-  };
-  auto seq_of_row = [&](int64_t t) -> const Pending::Seq& {
-    return p->seqs[static_cast<size_t>(p->row_seq[static_cast<size_t>(t)])];
-  };
-
-  // Prompts: consecutive rows of one sequence read the same blocks, so they are attended as
-  // query tiles (kernels/attention.h) of `tile_rows` rows x the query heads of a kv head,
-  // each block read once per tile. Items are (tile, kv head, share of the group's heads).
-  const int64_t width = attn_tile_width();
-  const int64_t heads_per_tile = std::min(group, width), tile_rows = std::max<int64_t>(1, width / heads_per_tile);
-  std::vector<int64_t> tile_start;  // first row of each tile, then T
-  if (splits == 1 && tile_rows >= 2 && T >= 2) {
-    for (int64_t t = 0; t < T;) {
-      tile_start.push_back(t);
-      const Pending::Seq* seq = &seq_of_row(t);
-      int64_t e = t + 1;
-      while (e < T && e - t < tile_rows && &seq_of_row(e) == seq) ++e;
-      t = e;
-    }
-    tile_start.push_back(T);
-  }
-  // Only when some tile has several rows (decoding many sequences keeps one row per item).
-  if (!tile_start.empty() && static_cast<int64_t>(tile_start.size()) - 1 < T) {
-    const int64_t n_tiles = static_cast<int64_t>(tile_start.size()) - 1;
-    const int64_t head_shares = (group + heads_per_tile - 1) / heads_per_tile;
-    const int64_t tile_items = n_tiles * hkv * head_shares;
-    tp.parallel_for_dynamic(tile_items, 1, [&](int64_t b, int64_t e, int) {
-      const float* qrows[kAttnTileMax];
-      float* orows[kAttnTileMax];
-      int64_t lo[kAttnTileMax], hi[kAttnTileMax];
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t tile = item / (hkv * head_shares), h = item / head_shares % hkv, share = item % head_shares;
-        const int64_t t0 = tile_start[static_cast<size_t>(tile)], t1 = tile_start[static_cast<size_t>(tile) + 1];
-        const int64_t g0 = share * heads_per_tile, g1 = std::min(group, g0 + heads_per_tile);
-        if (t1 - t0 == 1) {  // a lone row: the group kernel (full-width dot products) is faster
-          const int64_t pos = rows[static_cast<size_t>(t0)].pos;
-          kv::paged_attend_group(view_of(seq_of_row(t0)), h, q + (t0 * n_q_heads + h * group + g0) * dk, g1 - g0,
-                                 kv::first_visible(L, pos), pos, scale, softcap,
-                                 out + (t0 * n_q_heads + h * group + g0) * dv);
-          continue;
-        }
-        int64_t nq = 0;
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t pos = rows[static_cast<size_t>(t)].pos;
-          for (int64_t g = g0; g < g1; ++g, ++nq) {
-            qrows[nq] = q + (t * n_q_heads + h * group + g) * dk;
-            orows[nq] = out + (t * n_q_heads + h * group + g) * dv;
-            lo[nq] = kv::first_visible(L, pos);
-            hi[nq] = pos;
-          }
-        }
-        kv::paged_attend_tile(view_of(seq_of_row(t0)), h, qrows, lo, hi, nq, scale, softcap, orows);
-      }
-    });
-    return;
-  }
-  if (splits == 1) {
-    // Items are (row, kv head) in row order; a causal prompt's later rows cost more, so the
-    // threads take items in turn (contiguous halves were 1 : 3 in a 512-token prefill).
-    tp.parallel_for_dynamic(items, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t t = item / hkv, h = item % hkv;
-        const int64_t pos = rows[static_cast<size_t>(t)].pos;
-        kv::paged_attend_group(view_of(seq_of_row(t)), h, q + (t * n_q_heads + h * group) * dk, group,
-                               kv::first_visible(L, pos), pos, scale, softcap, out + (t * n_q_heads + h * group) * dv);
-      }
-    });
-    return;
-  }
-  // Split path: share s of item i accumulates into states[(i * splits + s) * group + g].
-  const int64_t units = items * splits;
-  std::vector<AttnAccumulator> states(static_cast<size_t>(units * group));
-  std::vector<float> acc(static_cast<size_t>(units * group * dv));
-  tp.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t u = b; u < e; ++u) {
-      const int64_t item = u / splits, share = u % splits;
-      const int64_t t = item / hkv, h = item % hkv;
-      const int64_t pos = rows[static_cast<size_t>(t)].pos;
-      const int64_t lo = kv::first_visible(L, pos);
-      const int64_t b0 = lo / block_size_, nb = pos / block_size_ - b0 + 1;
-      AttnAccumulator* st = states.data() + u * group;
-      for (int64_t g = 0; g < group; ++g) attn_begin(st[g], acc.data() + (u * group + g) * dv, dv);
-      kv::paged_accumulate_group(view_of(seq_of_row(t)), h, q + (t * n_q_heads + h * group) * dk, group, lo, pos,
-                                 b0 + share * nb / splits, b0 + (share + 1) * nb / splits, scale, softcap, st);
-    }
-  });
-  for (int64_t item = 0; item < items; ++item) {
-    const int64_t t = item / hkv, h = item % hkv;
-    for (int64_t g = 0; g < group; ++g) {
-      AttnAccumulator& into = states[static_cast<size_t>(item * splits * group + g)];
-      for (int64_t share = 1; share < splits; ++share)
-        attn_merge(into, states[static_cast<size_t>((item * splits + share) * group + g)]);
-      attn_finish(into, out + (t * n_q_heads + h * group + g) * dv);
-    }
-  }
+  paged_attention(view, queries_.data(), T, q, n_q_heads, hkv, params.scale, params.softcap, out,
+                  threads_ ? *threads_ : default_pool());
 }
 
 void PagedCache::do_commit(const StepBatch& batch, void* state) {

@@ -8,8 +8,10 @@
 //            if fewer are available (free + evictable cached), else allocates them (evicting
 //            cached blocks oldest first) and builds each sequence's *pending* block table.
 //   update_and_attend writes K/V rows through the pending tables (only into new blocks, the
-//            copies, or unshared slots past the committed length) and attends in place
-//            (paged_attention.h), splitting (row, kv head) pairs over the thread pool.
+//            copies, or unshared slots past the committed length) and hands the attention a
+//            view of them (kernels/attention_paged.h: storage layout, each row's block table
+//            and visible positions); the kernel reads the blocks in place and splits the
+//            work over the thread pool.
 //   commit   swaps the pending tables in, releases the replaced blocks, and registers blocks
 //            that became full in the prefix index.
 //   rollback releases what prepare allocated; the committed state was never touched.
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "core/threadpool.h"
+#include "kernels/attention_paged.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/cache.h"
 
@@ -63,7 +66,7 @@ class PagedCache final : public KVCache {
   size_t bytes_reserved() const override;
 
   void update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
-                         int64_t n_q_heads, const AttendParams& params, float* out) override;
+                         int64_t n_q_heads, const AttentionParams& params, float* out) override;
 
   // --- paged specifics ---------------------------------------------------------------------
   BlockStats stats() const;  // summed over the layer groups
@@ -137,6 +140,7 @@ class PagedCache final : public KVCache {
   std::vector<kv::BlockPool> pools_;  // one per group
   std::map<SeqId, Sequence> seqs_;
   Pending* active_ = nullptr;
+  std::vector<PagedQuery> queries_;  // update_and_attend's rows for the kernel, reused
 };
 
 }  // namespace ptn

@@ -173,7 +173,7 @@ std::shared_ptr<void> SequenceReferenceCache::do_prepare(const StepBatch& batch)
 }
 
 void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k,
-                                               const float* v, int64_t n_q_heads, const AttendParams& params,
+                                               const float* v, int64_t n_q_heads, const AttentionParams& params,
                                                float* out) {
   auto* p = static_cast<Pending*>(txn_state(txn));
   const auto& rows = txn.batch().rows;

@@ -38,7 +38,7 @@ class SequenceReferenceCache final : public KVCache {
   size_t bytes_reserved() const override;
 
   void update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k, const float* v,
-                         int64_t n_q_heads, const AttendParams& params, float* out) override;
+                         int64_t n_q_heads, const AttentionParams& params, float* out) override;
 
   // Token limit over all sequences (0: unlimited).
   int64_t capacity_tokens() const { return capacity_tokens_; }

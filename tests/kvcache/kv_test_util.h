@@ -41,7 +41,7 @@ struct StepOut {
 };
 
 // Runs one step (prepare, update_and_attend on every layer, commit) and returns the outputs.
-inline StepOut run_step(KVCache& cache, const StepBatch& batch, int64_t n_q_heads, const AttendParams& params,
+inline StepOut run_step(KVCache& cache, const StepBatch& batch, int64_t n_q_heads, const AttentionParams& params,
                         uint64_t q_salt = 7) {
   const auto& spec = cache.spec();
   StepOut res;

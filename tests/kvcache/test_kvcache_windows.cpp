@@ -21,7 +21,7 @@ using namespace kvt;
 namespace {
 
 constexpr int64_t kHq = 4, kHkv = 2, kDk = 16, kDv = 24;
-const AttendParams kParams{0.25f, 0.0f};
+const AttentionParams kParams{0.25f, 0.0f};
 
 CacheOptions opts(int64_t capacity_tokens, int64_t block_size, int64_t max_step = 0) {
   CacheOptions o;

@@ -39,7 +39,7 @@ struct Pair {
     ref.add_sequence(s);
   }
   // Runs the same step on both and returns the NMSE of paged vs reference.
-  double step(const StepBatch& b, AttendParams p = AttendParams{0.2f, 0.0f}) {
+  double step(const StepBatch& b, AttentionParams p = AttentionParams{0.2f, 0.0f}) {
     return nmse(run_step(paged, b, kHq, p), run_step(ref, b, kHq, p));
   }
   PagedCache paged;
@@ -143,12 +143,12 @@ TEST(PagedCache, ForkSharesBlocksAndCopiesOnWrite) {
     }
     StepBatch all;
     append_rows(fresh, 0, std::vector<int32_t>(hist.begin(), hist.end() - 1), &all);
-    run_step(fresh, all, kHq, AttendParams{0.2f, 0.0f});
+    run_step(fresh, all, kHq, AttentionParams{0.2f, 0.0f});
     StepBatch last{{{0, static_cast<int32_t>(hist.size() - 1), hist.back()}}};
     StepBatch last_p{{{s, static_cast<int32_t>(hist.size() - 1), hist.back()}}};
     c.paged.rewind(s, static_cast<int64_t>(hist.size()) - 1);
-    EXPECT_LT(nmse(run_step(c.paged, last_p, kHq, AttendParams{0.2f, 0.0f}),
-                   run_step(fresh, last, kHq, AttendParams{0.2f, 0.0f})),
+    EXPECT_LT(nmse(run_step(c.paged, last_p, kHq, AttentionParams{0.2f, 0.0f}),
+                   run_step(fresh, last, kHq, AttentionParams{0.2f, 0.0f})),
               1e-10)
         << "branch " << s;
   }
@@ -168,7 +168,7 @@ TEST(PagedCache, RewindThenContinueEqualsFreshRun) {
     p.add_sequence(0);
     StepBatch b;
     append_rows(p, 0, tokens_range(1, 50), &b);
-    run_step(p, b, kHq, AttendParams{});
+    run_step(p, b, kHq, AttentionParams{});
     EXPECT_EQ(p.rewind_floor(0), window == 64 ? 0 : 40);
     if (keep < p.rewind_floor(0)) {
       const BlockStats before = p.stats();
@@ -184,16 +184,16 @@ TEST(PagedCache, RewindThenContinueEqualsFreshRun) {
     EXPECT_EQ(p.stats(0).used, (keep + 15) / 16);
     StepBatch more;
     append_rows(p, 0, tokens_range(300, 15), &more);
-    const auto got = run_step(p, more, kHq, AttendParams{});
+    const auto got = run_step(p, more, kHq, AttentionParams{});
 
     SequenceReferenceCache fresh(spec, CacheOptions{});
     fresh.add_sequence(0);
     if (keep > 0) {
       StepBatch pre;
       append_rows(fresh, 0, tokens_range(1, keep), &pre);
-      run_step(fresh, pre, kHq, AttendParams{});
+      run_step(fresh, pre, kHq, AttentionParams{});
     }
-    EXPECT_LT(nmse(got, run_step(fresh, more, kHq, AttendParams{})), 1e-10) << "window " << window << " keep " << keep;
+    EXPECT_LT(nmse(got, run_step(fresh, more, kHq, AttentionParams{})), 1e-10) << "window " << window << " keep " << keep;
 
     // The original prefix blocks were not overwritten by the new tokens (an indexed block that
     // the rewind made partial is copied before it is written): a new sequence reusing the
@@ -207,8 +207,8 @@ TEST(PagedCache, RewindThenContinueEqualsFreshRun) {
     orig.add_sequence(1);
     StepBatch pre;
     append_rows(orig, 1, tokens_range(1, reused), &pre);
-    run_step(orig, pre, kHq, AttendParams{});
-    EXPECT_LT(nmse(run_step(p, rest, kHq, AttendParams{}), run_step(orig, rest, kHq, AttendParams{})), 1e-10)
+    run_step(orig, pre, kHq, AttentionParams{});
+    EXPECT_LT(nmse(run_step(p, rest, kHq, AttentionParams{}), run_step(orig, rest, kHq, AttentionParams{})), 1e-10)
         << "window " << window << " keep " << keep;
   }
 }
@@ -222,7 +222,7 @@ TEST(PagedCache, PrefixReuseAllocatesOnlyNewBlocks) {
   p.add_sequence(0);
   StepBatch a;
   append_rows(p, 0, prompt_a, &a);
-  run_step(p, a, kHq, AttendParams{});
+  run_step(p, a, kHq, AttentionParams{});
   EXPECT_EQ(p.stats(0).indexed, 3);
   EXPECT_EQ(p.stats(0).used, 4);
 
@@ -233,7 +233,7 @@ TEST(PagedCache, PrefixReuseAllocatesOnlyNewBlocks) {
   EXPECT_EQ(p.stats(0).shared, 3);  // the prefix blocks
   StepBatch b;
   append_rows(p, 1, std::vector<int32_t>(prompt_b.begin() + 48, prompt_b.end()), &b);
-  const auto with_reuse = run_step(p, b, kHq, AttendParams{});
+  const auto with_reuse = run_step(p, b, kHq, AttentionParams{});
   EXPECT_EQ(p.stats(0).used, 5);  // one new block for positions 48..57
 
   // Same outputs as computing the whole prompt without reuse.
@@ -241,8 +241,8 @@ TEST(PagedCache, PrefixReuseAllocatesOnlyNewBlocks) {
   fresh.add_sequence(1);
   StepBatch pre;
   append_rows(fresh, 1, std::vector<int32_t>(prompt_b.begin(), prompt_b.begin() + 48), &pre);
-  run_step(fresh, pre, kHq, AttendParams{});
-  EXPECT_LT(nmse(with_reuse, run_step(fresh, b, kHq, AttendParams{})), 1e-10);
+  run_step(fresh, pre, kHq, AttentionParams{});
+  EXPECT_LT(nmse(with_reuse, run_step(fresh, b, kHq, AttentionParams{})), 1e-10);
 
   // At most tokens.size() - 1 tokens are reused, whole blocks only.
   p.add_sequence(2);
@@ -277,7 +277,7 @@ TEST(PagedCache, PrefixCachingOffSharesNothing) {
   p.add_sequence(0);
   StepBatch a;
   append_rows(p, 0, tokens_range(1, 40), &a);
-  run_step(p, a, kHq, AttendParams{});
+  run_step(p, a, kHq, AttentionParams{});
   EXPECT_EQ(p.stats(0).indexed, 0);
   p.add_sequence(1);
   EXPECT_EQ(p.reuse_prefix(1, tokens_range(1, 40)), 0);
@@ -294,7 +294,7 @@ TEST(PagedCache, EvictsCachedBlocksInLruOrder) {
     p.add_sequence(s);
     StepBatch b;
     append_rows(p, s, std::vector<int32_t>(toks.begin(), toks.end() - 1), &b);  // 8 tokens: 2 full blocks
-    run_step(p, b, kHq, AttendParams{});
+    run_step(p, b, kHq, AttentionParams{});
   }
   // Release A, then C, then B: LRU order A1 A0 C1 C0 B1 B0 (tails before heads).
   p.clear(0);
@@ -306,7 +306,7 @@ TEST(PagedCache, EvictsCachedBlocksInLruOrder) {
   p.add_sequence(3);
   StepBatch big;
   append_rows(p, 3, tokens_range(5000, 20), &big);
-  run_step(p, big, kHq, AttendParams{});
+  run_step(p, big, kHq, AttentionParams{});
   EXPECT_EQ(p.stats(0).cached, 3);
   p.add_sequence(10);
   p.add_sequence(11);
@@ -456,7 +456,7 @@ TEST_P(PagedDtype, WithinNmse1e3OfF32) {
   StepBatch b;
   append_rows(p, 0, tokens_range(1, 45), &b);
   append_rows(p, 1, tokens_range(400, 20), &b);
-  const AttendParams params{0.125f, 0.0f};
+  const AttentionParams params{0.125f, 0.0f};
   double worst = nmse(run_step(p, b, kHq, params), run_step(r, b, kHq, params));
   for (int i = 0; i < 10; ++i) {
     StepBatch d;
@@ -487,7 +487,7 @@ TEST(PagedCache, SimdLevelsAgreeWithScalar) {
       p.add_sequence(0);
       StepBatch b;
       append_rows(p, 0, tokens_range(3, 70), &b);
-      outs.push_back(run_step(p, b, 6, AttendParams{0.1f, 0.0f}));
+      outs.push_back(run_step(p, b, 6, AttentionParams{0.1f, 0.0f}));
     }
     set_simd_cap(SimdLevel::AVX512);
     for (size_t i = 1; i < outs.size(); ++i) EXPECT_LT(nmse(outs[i], outs[0]), 1e-10) << dtype_name(dt) << " level " << i;

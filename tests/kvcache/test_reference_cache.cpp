@@ -75,7 +75,7 @@ TEST(KvMasks, WindowAndChunkMatchExplicitMask) {
         next_token += static_cast<int32_t>(3 * n);
         append_rows(*cache, 3, nt, &b);
         toks.insert(toks.end(), nt.begin(), nt.end());
-        const StepOut got = run_step(*cache, b, hq, AttendParams{scale, 0.0f});
+        const StepOut got = run_step(*cache, b, hq, AttentionParams{scale, 0.0f});
         for (size_t l = 0; l < kinds.size(); ++l) {
           const auto [k, span] = kinds[l];
           auto visible = [k = k, span = span](int64_t qp, int64_t kp) {
@@ -103,9 +103,9 @@ TEST(KvMasks, ReferenceCacheMatchesKernelReferenceAttention) {
   c.add_sequence(0);
   StepBatch first, second;
   append_rows(c, 0, tokens_range(3, 20), &first);
-  const auto out1 = run_step(c, first, hq, AttendParams{0.3f, 2.5f});
+  const auto out1 = run_step(c, first, hq, AttentionParams{0.3f, 2.5f});
   append_rows(c, 0, tokens_range(50, T - 20), &second);
-  const auto out2 = run_step(c, second, hq, AttendParams{0.3f, 2.5f});
+  const auto out2 = run_step(c, second, hq, AttentionParams{0.3f, 2.5f});
   for (size_t l = 0; l < kinds.size(); ++l) {
     const auto& L = spec.layers[l];
     std::vector<float> q(T * hq * 16), k(T * 2 * 16), v(T * 2 * 24), out(T * hq * 24);
@@ -134,7 +134,7 @@ TEST(KvMasks, SoftcapMatchesBetweenCaches) {
   auto ref = make_cache("reference", spec, opts());
   auto paged = make_cache("paged", spec, opts());
   for (auto* c : {ref.get(), paged.get()}) c->add_sequence(0);
-  const AttendParams params{0.5f, 3.0f};
+  const AttentionParams params{0.5f, 3.0f};
   for (int64_t n : {20, 1, 1, 13}) {
     StepBatch b;
     append_rows(*ref, 0, tokens_range(static_cast<int32_t>(ref->length(0)) * 2 + 1, n), &b);
@@ -147,7 +147,7 @@ TEST(KvMasks, SoftcapMatchesBetweenCaches) {
   append_rows(*ref, 0, {5}, &b);
   const auto capped = run_step(*ref, b, 4, params);
   ref->rewind(0, ref->length(0) - 1);
-  const auto uncapped = run_step(*ref, b, 4, AttendParams{0.5f, 0.0f});
+  const auto uncapped = run_step(*ref, b, 4, AttentionParams{0.5f, 0.0f});
   EXPECT_GT(nmse(capped, uncapped), 1e-8);
 }
 
@@ -159,7 +159,7 @@ TEST(ReferenceCache, SequenceControls) {
   EXPECT_THROW(c.add_sequence(1), Error);
   StepBatch b;
   append_rows(c, 1, tokens_range(1, 30), &b);
-  const auto first = run_step(c, b, 2, AttendParams{});
+  const auto first = run_step(c, b, 2, AttentionParams{});
   EXPECT_EQ(c.length(1), 30);
   EXPECT_EQ(c.bytes_used(), 30u * 2 * 2 * (8 + 8) * 4);
   c.fork(1, 2);
@@ -190,7 +190,7 @@ TEST(ReferenceCache, SequenceControls) {
   c.add_sequence(5);
   StepBatch again;
   append_rows(c, 5, tokens_range(1, 30), &again);
-  EXPECT_EQ(nmse(run_step(c, again, 2, AttendParams{}), first), 0.0);
+  EXPECT_EQ(nmse(run_step(c, again, 2, AttentionParams{}), first), 0.0);
 }
 
 TEST(KvCaches, InvalidPositionsAndSequencesRejected) {
@@ -214,7 +214,7 @@ TEST(KvCaches, InvalidPositionsAndSequencesRejected) {
     EXPECT_EQ(c->length(0), 0);
     StepBatch ok;
     append_rows(*c, 0, tokens_range(0, 40), &ok);
-    run_step(*c, ok, 1, AttendParams{});
+    run_step(*c, ok, 1, AttentionParams{});
     EXPECT_EQ(kind_of(StepBatch{{{0, 40, 5}}}), static_cast<int>(ErrorKind::Capacity)) << kind;  // past context
     EXPECT_FALSE(c->can_extend(0, 1));
     // Only one step may be prepared at a time; controls on its sequences are refused.
@@ -229,9 +229,9 @@ TEST(KvCaches, InvalidPositionsAndSequencesRejected) {
     // A step is refused by update_and_attend for a bad layer or head count.
     auto t2 = c->prepare(StepBatch{{{0, 5, 1}}});
     std::vector<float> q(8, 0.1f), out(8);
-    EXPECT_THROW(c->update_and_attend(t2, 1, q.data(), q.data(), q.data(), 1, AttendParams{}, out.data()), Error);
-    EXPECT_THROW(c->update_and_attend(t2, -1, q.data(), q.data(), q.data(), 1, AttendParams{}, out.data()), Error);
-    EXPECT_THROW(c->update_and_attend(t2, 0, q.data(), q.data(), q.data(), 0, AttendParams{}, out.data()), Error);
+    EXPECT_THROW(c->update_and_attend(t2, 1, q.data(), q.data(), q.data(), 1, AttentionParams{}, out.data()), Error);
+    EXPECT_THROW(c->update_and_attend(t2, -1, q.data(), q.data(), q.data(), 1, AttentionParams{}, out.data()), Error);
+    EXPECT_THROW(c->update_and_attend(t2, 0, q.data(), q.data(), q.data(), 0, AttentionParams{}, out.data()), Error);
     // Commit without every layer updated is refused; the destructor then rolls back.
     EXPECT_THROW(c->commit(t2), Error);
   }
@@ -269,7 +269,7 @@ TEST(KvCaches, SharedArgumentChecksSayTheSame) {
     EXPECT_EQ(error_of([&] { c->fork(2, 3); }), (Want{inval, "fork: unknown sequence 2"})) << kind;
     StepBatch b;
     append_rows(*c, 0, tokens_range(1, 6), &b);
-    run_step(*c, b, 2, AttendParams{});
+    run_step(*c, b, 2, AttentionParams{});
     EXPECT_EQ(error_of([&] { c->rewind(0, 7); }), (Want{inval, "rewind: length 7 is outside 0..6 for sequence 0"})) << kind;
     EXPECT_EQ(error_of([&] { c->rewind(0, -1); }), (Want{inval, "rewind: length -1 is outside 0..6 for sequence 0"}))
         << kind;
@@ -280,7 +280,7 @@ TEST(KvCaches, SharedArgumentChecksSayTheSame) {
     for (int i = 0; i < 4; ++i) {
       StepBatch more;
       append_rows(*c, 0, tokens_range(10, 7), &more);
-      run_step(*c, more, 2, AttendParams{});
+      run_step(*c, more, 2, AttentionParams{});
     }
     ASSERT_EQ(c->length(0), 34) << kind;
     EXPECT_TRUE(c->can_extend(0, 6)) << kind;
@@ -301,7 +301,7 @@ TEST(KvCaches, SharedArgumentChecksSayTheSame) {
         << kind;
     std::vector<float> q(2 * 8, 0.25f), kv(8, 0.5f), out(2 * 8);
     auto attend = [&](StepTxn& t, int64_t layer, int64_t hq, const float* qp) {
-      c->update_and_attend(t, layer, qp, kv.data(), kv.data(), hq, AttendParams{}, out.data());
+      c->update_and_attend(t, layer, qp, kv.data(), kv.data(), hq, AttentionParams{}, out.data());
     };
     EXPECT_EQ(error_of([&] { attend(txn, 2, 2, q.data()); }), (Want{inval, "update_and_attend: layer 2 is out of range"}))
         << kind;
@@ -335,7 +335,7 @@ TEST(KvCaches, RollbackOnExceptionLeavesCacheUnchanged) {
       x->add_sequence(0);
       StepBatch b;
       append_rows(*x, 0, tokens_range(10, 13), &b);
-      run_step(*x, b, 4, AttendParams{});
+      run_step(*x, b, 4, AttentionParams{});
     }
     const size_t used = c->bytes_used();
     {
@@ -344,7 +344,7 @@ TEST(KvCaches, RollbackOnExceptionLeavesCacheUnchanged) {
       try {
         auto txn = c->prepare(b);
         std::vector<float> q(9 * 4 * 16, 0.5f), kv(9 * 2 * 16, -0.5f), out(9 * 4 * 16);
-        c->update_and_attend(txn, 0, q.data(), kv.data(), kv.data(), 4, AttendParams{}, out.data());
+        c->update_and_attend(txn, 0, q.data(), kv.data(), kv.data(), 4, AttentionParams{}, out.data());
         throw std::runtime_error("model failed in layer 1");
       } catch (const std::runtime_error&) {
       }
@@ -354,7 +354,7 @@ TEST(KvCaches, RollbackOnExceptionLeavesCacheUnchanged) {
     // The rolled-back K/V left no trace: the same continuation matches a cache that never saw it.
     StepBatch b;
     append_rows(*c, 0, tokens_range(40, 6), &b);
-    EXPECT_LT(nmse(run_step(*c, b, 4, AttendParams{}), run_step(*oracle, b, 4, AttendParams{})), 1e-10) << kind;
+    EXPECT_LT(nmse(run_step(*c, b, 4, AttentionParams{}), run_step(*oracle, b, 4, AttentionParams{})), 1e-10) << kind;
   }
 }
 

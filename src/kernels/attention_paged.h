@@ -1,16 +1,18 @@
-// Paged attention: one query group (the q heads sharing a kv head) against one sequence's K/V
-// rows read in place from its blocks, block by block, with the online-softmax primitive of
-// kernels/attention.h (attend_block_group: each K/V row read once for the whole group,
-// converted from f16/bf16/q8_0 on the fly, SIMD per simd_level()). Nothing is gathered into a
-// contiguous copy.
+// Paged attention: queries against K/V rows read in place from the blocks of a block pool
+// (the paged KV cache's storage), with the online-softmax primitives of kernels/attention.h
+// (attend_block_group: each K/V row read once for a whole query group; query tiles; converted
+// from f16/bf16/q8_0 on the fly, SIMD per simd_level()). Nothing is gathered into a contiguous
+// copy. paged_attention is the whole op for a step's rows, split over the threads here; the
+// functions below it are its pieces for one query group or tile.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/threadpool.h"
 #include "kernels/attention.h"
 
-namespace ptn::kv {
+namespace ptn {
 
 // Where one layer's K/V rows of a sequence live. Inside a block the layer's K region is
 // [Hkv][block_size][k_row bytes], its V region [Hkv][block_size][v_row bytes].
@@ -24,6 +26,24 @@ struct PagedLayerView {
   int64_t dk = 0, dv = 0;
   DType dtype = DType::F32;
 };
+
+// One query row of a step: the block table of its sequence and the positions it sees. Rows of
+// one sequence pass the same table pointer (that is how consecutive rows are recognised as one
+// sequence's, to be attended as query tiles).
+struct PagedQuery {
+  const int32_t* table = nullptr;  // block ids: table[i] holds positions i*block_size ..
+  int64_t lo = 0, hi = 0;          // visible positions lo..hi (inclusive), lo <= hi
+};
+
+// out [T, Hq, dv] for q [T, Hq, dk] (Hq = n_q_heads, a multiple of n_kv_heads = Hkv; head h
+// reads kv head h / (Hq / Hkv)): row t attends to positions rows[t].lo..rows[t].hi of its table.
+// `view` gives the storage and layout (view.table is not read). Work is split over `pool`:
+// prompts as query tiles (consecutive rows of one sequence), otherwise one item per (row, kv
+// head), and with fewer items than threads (decoding few sequences) each item's blocks in
+// shares merged by the online softmax. Must not be called from inside a job of `pool`.
+void paged_attention(const PagedLayerView& view, const PagedQuery* rows, int64_t T, const float* q,
+                     int64_t n_q_heads, int64_t n_kv_heads, float scale, float softcap, float* out,
+                     ThreadPool& pool);
 
 // out[g][0..dv) = softmax_j(cap(scale * q[g]·k_j)) · v_j over positions j = lo..hi (inclusive)
 // of kv head `kv_head`, for the `group` query heads q[group][dk] (out [group][dv]).
@@ -45,4 +65,4 @@ void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const f
 void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
                        const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out);
 
-}  // namespace ptn::kv
+}  // namespace ptn
