@@ -25,7 +25,7 @@ const std::vector<std::pair<const char*, const char*>> kPrimitives = {
     {"json-char", R"([^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) ))"},
     {"json-string", R"("\"" json-char* "\"")"},
     {"json-integer", R"("-"? ( "0" | [1-9] [0-9]{0,15} ))"},
-    {"json-number", R"(json-integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
+    {"json-number", R"(json-integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?)"},
     {"json-boolean", R"("true" | "false")"},
     {"json-null", R"("null")"},
     {"json-value", R"(json-object | json-array | json-string | json-number | json-boolean | json-null)"},

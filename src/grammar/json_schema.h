@@ -14,8 +14,8 @@
 //
 // Whitespace: after '{', '[', ',', ':' and after each value, at most one space or one newline
 // followed by up to 20 spaces. Numbers have at most 16 integer digits, 16 fraction digits and a
-// 3-digit exponent, so every generated string is valid JSON (strings never hold a lone
-// surrogate escape) and parses back to the same kind of value.
+// 2-digit exponent (so a double holds them); strings never hold a lone surrogate escape: every
+// generated string is valid JSON and parses back to the same kind of value.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
