@@ -6,6 +6,8 @@
 #include "chat/chat_template.h"
 #include "generate/chat_prompt.h"
 #include "core/error.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "sampling/logprobs.h"
 
 namespace ptn::serve {
@@ -206,6 +208,71 @@ json parse_body(const std::string& body, int max_depth) {
   }
   if (!j.is_object()) throw ApiError(400, "invalid_request_error", "the body must be a JSON object");
   return j;
+}
+
+namespace {
+
+constexpr size_t kMaxGrammarBytes = 256u << 10;  // GBNF text or a schema's JSON text
+
+// Compiles a grammar source; its errors become a 400 naming `param`.
+template <typename F>
+std::shared_ptr<const grammar::Grammar> compile_constraint(const char* param, size_t bytes, F&& make) {
+  if (bytes > kMaxGrammarBytes)
+    throw bad(param, "is " + std::to_string(bytes) + " bytes; at most " + std::to_string(kMaxGrammarBytes));
+  try {
+    return std::make_shared<const grammar::Grammar>(make());
+  } catch (const std::exception& e) {  // ptn::Error from the parser or the schema conversion
+    throw bad(param, e.what());
+  }
+}
+
+std::shared_ptr<const grammar::Grammar> schema_constraint(const char* param, const nlohmann::ordered_json& schema) {
+  if (!schema.is_object() && !schema.is_boolean()) throw bad(param, "must be a JSON Schema object");
+  const std::string text = schema.dump();
+  return compile_constraint(param, text.size(), [&] { return grammar::json_schema_grammar(schema); });
+}
+
+std::shared_ptr<const grammar::Grammar> response_format_constraint(const nlohmann::ordered_json& rf) {
+  if (!rf.is_object()) throw bad("response_format", "must be an object with a \"type\"");
+  auto type = rf.find("type");
+  if (type == rf.end() || !type->is_string())
+    throw bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return nullptr;
+  if (t == "json_object") return compile_constraint("response_format", 0, [] { return grammar::json_object_grammar(); });
+  if (t != "json_schema")
+    throw bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got '" + t.substr(0, 40) + "')");
+  auto js = rf.find("json_schema");
+  if (js == rf.end() || !js->is_object()) throw bad("response_format.json_schema", "must be an object with a \"schema\"");
+  if (auto name = js->find("name"); name != js->end() && !name->is_string())
+    throw bad("response_format.json_schema.name", "must be a string");
+  if (auto strict = js->find("strict"); strict != js->end() && !strict->is_boolean() && !strict->is_null())
+    throw bad("response_format.json_schema.strict", "must be a boolean");
+  auto schema = js->find("schema");
+  if (schema == js->end() || schema->is_null()) throw bad("response_format.json_schema.schema", "is required");
+  return schema_constraint("response_format.json_schema.schema", *schema);
+}
+
+}  // namespace
+
+std::shared_ptr<const grammar::Grammar> parse_output_constraint(const std::string& body_text) {
+  nlohmann::ordered_json body;
+  try {
+    body = nlohmann::ordered_json::parse(body_text);
+  } catch (const std::exception& e) {
+    throw ApiError(400, "invalid_request_error", std::string("the body is not valid JSON: ") + e.what());
+  }
+  auto present = [&](const char* k) { return body.is_object() && body.contains(k) && !body[k].is_null(); };
+  const int given = present("response_format") + present("grammar") + present("json_schema");
+  if (given > 1) throw bad("response_format", "give at most one of response_format, grammar and json_schema");
+  if (present("response_format")) return response_format_constraint(body["response_format"]);
+  if (present("json_schema")) return schema_constraint("json_schema", body["json_schema"]);
+  if (present("grammar")) {
+    if (!body["grammar"].is_string()) throw bad("grammar", "must be a string of GBNF rules");
+    const std::string& g = body["grammar"].get_ref<const std::string&>();
+    return compile_constraint("grammar", g.size(), [&] { return grammar::parse_gbnf(g, "grammar"); });
+  }
+  return nullptr;
 }
 
 ParsedRequest parse_completion_request(const json& body, const ModelInfo& model) {

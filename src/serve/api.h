@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "grammar/grammar.h"
 #include "serve/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +48,13 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;
 };
+
+// The output constraint of a body: response_format {"type": "text" | "json_object" |
+// "json_schema", "json_schema": {"schema": ...}}, or llama-server's "grammar" (GBNF text) or
+// "json_schema" (a schema) - at most one of them. `body_text` is parsed again (parse_body has
+// checked it) so that a schema keeps its key order. nullptr: no constraint. ApiError 400 naming
+// the field for anything malformed or unsupported (a schema keyword named in the message).
+std::shared_ptr<const grammar::Grammar> parse_output_constraint(const std::string& body_text);
 
 // POST /v1/completions body.
 ParsedRequest parse_completion_request(const nlohmann::json& body, const ModelInfo& model);

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kvcache/factory.h"
 #include "kvcache/paged_cache.h"
+#include "grammar/token_mask.h"
 
 namespace ptn::serve {
 
@@ -34,6 +35,7 @@ struct Engine::Seq {
   int64_t cached = -1;          // prompt tokens reused at first admission (-1: not yet admitted)
   bool in_cache = false;
   std::unique_ptr<gen::Generator> gen;  // sampling, stop rules, text (made at first admission)
+  std::unique_ptr<grammar::GrammarProcessor> constraint;  // the request's grammar, if any
   std::vector<TokenOut> pending;
   Clock::time_point last_token;
 };
@@ -202,6 +204,11 @@ void Engine::admit() {
         metrics_->add_cached_tokens(reused);
         s.gen = std::make_unique<gen::Generator>(tok_, vocab_, s.req.params(),
                                                  context_ - static_cast<int64_t>(s.req.prompt.size()));
+        if (s.req.grammar) {
+          if (!trie_) trie_ = std::make_shared<grammar::TokenTrie>(tok_);
+          s.constraint = std::make_unique<grammar::GrammarProcessor>(s.req.grammar, trie_, tok_);
+          s.gen->set_logit_processor(s.constraint.get());
+        }
       }
     } catch (const std::exception& e) {
       if (cache_->has_sequence(s.id)) cache_->clear(s.id);

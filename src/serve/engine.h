@@ -28,6 +28,11 @@
 #include "serve/metrics.h"
 #include "tokenizer/tokenizer.h"
 
+namespace ptn::grammar {
+struct Grammar;
+class TokenTrie;
+}  // namespace ptn::grammar
+
 namespace ptn::serve {
 
 using Clock = std::chrono::steady_clock;
@@ -39,6 +44,7 @@ struct GenRequest {
   SamplingParams sampling;        // already validated against the vocabulary
   std::vector<std::string> stop;  // up to 4 non-empty strings, cut from the output
   int logprobs = -1;              // -1: none; else the number of top alternatives (0..20)
+  std::shared_ptr<const grammar::Grammar> grammar;  // the output must follow it (nullptr: free)
   Clock::time_point arrival = Clock::now();
 
   // The generation it asks for; the stop rules are those of every front end (gen::Generator).
@@ -141,6 +147,7 @@ class Engine {
   int64_t vocab_ = 0;
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<KVCache> cache_;
+  std::shared_ptr<const grammar::TokenTrie> trie_;  // the vocabulary index of grammars (made at first use)
   std::unique_ptr<CacheScope> scope_;
 
   mutable std::mutex mu_;

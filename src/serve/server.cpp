@@ -217,6 +217,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   try {
     const json body = parse_body(req.body);
     pr = chat ? parse_chat_request(body, model_) : parse_completion_request(body, model_);
+    pr.gen.grammar = parse_output_constraint(req.body);
     pr.gen.arrival = arrival;
     ch = engine_->submit(pr.gen);
   } catch (const ApiError& e) {

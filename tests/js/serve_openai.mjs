@@ -1,5 +1,5 @@
 // `ptn serve` driven by the official openai npm client: completions and chat, streaming and
-// not, usage, stop strings, seed reproducibility and error mapping.
+// not, usage, stop strings, seed reproducibility, structured output and error mapping.
 //   node serve_openai.mjs <ptn binary> <repo root>
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -148,6 +148,32 @@ await check('seeded sampling replays', async () => {
   const c = await client.completions.create({ ...req, seed: 43 });
   assert.equal(a.choices[0].text, b.choices[0].text);
   assert.notEqual(a.choices[0].text, c.choices[0].text);
+});
+
+await check('structured output: json_schema (strict), streamed and not', async () => {
+  const schema = {
+    type: 'object',
+    properties: { title: { type: 'string', maxLength: 40 }, stars: { type: 'integer' }, good: { type: 'boolean' } },
+    required: ['title', 'stars', 'good'],
+    additionalProperties: false,
+  };
+  const req = { model, messages: [{ role: 'user', content: 'Rate a story.' }], max_tokens: 120, seed: 7,
+                response_format: { type: 'json_schema', json_schema: { name: 'rating', strict: true, schema } } };
+  const r = await client.chat.completions.create(req);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(v), ['title', 'stars', 'good']);  // the schema's order
+  assert.equal(typeof v.title, 'string');
+  assert.ok(Number.isInteger(v.stars));
+  assert.equal(typeof v.good, 'boolean');
+  let text = '';
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true }))
+    text += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(text, r.choices[0].message.content);
+  await assert.rejects(
+    client.chat.completions.create({ ...req, response_format: { type: 'json_schema',
+      json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }),
+    (e) => e instanceof OpenAI.BadRequestError && /pattern/.test(e.message));
 });
 
 await check('errors map to the client error classes', async () => {

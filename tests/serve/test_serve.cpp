@@ -365,6 +365,75 @@ TEST_F(ServeTest, SeededSamplingReplays) {
   EXPECT_NE(a["choices"][0]["text"], c["choices"][0]["text"]);
 }
 
+// response_format / grammar / json_schema: the output follows them, sampled or greedy, and ends
+// with the model's EOS as soon as the grammar is complete; bad ones get a 400 naming the field.
+TEST_F(ServeTest, StructuredOutputFollowsTheSchema) {
+  const json schema = {{"type", "object"},
+                       {"properties",
+                        {{"name", {{"type", "string"}, {"maxLength", 30}}},
+                         {"age", {{"type", "integer"}}},
+                         {"mood", {{"enum", {"happy", "sad"}}}},
+                         {"tags", {{"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 10}}}, {"maxItems", 3}}}}},
+                       {"required", {"name", "age", "mood", "tags"}},
+                       {"additionalProperties", false}};
+  for (int seed = 0; seed < 4; ++seed) {
+    json r = post_ok(*srv_, "/v1/completions",
+                     {{"prompt", "Once upon a time"},
+                      {"max_tokens", 300},
+                      {"temperature", seed == 0 ? 0.0 : 1.0},
+                      {"seed", seed},
+                      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", schema}}}}}});
+    ASSERT_FALSE(r.is_null());
+    const std::string text = r["choices"][0]["text"];
+    ASSERT_EQ(r["choices"][0]["finish_reason"], "stop") << text;
+    json v = json::parse(text, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << text;
+    EXPECT_TRUE(v["name"].is_string() && v["age"].is_number_integer() && v["tags"].is_array()) << text;
+    EXPECT_TRUE(v["mood"] == "happy" || v["mood"] == "sad") << text;
+    EXPECT_EQ(v.size(), 4u) << text;
+    EXPECT_LE(v["tags"].size(), 3u) << text;
+  }
+  // json_object, llama-server's grammar and json_schema fields, and on the chat endpoint.
+  json o = post_ok(*srv_, "/v1/completions",
+                   {{"prompt", "Once"}, {"max_tokens", 200}, {"temperature", 0}, {"response_format", {{"type", "json_object"}}}});
+  if (o["choices"][0]["finish_reason"] == "stop") EXPECT_TRUE(json::parse(o["choices"][0]["text"].get<std::string>())
+                                                                  .is_object());
+  json g = post_ok(*srv_, "/v1/completions",
+                   {{"prompt", "Once"}, {"max_tokens", 20}, {"seed", 5}, {"grammar", "root ::= (\"yes\" | \"no\") \".\""}});
+  EXPECT_TRUE(g["choices"][0]["text"] == "yes." || g["choices"][0]["text"] == "no.") << g.dump();
+  json js = post_ok(*srv_, "/v1/completions",
+                    {{"prompt", "Once"}, {"max_tokens", 20}, {"json_schema", {{"enum", {"red", "green"}}}}});
+  // (a schema's grammar allows whitespace after the value, as JSON does)
+  const json color = json::parse(js["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(color == "red" || color == "green") << js.dump();
+  json c = post_ok(*chat_, "/v1/chat/completions",
+                   {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"max_tokens", 20},
+                    {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "boolean"}}}}}}}});
+  const std::string b = c["choices"][0]["message"]["content"];
+  EXPECT_TRUE(json::parse(b).is_boolean()) << b;
+
+  // Refusals name the field (and the unsupported keyword).
+  auto refused = [&](const json& extra, const std::string& param, const std::string& what) {
+    json body = {{"prompt", "Once"}, {"max_tokens", 4}};
+    for (auto& [k, v] : extra.items()) body[k] = v;
+    auto res = post(*srv_, "/v1/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << body.dump();
+    json e = json::parse(res->body);
+    EXPECT_EQ(e["error"]["param"], param) << res->body;
+    EXPECT_NE(res->body.find(what), std::string::npos) << res->body;
+  };
+  refused({{"response_format", {{"type", "bogus"}}}}, "response_format.type", "bogus");
+  refused({{"response_format", {{"type", "json_schema"}}}}, "response_format.json_schema", "schema");
+  refused({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}},
+          "response_format.json_schema.schema", "pattern");
+  refused({{"grammar", "root ::= undefined-rule"}}, "grammar", "undefined-rule");
+  refused({{"grammar", 7}}, "grammar", "GBNF");
+  refused({{"grammar", "root ::= \"a\""}, {"json_schema", {{"type", "string"}}}}, "response_format", "at most one");
+  refused({{"grammar", std::string(300000, 'x')}}, "grammar", "bytes");
+}
+
 TEST_F(ServeTest, ChatCompletionWithTemplate) {
   json r = post_ok(*chat_, "/v1/chat/completions",
                    {{"model", "chat"},
