@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <random>
+#include <set>
 
 #include "chat/chat_template.h"
 #include "generate/chat_prompt.h"
@@ -101,7 +104,39 @@ void check_text_bound(size_t bytes, const ModelInfo& model, const char* param) {
                    param, "context_length_exceeded");
 }
 
+// Every field a request may carry. Anything else is refused by name, so that nothing a client
+// asks for is accepted and silently ignored.
+void check_fields(const json& body, bool chat) {
+  static const std::set<std::string> shared = {
+      "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+      "frequency_penalty", "logit_bias", "seed", "stop", "n", "stream", "stream_options", "logprobs",
+      "response_format", "grammar", "json_schema",
+      "user", "metadata", "store", "service_tier"};  // accepted, with no effect on the output
+  static const std::set<std::string> chat_only = {"messages", "top_logprobs"};
+  static const std::set<std::string> completion_only = {"prompt", "best_of", "echo"};
+  // Known OpenAI fields this server cannot honour yet: refused rather than ignored.
+  static const std::set<std::string> unsupported = {"tools", "tool_choice", "functions", "function_call",
+                                                     "parallel_tool_calls", "suffix", "modalities", "audio",
+                                                     "prediction", "reasoning_effort", "web_search_options"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& k = it.key();
+    if (it->is_null() || shared.count(k) || (chat ? chat_only : completion_only).count(k)) continue;
+    if (k == "tool_choice" && *it == "none") continue;  // no tools: nothing to choose
+    if (unsupported.count(k)) throw bad(k, "is not supported by this server yet");
+    throw bad(k, "unknown field" + std::string(chat ? " for /v1/chat/completions" : " for /v1/completions"));
+  }
+}
+
+// A seed from the system's random source, for requests that give none.
+uint64_t random_seed() {
+  static std::random_device rd;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
 void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
+  check_fields(body, chat);
   check_model(body, model);
   const int64_t n_prompt = static_cast<int64_t>(r.gen.prompt.size());
   if (n_prompt == 0) throw bad(chat ? "messages" : "prompt", "the prompt is empty");
@@ -124,7 +159,8 @@ void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedReq
   sp.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2.0, 2.0, 0.0));
   sp.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2.0, 2.0, 0.0));
   sp.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 1e-3, 100.0, 1.0));
-  sp.seed = static_cast<uint64_t>(get_int(body, "seed", INT64_MIN, INT64_MAX, 0));
+  // Without a seed every request draws anew (a "regenerate" gives another reply).
+  sp.seed = field(body, "seed") ? static_cast<uint64_t>(get_int(body, "seed", INT64_MIN, INT64_MAX, 0)) : random_seed();
   if (const json* lb = field(body, "logit_bias")) {
     if (!lb->is_object()) throw bad("logit_bias", "must be an object mapping token ids to biases");
     if (lb->size() > 1024) throw bad("logit_bias", "at most 1024 entries");

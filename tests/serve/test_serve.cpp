@@ -3,6 +3,8 @@
 // concurrent batching against sequential runs, prefix reuse, request validation, limits,
 // authentication and cancellation on disconnect.
 #include <gtest/gtest.h>
+
+#include <set>
 #include <httplib.h>
 
 #include <atomic>
@@ -363,6 +365,11 @@ TEST_F(ServeTest, SeededSamplingReplays) {
   body["temperature"] = 1.5;
   json c = post_ok(*srv_, "/v1/completions", body);
   EXPECT_NE(a["choices"][0]["text"], c["choices"][0]["text"]);
+  // Without a seed each request draws anew: "regenerate" gives another text.
+  body.erase("seed");
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) texts.insert(post_ok(*srv_, "/v1/completions", body)["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(texts.size(), 3u);
 }
 
 // response_format / grammar / json_schema: the output follows them, sampled or greedy, and ends
@@ -642,6 +649,13 @@ TEST_F(ServeTest, ParserDefaultsClampsAndFields) {
   EXPECT_EQ(param_of(R"({"prompt": "a", "seed": 1.5})"), "400:seed");
   EXPECT_EQ(param_of(R"({"prompt": "a", "stop": [""]})"), "400:stop");
   EXPECT_EQ(param_of(R"({"prompt": "a", "logit_bias": {"x": 1}})"), "400:logit_bias");
+  // Unknown fields and fields this server cannot honour yet are refused by name, never ignored.
+  EXPECT_EQ(param_of(R"({"prompt": "a", "temprature": 0.5})"), "400:temprature");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "tools": [{"type": "function"}]})"), "400:tools");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "suffix": "x"})"), "400:suffix");
+  EXPECT_EQ(param_of(R"({"prompt": "a", "messages": []})"), "400:messages");  // a chat field
+  EXPECT_EQ(param_of(R"({"prompt": "a", "user": "u1", "tools": null, "tool_choice": "none", "metadata": {}})"),
+            "accepted");
   EXPECT_EQ(param_of(R"({"prompt": "a", "logit_bias": {"-1": 1}})"), "400:logit_bias");
   EXPECT_EQ(param_of(R"({"prompt": "a", "logprobs": true})"), "400:logprobs");
   EXPECT_EQ(param_of(R"({"prompt": "a", "max_tokens": 18446744073709551615})"), "400:max_tokens");
