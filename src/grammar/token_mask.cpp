@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -55,30 +56,157 @@ TokenTrie::TokenTrie(const Tokenizer& tok) {
   for (uint32_t i : open) nodes_[i].skip = static_cast<uint32_t>(nodes_.size());
 }
 
-void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+namespace {
+
+// The states one compute_mask meets, interned by their canonical key (Matcher::state_key), and
+// the transitions between them found so far: a lazily built automaton. Inside a JSON string the
+// state after a content character is the state before it, so the whole trie is walked through
+// a handful of states and almost every node is one table read instead of a matcher step.
+class StateCache {
+ public:
+  static constexpr int32_t kUnknown = -2;  // transition not computed yet (-1: the byte is refused)
+
+  void reset(size_t dense_states) {
+    dense_ = dense_states;
+    pool_.clear();
+    off_.assign(1, 0);
+    table_.assign(1024, -1);
+    rows_.clear();
+    far_.clear();
+  }
+  size_t size() const { return off_.size() - 1; }
+  const uint32_t* key(int32_t id) const { return pool_.data() + off_[id]; }
+
+  // The id of the state with this key, added if new.
+  int32_t intern(const std::vector<uint32_t>& k) {
+    const uint64_t h = hash(k);
+    size_t mask = table_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const int32_t id = table_[at];
+      if (id < 0) break;
+      const uint32_t len = off_[id + 1] - off_[id];
+      if (len == k.size() && std::equal(k.begin(), k.end(), pool_.begin() + off_[id])) return id;
+    }
+    const int32_t id = static_cast<int32_t>(size());
+    pool_.insert(pool_.end(), k.begin(), k.end());
+    off_.push_back(static_cast<uint32_t>(pool_.size()));
+    if (static_cast<size_t>(id) < dense_) rows_.resize(rows_.size() + 256, kUnknown);
+    if (size() * 2 > table_.size()) {
+      rehash();
+    } else {
+      mask = table_.size() - 1;
+      size_t at = h & mask;
+      while (table_[at] >= 0) at = (at + 1) & mask;
+      table_[at] = id;
+    }
+    return id;
+  }
+
+  int32_t next(int32_t from, uint8_t b) const {
+    if (static_cast<size_t>(from) < dense_) return rows_[static_cast<size_t>(from) * 256 + b];
+    auto it = far_.find(static_cast<uint64_t>(from) << 8 | b);
+    return it == far_.end() ? kUnknown : it->second;
+  }
+  void set_next(int32_t from, uint8_t b, int32_t to) {
+    if (static_cast<size_t>(from) < dense_)
+      rows_[static_cast<size_t>(from) * 256 + b] = to;
+    else
+      far_[static_cast<uint64_t>(from) << 8 | b] = to;
+  }
+
+ private:
+  static uint64_t hash(const std::vector<uint32_t>& k) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ k.size();
+    for (uint32_t v : k) h = (h ^ v) * 0xFF51AFD7ED558CCDull, h ^= h >> 29;
+    return h;
+  }
+  void rehash() {
+    table_.assign(table_.size() * 2, -1);
+    const size_t mask = table_.size() - 1;
+    std::vector<uint32_t> k;
+    for (size_t id = 0; id < size(); ++id) {
+      k.assign(pool_.begin() + off_[id], pool_.begin() + off_[id + 1]);
+      size_t at = hash(k) & mask;
+      while (table_[at] >= 0) at = (at + 1) & mask;
+      table_[at] = static_cast<int32_t>(id);
+    }
+  }
+
+  size_t dense_ = 0;              // states below this keep a 256-entry row of transitions
+  std::vector<uint32_t> pool_;    // the keys, one after the other
+  std::vector<uint32_t> off_;     // key i is pool_[off_[i], off_[i + 1])
+  std::vector<int32_t> table_;    // open addressing over the keys (-1: empty)
+  std::vector<int32_t> rows_;     // dense transitions
+  std::unordered_map<uint64_t, int32_t> far_;  // transitions of the other states
+};
+
+struct MaskScratch {
+  StateCache cache;
+  std::vector<uint32_t> key;
+  std::vector<int32_t> path;  // path[d]: the state after the first d bytes of the current path
+  Matcher::State from, to;
+};
+
+}  // namespace
+
+namespace detail {
+
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states) {
+  thread_local MaskScratch scratch;
+  MaskScratch& s = scratch;
   allowed.assign(static_cast<size_t>(trie.vocab_size()), 0);
   const auto& nodes = trie.nodes();
   const auto& ids = trie.token_ids();
-  // states[d]: the state after the first d bytes of the current path; marks[d]: the arena then.
-  std::vector<Matcher::State> states(trie.max_depth() + 1);
-  std::vector<size_t> marks(trie.max_depth() + 1);
-  states[0] = m.state();
-  marks[0] = m.arena_mark();
-  const size_t base = marks[0];
+  const size_t base = m.arena_mark();
+  struct Reset {
+    Matcher& m;
+    size_t mark;
+    ~Reset() { m.arena_reset(mark); }
+  } reset{m, base};
+
+  s.cache.reset(dense_states);
+  s.key.clear();
+  m.state_key(m.state(), s.key);
+  s.path.assign(trie.max_depth() + 1, 0);
+  s.path[0] = s.cache.intern(s.key);  // 0
+  int32_t built = 0;                   // the state whose nodes are in the arena (0: m.state())
+  size_t built_mark = base;
   for (uint32_t i = 1; i < nodes.size();) {
     const TokenTrie::Node& n = nodes[i];
-    m.arena_reset(marks[n.depth - 1]);
-    if (!m.step(states[n.depth - 1], n.byte, states[n.depth])) {
+    const int32_t from = s.path[n.depth - 1];
+    int32_t to = s.cache.next(from, n.byte);
+    if (to == StateCache::kUnknown) {
+      if (from != built) {
+        m.arena_reset(base);
+        if (from != 0) m.state_from_key(s.cache.key(from), s.from);
+        built = from;
+        built_mark = m.arena_mark();
+      }
+      to = -1;
+      if (m.step(from == 0 ? m.state() : s.from, n.byte, s.to)) {
+        s.key.clear();
+        m.state_key(s.to, s.key);
+        to = s.cache.intern(s.key);
+      }
+      m.arena_reset(built_mark);
+      s.cache.set_next(from, n.byte, to);
+    }
+    if (to < 0) {
       i = n.skip;
       continue;
     }
-    marks[n.depth] = m.arena_mark();
+    s.path[n.depth] = to;
     for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) allowed[ids[k]] = 1;
     ++i;
   }
-  m.arena_reset(base);
   const bool complete = m.is_complete();
   for (int32_t id : trie.eog_ids()) allowed[id] = complete ? 1 : 0;
+}
+
+}  // namespace detail
+
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+  detail::compute_mask(m, trie, allowed, 4096);
 }
 
 GrammarProcessor::GrammarProcessor(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,

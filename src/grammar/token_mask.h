@@ -7,7 +7,10 @@
 //
 // compute_mask walks the trie once against the matcher's state: a node's state is its parent's
 // stepped by one byte, so a prefix shared by many tokens is checked once, and a subtree is skipped
-// as soon as its prefix leaves the language. End-of-generation tokens are allowed exactly when the
+// as soon as its prefix leaves the language. The states met are interned by their canonical form
+// (Matcher::state_key) and each (state, byte) is stepped through the matcher only once per walk,
+// so where the state repeats (inside a JSON string every content character leads back to the
+// same state) a node costs a table read. End-of-generation tokens are allowed exactly when the
 // grammar is complete.
 //
 // GrammarProcessor is the gen::LogitProcessor of constrained decoding: apply() sets the logits of
@@ -54,6 +57,12 @@ class TokenTrie {
 // allowed[id] = 1 for every token the grammar allows after what `m` accepted (allowed is resized
 // to the trie's vocab_size). The matcher's accepted state is unchanged.
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed);
+
+namespace detail {
+// compute_mask with the number of states that keep a dense transition row (the rest use a hash
+// map); compute_mask uses 4096. For the tests.
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states);
+}  // namespace detail
 
 class GrammarProcessor : public gen::LogitProcessor {
  public:
