@@ -75,6 +75,7 @@ class StateCache {
     far_.clear();
   }
   size_t size() const { return off_.size() - 1; }
+  size_t key_words() const { return pool_.size(); }
   const uint32_t* key(int32_t id) const { return pool_.data() + off_[id]; }
 
   // The id of the state with this key, added if new.
@@ -140,21 +141,44 @@ class StateCache {
   std::unordered_map<uint64_t, int32_t> far_;  // transitions of the other states
 };
 
-struct MaskScratch {
+}  // namespace
+
+// The automaton, kept from one compute_mask to the next, and the last masks by root state.
+struct MaskCache::Impl {
   StateCache cache;
+  const Grammar* grammar = nullptr;
+  const TokenTrie* trie = nullptr;
+  size_t dense = 0;
   std::vector<uint32_t> key;
   std::vector<int32_t> path;  // path[d]: the state after the first d bytes of the current path
   Matcher::State from, to;
+  struct Kept {
+    int32_t root = -1;
+    uint64_t used = 0;
+    std::vector<uint8_t> mask;  // without the end-of-generation tokens
+  };
+  Kept kept[4];
+  uint64_t clock = 0;
 };
 
-}  // namespace
+MaskCache::MaskCache() : impl_(std::make_unique<Impl>()) {}
+MaskCache::~MaskCache() = default;
 
-namespace detail {
+namespace {
 
-void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states) {
-  thread_local MaskScratch scratch;
-  MaskScratch& s = scratch;
-  allowed.assign(static_cast<size_t>(trie.vocab_size()), 0);
+// Bounds on what a cache keeps before it starts over: states and their keys' total length.
+constexpr size_t kMaxStates = 1 << 16;
+constexpr size_t kMaxKeyWords = 1 << 23;
+
+void walk(MaskCache::Impl& s, Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states) {
+  if (s.grammar != &m.grammar() || s.trie != &trie || s.dense != dense_states || s.cache.size() > kMaxStates ||
+      s.cache.key_words() > kMaxKeyWords) {
+    s.cache.reset(dense_states);
+    s.grammar = &m.grammar();
+    s.trie = &trie;
+    s.dense = dense_states;
+    for (auto& k : s.kept) k.root = -1;
+  }
   const auto& nodes = trie.nodes();
   const auto& ids = trie.token_ids();
   const size_t base = m.arena_mark();
@@ -164,12 +188,24 @@ void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allow
     ~Reset() { m.arena_reset(mark); }
   } reset{m, base};
 
-  s.cache.reset(dense_states);
   s.key.clear();
   m.state_key(m.state(), s.key);
+  const int32_t root = s.cache.intern(s.key);
+  const bool complete = m.is_complete();
+  MaskCache::Impl::Kept* slot = &s.kept[0];
+  for (auto& k : s.kept) {
+    if (k.root == root) {
+      k.used = ++s.clock;
+      allowed = k.mask;
+      for (int32_t id : trie.eog_ids()) allowed[id] = complete ? 1 : 0;
+      return;
+    }
+    if (k.used < slot->used) slot = &k;
+  }
+  allowed.assign(static_cast<size_t>(trie.vocab_size()), 0);
   s.path.assign(trie.max_depth() + 1, 0);
-  s.path[0] = s.cache.intern(s.key);  // 0
-  int32_t built = 0;                   // the state whose nodes are in the arena (0: m.state())
+  s.path[0] = root;
+  int32_t built = root;  // the state whose nodes are in the arena (root: m.state())
   size_t built_mark = base;
   for (uint32_t i = 1; i < nodes.size();) {
     const TokenTrie::Node& n = nodes[i];
@@ -178,12 +214,12 @@ void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allow
     if (to == StateCache::kUnknown) {
       if (from != built) {
         m.arena_reset(base);
-        if (from != 0) m.state_from_key(s.cache.key(from), s.from);
+        if (from != root) m.state_from_key(s.cache.key(from), s.from);
         built = from;
         built_mark = m.arena_mark();
       }
       to = -1;
-      if (m.step(from == 0 ? m.state() : s.from, n.byte, s.to)) {
+      if (m.step(from == root ? m.state() : s.from, n.byte, s.to)) {
         s.key.clear();
         m.state_key(s.to, s.key);
         to = s.cache.intern(s.key);
@@ -199,14 +235,31 @@ void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allow
     for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) allowed[ids[k]] = 1;
     ++i;
   }
-  const bool complete = m.is_complete();
+  for (int32_t id : trie.eog_ids()) allowed[id] = 0;
+  slot->root = root;
+  slot->used = ++s.clock;
+  slot->mask = allowed;
   for (int32_t id : trie.eog_ids()) allowed[id] = complete ? 1 : 0;
+}
+
+}  // namespace
+
+namespace detail {
+
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache,
+                  size_t dense_states) {
+  walk(cache.impl(), m, trie, allowed, dense_states);
 }
 
 }  // namespace detail
 
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache) {
+  walk(cache.impl(), m, trie, allowed, 4096);
+}
+
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
-  detail::compute_mask(m, trie, allowed, 4096);
+  MaskCache cache;
+  walk(cache.impl(), m, trie, allowed, 4096);
 }
 
 GrammarProcessor::GrammarProcessor(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
@@ -217,7 +270,7 @@ GrammarProcessor::GrammarProcessor(std::shared_ptr<const Grammar> grammar, std::
 }
 
 void GrammarProcessor::apply(float* logits, int64_t n_vocab) {
-  compute_mask(matcher_, *trie_, allowed_);
+  compute_mask(matcher_, *trie_, allowed_, cache_);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t n = std::min<int64_t>(n_vocab, static_cast<int64_t>(allowed_.size()));
   for (int64_t i = 0; i < n; ++i)

@@ -58,10 +58,32 @@ class TokenTrie {
 // to the trie's vocab_size). The matcher's accepted state is unchanged.
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed);
 
+// What compute_mask learns, kept for the next steps of one sequence: the interned states and
+// their transitions (up to 65536 states; then it starts over), and the masks of the last 4 root
+// states (inside a string the state before each token is the same, so the mask is a copy). Up to
+// about 4 MB of transition rows plus 4 masks. A cache follows one grammar and one trie (it starts
+// over when either changes) and one thread at a time.
+class MaskCache {
+ public:
+  MaskCache();
+  ~MaskCache();
+  MaskCache(const MaskCache&) = delete;
+  MaskCache& operator=(const MaskCache&) = delete;
+  struct Impl;  // token_mask.cpp's
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// compute_mask through a cache (the same mask).
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache);
+
 namespace detail {
 // compute_mask with the number of states that keep a dense transition row (the rest use a hash
 // map); compute_mask uses 4096. For the tests.
-void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states);
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache,
+                  size_t dense_states);
 }  // namespace detail
 
 class GrammarProcessor : public gen::LogitProcessor {
@@ -81,6 +103,7 @@ class GrammarProcessor : public gen::LogitProcessor {
   std::shared_ptr<const TokenTrie> trie_;
   const Tokenizer& tok_;
   Matcher matcher_;
+  MaskCache cache_;
   std::vector<uint8_t> allowed_;
   bool ended_ = false;
 };

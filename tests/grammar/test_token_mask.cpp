@@ -44,11 +44,12 @@ void walk_grammar(const ptn::Tokenizer& tok, std::shared_ptr<const ptn::grammar:
   Matcher m(g);
   std::mt19937 rng(seed);
   std::vector<uint8_t> mask;
+  ptn::grammar::MaskCache cache;
   int in_string = 0;  // steps that began inside a string (after an odd number of quotes)
   std::string text;
   for (int step = 0; step < steps; ++step) {
     in_string += std::count(text.begin(), text.end(), '"') % 2;
-    ptn::grammar::detail::compute_mask(m, trie, mask, dense_states);
+    ptn::grammar::detail::compute_mask(m, trie, mask, cache, dense_states);
     auto ref = grammar_test::reference_mask(m, tok);
     ASSERT_EQ(mask.size(), ref.size());
     std::vector<int32_t> allowed;
