@@ -168,11 +168,38 @@ namespace {
 
 // Bounds on what a cache keeps before it starts over: states and their keys' total length.
 constexpr size_t kMaxStates = 1 << 16;
-constexpr size_t kMaxKeyWords = 1 << 23;
+constexpr size_t kMaxKeyWords = 1 << 23;  // 32 MB
 
-void walk(MaskCache::Impl& s, Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states) {
+// The walk without the cache: the matcher stepped at every node (states[d] after d bytes, in an
+// arena cut back to marks[d]). Taken when one walk alone would grow the cache past its bound.
+void walk_plain(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+  allowed.assign(static_cast<size_t>(trie.vocab_size()), 0);
+  const auto& nodes = trie.nodes();
+  const auto& ids = trie.token_ids();
+  std::vector<Matcher::State> states(trie.max_depth() + 1);
+  std::vector<size_t> marks(trie.max_depth() + 1);
+  states[0] = m.state();
+  marks[0] = m.arena_mark();
+  for (uint32_t i = 1; i < nodes.size();) {
+    const TokenTrie::Node& n = nodes[i];
+    m.arena_reset(marks[n.depth - 1]);
+    if (!m.step(states[n.depth - 1], n.byte, states[n.depth])) {
+      i = n.skip;
+      continue;
+    }
+    marks[n.depth] = m.arena_mark();
+    for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) allowed[ids[k]] = 1;
+    ++i;
+  }
+  m.arena_reset(marks[0]);
+  const bool complete = m.is_complete();
+  for (int32_t id : trie.eog_ids()) allowed[id] = complete ? 1 : 0;
+}
+
+void walk(MaskCache::Impl& s, Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, size_t dense_states,
+          size_t max_key_words) {
   if (s.grammar != &m.grammar() || s.trie != &trie || s.dense != dense_states || s.cache.size() > kMaxStates ||
-      s.cache.key_words() > kMaxKeyWords) {
+      s.cache.key_words() > max_key_words) {
     s.cache.reset(dense_states);
     s.grammar = &m.grammar();
     s.trie = &trie;
@@ -223,6 +250,13 @@ void walk(MaskCache::Impl& s, Matcher& m, const TokenTrie& trie, std::vector<uin
         s.key.clear();
         m.state_key(s.to, s.key);
         to = s.cache.intern(s.key);
+        if (s.cache.key_words() > max_key_words) {  // too many distinct states: drop the cache
+          s.cache = StateCache();
+          s.grammar = nullptr;
+          m.arena_reset(base);
+          walk_plain(m, trie, allowed);
+          return;
+        }
       }
       m.arena_reset(built_mark);
       s.cache.set_next(from, n.byte, to);
@@ -247,19 +281,19 @@ void walk(MaskCache::Impl& s, Matcher& m, const TokenTrie& trie, std::vector<uin
 namespace detail {
 
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache,
-                  size_t dense_states) {
-  walk(cache.impl(), m, trie, allowed, dense_states);
+                  size_t dense_states, size_t max_key_words) {
+  walk(cache.impl(), m, trie, allowed, dense_states, max_key_words);
 }
 
 }  // namespace detail
 
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache) {
-  walk(cache.impl(), m, trie, allowed, 4096);
+  walk(cache.impl(), m, trie, allowed, 4096, kMaxKeyWords);
 }
 
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed) {
   MaskCache cache;
-  walk(cache.impl(), m, trie, allowed, 4096);
+  walk(cache.impl(), m, trie, allowed, 4096, kMaxKeyWords);
 }
 
 GrammarProcessor::GrammarProcessor(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,

@@ -59,7 +59,8 @@ class TokenTrie {
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed);
 
 // What compute_mask learns, kept for the next steps of one sequence: the interned states and
-// their transitions (up to 65536 states; then it starts over), and the masks of the last 4 root
+// their transitions (up to 65536 states and 32 MB of keys; then it starts over, and a walk that
+// alone would pass that steps the matcher at every node instead), and the masks of the last 4 root
 // states (inside a string the state before each token is the same, so the mask is a copy). Up to
 // about 4 MB of transition rows plus 4 masks. A cache follows one grammar and one trie (it starts
 // over when either changes) and one thread at a time.
@@ -81,9 +82,10 @@ void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allow
 
 namespace detail {
 // compute_mask with the number of states that keep a dense transition row (the rest use a hash
-// map); compute_mask uses 4096. For the tests.
+// map) and the bound on the interned keys' total length (uint32 words) past which a walk drops
+// the cache and steps the matcher at every node; compute_mask uses 4096 and 2^23. For the tests.
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache,
-                  size_t dense_states);
+                  size_t dense_states, size_t max_key_words);
 }  // namespace detail
 
 class GrammarProcessor : public gen::LogitProcessor {

@@ -39,7 +39,8 @@ ws ::= [ \n]{0,3})",
 // cached states with a dense transition row; 0 puts every transition in the hash map), and
 // counts the steps that began inside a string.
 void walk_grammar(const ptn::Tokenizer& tok, std::shared_ptr<const ptn::grammar::Grammar> g, int steps,
-                  uint32_t seed, size_t dense_states = 4096, int* in_string_steps = nullptr) {
+                  uint32_t seed, size_t dense_states = 4096, int* in_string_steps = nullptr,
+                  size_t max_key_words = size_t{1} << 23) {
   TokenTrie trie(tok);
   Matcher m(g);
   std::mt19937 rng(seed);
@@ -49,7 +50,7 @@ void walk_grammar(const ptn::Tokenizer& tok, std::shared_ptr<const ptn::grammar:
   std::string text;
   for (int step = 0; step < steps; ++step) {
     in_string += std::count(text.begin(), text.end(), '"') % 2;
-    ptn::grammar::detail::compute_mask(m, trie, mask, cache, dense_states);
+    ptn::grammar::detail::compute_mask(m, trie, mask, cache, dense_states, max_key_words);
     auto ref = grammar_test::reference_mask(m, tok);
     ASSERT_EQ(mask.size(), ref.size());
     std::vector<int32_t> allowed;
@@ -92,13 +93,16 @@ TEST(TokenMask, EqualsReferenceOnLlama3) {
   for (const char* g : kGrammars) walk(*tok, g, 12, 2);
 }
 
-// The state cache: the same masks with every transition in the hash map, and along JSON-schema
-// walks that spend most steps inside strings.
+// The state cache: the same masks with every transition in the hash map, with the cache dropped
+// within walks (a tight bound on its keys), and along JSON-schema walks that spend most steps
+// inside strings.
 TEST(TokenMask, EqualsReferenceWithoutDenseRows) {
   const ptn::Tokenizer* tok = grammar_test::stories260k();
   ASSERT_NE(tok, nullptr);
   for (const char* g : kGrammars) walk(*tok, g, 40, 3, 0);
   for (const char* g : kGrammars) walk(*tok, g, 40, 4, 2);
+  auto json = std::make_shared<const ptn::grammar::Grammar>(ptn::grammar::parse_gbnf(kGrammars[0]));
+  walk_grammar(*tok, json, 40, 12, 4096, nullptr, 300);  // most walks drop the cache (plain walks)
 }
 
 TEST(TokenMask, EqualsReferenceInsideJsonStrings) {
@@ -119,6 +123,8 @@ TEST(TokenMask, EqualsReferenceInsideJsonStrings) {
   in_string += n;
   walk_grammar(*llama, g, 8, 10, 1, &n);
   in_string += n;
+  walk_grammar(*llama, g, 6, 11, 4096, &n, 2000);  // the cache dropped within walks (plain walks)
+  in_string += n;
   EXPECT_GE(in_string, 40);
 }
 
@@ -136,8 +142,11 @@ TEST(TokenMask, EndOfGenerationExactlyWhenComplete) {
   ASSERT_TRUE(m.accept("ab"));
   compute_mask(m, trie, mask);
   EXPECT_EQ(mask[eos], 1);
-  for (size_t id = 0; id < mask.size(); ++id)
-    if (static_cast<int32_t>(id) != eos && !tok->is_eog(static_cast<int32_t>(id))) EXPECT_EQ(mask[id], 0) << id;
+  for (size_t id = 0; id < mask.size(); ++id) {
+    if (static_cast<int32_t>(id) != eos && !tok->is_eog(static_cast<int32_t>(id))) {
+      EXPECT_EQ(mask[id], 0) << id;
+    }
+  }
 }
 
 TEST(TokenMask, ProcessorMasksLogitsAndRefusesBadTokens) {
