@@ -152,6 +152,36 @@ bool Matcher::is_complete(const State& s) const {
   return std::find(s.heads.begin(), s.heads.end(), -1) != s.heads.end();
 }
 
+void Matcher::state_key(const State& s, std::vector<uint32_t>& key) const {
+  key.push_back(s.partial);
+  key.push_back(static_cast<uint32_t>(s.need) | static_cast<uint32_t>(s.length) << 8);
+  key.push_back(static_cast<uint32_t>(s.heads.size()));
+  for (int32_t h : s.heads) {
+    key.push_back(h < 0 ? 0 : nodes_[h].depth);
+    for (int32_t n = h; n >= 0; n = nodes_[n].parent) key.push_back(nodes_[n].pos);
+  }
+}
+
+size_t Matcher::state_from_key(const uint32_t* key, State& out) {
+  out.partial = key[0];
+  out.need = static_cast<uint8_t>(key[1] & 0xFF);
+  out.length = static_cast<uint8_t>(key[1] >> 8);
+  const uint32_t n_heads = key[2];
+  out.heads.clear();
+  size_t at = 3;
+  for (uint32_t i = 0; i < n_heads; ++i) {
+    const uint32_t depth = key[at++];
+    int32_t parent = -1;
+    for (uint32_t d = 1; d <= depth; ++d) {  // bottom (the last position listed) first
+      nodes_.push_back({key[at + depth - d], parent, d});
+      parent = static_cast<int32_t>(nodes_.size() - 1);
+    }
+    out.heads.push_back(parent);
+    at += depth;
+  }
+  return at;
+}
+
 bool Matcher::can_accept(std::string_view bytes) {
   const size_t mark = arena_mark();
   State a = state_, b;

@@ -62,6 +62,12 @@ class Matcher {
   bool is_complete(const State& s) const;
   size_t arena_mark() const { return nodes_.size(); }
   void arena_reset(size_t mark) { nodes_.resize(mark); }
+  // A state's canonical form, independent of where its nodes sit in the arena: appends the
+  // pending character and, per head in order, the stack's length and its positions from the top
+  // down. Two states with equal keys step alike on every byte. state_from_key rebuilds a state
+  // from a key (its nodes go to the end of the arena, unshared) and returns the key's length.
+  void state_key(const State& s, std::vector<uint32_t>& key) const;
+  size_t state_from_key(const uint32_t* key, State& out);
 
  private:
   struct Node {

@@ -7,7 +7,10 @@
 //
 // compute_mask walks the trie once against the matcher's state: a node's state is its parent's
 // stepped by one byte, so a prefix shared by many tokens is checked once, and a subtree is skipped
-// as soon as its prefix leaves the language. End-of-generation tokens are allowed exactly when the
+// as soon as its prefix leaves the language. The states met are interned by their canonical form
+// (Matcher::state_key) and each (state, byte) is stepped through the matcher only once per walk,
+// so where the state repeats (inside a JSON string every content character leads back to the
+// same state) a node costs a table read. End-of-generation tokens are allowed exactly when the
 // grammar is complete.
 //
 // GrammarProcessor is the gen::LogitProcessor of constrained decoding: apply() sets the logits of
@@ -55,6 +58,36 @@ class TokenTrie {
 // to the trie's vocab_size). The matcher's accepted state is unchanged.
 void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed);
 
+// What compute_mask learns, kept for the next steps of one sequence: the interned states and
+// their transitions (up to 65536 states and 32 MB of keys; then it starts over, and a walk that
+// alone would pass that steps the matcher at every node instead), and the masks of the last 4 root
+// states (inside a string the state before each token is the same, so the mask is a copy). Up to
+// about 4 MB of transition rows plus 4 masks. A cache follows one grammar and one trie (it starts
+// over when either changes) and one thread at a time.
+class MaskCache {
+ public:
+  MaskCache();
+  ~MaskCache();
+  MaskCache(const MaskCache&) = delete;
+  MaskCache& operator=(const MaskCache&) = delete;
+  struct Impl;  // token_mask.cpp's
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// compute_mask through a cache (the same mask).
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache);
+
+namespace detail {
+// compute_mask with the number of states that keep a dense transition row (the rest use a hash
+// map) and the bound on the interned keys' total length (uint32 words) past which a walk drops
+// the cache and steps the matcher at every node; compute_mask uses 4096 and 2^23. For the tests.
+void compute_mask(Matcher& m, const TokenTrie& trie, std::vector<uint8_t>& allowed, MaskCache& cache,
+                  size_t dense_states, size_t max_key_words);
+}  // namespace detail
+
 class GrammarProcessor : public gen::LogitProcessor {
  public:
   GrammarProcessor(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
@@ -72,6 +105,7 @@ class GrammarProcessor : public gen::LogitProcessor {
   std::shared_ptr<const TokenTrie> trie_;
   const Tokenizer& tok_;
   Matcher matcher_;
+  MaskCache cache_;
   std::vector<uint8_t> allowed_;
   bool ended_ = false;
 };

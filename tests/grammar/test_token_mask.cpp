@@ -4,10 +4,13 @@
 // BPE tokens, many cutting UTF-8 characters).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
 #include "grammar_test_util.h"
 
@@ -32,16 +35,22 @@ ws ::= [ \n]{0,3})",
     R"(root ::= (" "? [a-zA-Z]+){1,12} ".")",
 };
 
-// Walks `steps` random allowed tokens, comparing the two masks before each.
-void walk(const ptn::Tokenizer& tok, const char* grammar, int steps, uint32_t seed) {
-  SCOPED_TRACE(grammar);
-  auto g = std::make_shared<const ptn::grammar::Grammar>(ptn::grammar::parse_gbnf(grammar));
+// Walks `steps` random allowed tokens, comparing the two masks before each (dense_states: the
+// cached states with a dense transition row; 0 puts every transition in the hash map), and
+// counts the steps that began inside a string.
+void walk_grammar(const ptn::Tokenizer& tok, std::shared_ptr<const ptn::grammar::Grammar> g, int steps,
+                  uint32_t seed, size_t dense_states = 4096, int* in_string_steps = nullptr,
+                  size_t max_key_words = size_t{1} << 23) {
   TokenTrie trie(tok);
   Matcher m(g);
   std::mt19937 rng(seed);
   std::vector<uint8_t> mask;
+  ptn::grammar::MaskCache cache;
+  int in_string = 0;  // steps that began inside a string (after an odd number of quotes)
+  std::string text;
   for (int step = 0; step < steps; ++step) {
-    compute_mask(m, trie, mask);
+    in_string += std::count(text.begin(), text.end(), '"') % 2;
+    ptn::grammar::detail::compute_mask(m, trie, mask, cache, dense_states, max_key_words);
     auto ref = grammar_test::reference_mask(m, tok);
     ASSERT_EQ(mask.size(), ref.size());
     std::vector<int32_t> allowed;
@@ -52,8 +61,22 @@ void walk(const ptn::Tokenizer& tok, const char* grammar, int steps, uint32_t se
     if (allowed.empty()) break;  // only the end is left
     int32_t pick = allowed[rng() % allowed.size()];
     ASSERT_TRUE(m.accept(tok.token_piece(pick)));
+    text += tok.token_piece(pick);
+    if (in_string_steps) *in_string_steps = in_string;
   }
 }
+
+void walk(const ptn::Tokenizer& tok, const char* grammar, int steps, uint32_t seed, size_t dense_states = 4096) {
+  SCOPED_TRACE(grammar);
+  walk_grammar(tok, std::make_shared<const ptn::grammar::Grammar>(ptn::grammar::parse_gbnf(grammar)), steps, seed,
+               dense_states);
+}
+
+// A schema whose strings are long and bounded: inside the unbounded ones the state repeats (the
+// cached automaton loops on one state), inside the bounded ones it changes with each character.
+const char* kStringSchema = R"({"type":"object","properties":{
+  "a":{"type":"string"},"b":{"type":"string","maxLength":6},"c":{"type":"array","items":{"type":"string"}}},
+  "required":["a","b","c"],"additionalProperties":false})";
 
 }  // namespace
 
@@ -70,6 +93,41 @@ TEST(TokenMask, EqualsReferenceOnLlama3) {
   for (const char* g : kGrammars) walk(*tok, g, 12, 2);
 }
 
+// The state cache: the same masks with every transition in the hash map, with the cache dropped
+// within walks (a tight bound on its keys), and along JSON-schema walks that spend most steps
+// inside strings.
+TEST(TokenMask, EqualsReferenceWithoutDenseRows) {
+  const ptn::Tokenizer* tok = grammar_test::stories260k();
+  ASSERT_NE(tok, nullptr);
+  for (const char* g : kGrammars) walk(*tok, g, 40, 3, 0);
+  for (const char* g : kGrammars) walk(*tok, g, 40, 4, 2);
+  auto json = std::make_shared<const ptn::grammar::Grammar>(ptn::grammar::parse_gbnf(kGrammars[0]));
+  walk_grammar(*tok, json, 40, 12, 4096, nullptr, 300);  // most walks drop the cache (plain walks)
+}
+
+TEST(TokenMask, EqualsReferenceInsideJsonStrings) {
+  auto g = std::make_shared<const ptn::grammar::Grammar>(
+      ptn::grammar::json_schema_grammar(std::string_view(kStringSchema)));
+  const ptn::Tokenizer* small = grammar_test::stories260k();
+  ASSERT_NE(small, nullptr);
+  int in_string = 0;
+  for (uint32_t seed = 5; seed < 8; ++seed) {
+    int n = 0;
+    walk_grammar(*small, g, 60, seed, 4096, &n);
+    in_string += n;
+  }
+  const ptn::Tokenizer* llama = grammar_test::npm_tokenizer("tokenizer-llama3");
+  ASSERT_NE(llama, nullptr);
+  int n = 0;
+  walk_grammar(*llama, g, 16, 9, 4096, &n);
+  in_string += n;
+  walk_grammar(*llama, g, 8, 10, 1, &n);
+  in_string += n;
+  walk_grammar(*llama, g, 6, 11, 4096, &n, 2000);  // the cache dropped within walks (plain walks)
+  in_string += n;
+  EXPECT_GE(in_string, 40);
+}
+
 TEST(TokenMask, EndOfGenerationExactlyWhenComplete) {
   const ptn::Tokenizer* tok = grammar_test::stories260k();
   ASSERT_NE(tok, nullptr);
@@ -84,8 +142,11 @@ TEST(TokenMask, EndOfGenerationExactlyWhenComplete) {
   ASSERT_TRUE(m.accept("ab"));
   compute_mask(m, trie, mask);
   EXPECT_EQ(mask[eos], 1);
-  for (size_t id = 0; id < mask.size(); ++id)
-    if (static_cast<int32_t>(id) != eos && !tok->is_eog(static_cast<int32_t>(id))) EXPECT_EQ(mask[id], 0) << id;
+  for (size_t id = 0; id < mask.size(); ++id) {
+    if (static_cast<int32_t>(id) != eos && !tok->is_eog(static_cast<int32_t>(id))) {
+      EXPECT_EQ(mask[id], 0) << id;
+    }
+  }
 }
 
 TEST(TokenMask, ProcessorMasksLogitsAndRefusesBadTokens) {
