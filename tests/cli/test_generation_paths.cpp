@@ -158,7 +158,7 @@ class GenerationPaths : public ::testing::Test {
     for (const auto& [name, o] : std::map<std::string, Outcome>{{"chat", c}, {"/v1/completions", sc}, {"/v1/chat/completions", sch}}) {
       EXPECT_EQ(o.text, r.text) << "run vs " << name;
       EXPECT_EQ(o.tokens, r.tokens) << "run vs " << name;
-      EXPECT_EQ(o.finish, r.finish) << "run vs " << name;
+      EXPECT_EQ(o.finish, r.finish) << "run vs " << name << ": " << o << " vs " << r;
     }
     return r;
   }
@@ -180,7 +180,7 @@ TEST_F(GenerationPaths, MaxTokensGreedyAndSampled) {
 }
 
 TEST_F(GenerationPaths, StopStringGreedyAndSampled) {
-  for (const Params base : {Params{0.0f, 0, 60, ""}, Params{0.8f, 77, 60, ""}}) {
+  for (const Params& base : {Params{0.0f, 0, 60, ""}, Params{0.8f, 77, 60, ""}}) {
     const Outcome full = run(plain_, base);
     ASSERT_GT(full.text.size(), 40u);
     Params p = base;
@@ -217,7 +217,9 @@ TEST_F(GenerationPaths, EndOfGenerationIdFromTheConfig) {
   EXPECT_EQ(g.tokens, static_cast<int64_t>(first) + 1);
   EXPECT_EQ(g.ids.back(), end_id);
   const Outcome s = all_agree(eos_program, {0.8f, 5, 200, ""});
-  if (s.finish == "stop") EXPECT_TRUE(s.ids.back() == end_id || s.ids.back() == 1 || s.ids.back() == 2);
+  if (s.finish == "stop") {
+    EXPECT_TRUE(s.ids.back() == end_id || s.ids.back() == 1 || s.ids.back() == 2) << s;
+  }
 }
 
 }  // namespace
