@@ -129,10 +129,11 @@ uint32_t Parser::symbol(const std::string& name, size_t at) {
 }
 
 uint32_t Parser::new_rule(uint32_t parent, size_t at) {
-  // Generated names contain no character a written name may have after the '-' and a number,
-  // so "value-3" might clash with a written rule: retry until the name is free.
+  // Generated names ("value~3") hold a '~', which no written name may contain: a rule written
+  // later in the text can never take a name already generated (a '-' here did clash: a JSON
+  // schema's property rule "a-2" after the generated "a-2" was "defined twice").
   for (;;) {
-    std::string name = names_[parent] + "-" + std::to_string(++generated_count_[parent]);
+    std::string name = names_[parent] + "~" + std::to_string(++generated_count_[parent]);
     if (!ids_.count(name)) {
       uint32_t id = symbol(name, at);
       defined_[id] = true;
