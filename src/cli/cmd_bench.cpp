@@ -9,7 +9,7 @@
 #include "core/threadpool.h"
 #include "export/exporter.h"
 #include "runtime/bench.h"
-#include "runtime/inspect.h"
+#include "export/model_input.h"
 
 namespace {
 
@@ -73,14 +73,15 @@ std::function<int()> setup(CLI::App& app) {
       }
     }
     std::shared_ptr<const Program> program;
-    if (is_ptn_file(a->model)) {
+    const ModelInput in = resolve_model_input(a->model);
+    if (in.kind == ModelInputKind::Ptn) {
       if (!a->quantize.empty() || a->f16_as_bf16)
         throw Error(ErrorKind::InvalidArgument, a->quantize.empty() ? "--f16-as-bf16" : "--quantize",
-                    "applies to a GGUF input only; a .ptn program keeps the weight types it was exported with");
-      program = Program::load(a->model);
+                    "applies to a GGUF or HF input only; a .ptn program keeps the weight types it was exported with");
+      program = Program::load(in.path);
     } else {
       ExportOptions eo;
-      eo.model = a->model;
+      eo.model = in.path;
       eo.quantize = a->quantize;
       eo.f16_as_bf16 = a->f16_as_bf16;
       eo.samples = 0;

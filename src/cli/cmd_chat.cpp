@@ -126,7 +126,7 @@ std::function<int()> setup(CLI::App& app) {
     cli::apply_threads_flag(a->threads);
     cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) fail(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
-    auto program = Program::load(a->model);
+    auto program = cli::load_model("chat", a->model);
     if (!program->meta().tokenizer)
       fail(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
     const TokenizerSpec& ts = *program->meta().tokenizer;

@@ -42,7 +42,7 @@ std::function<int()> setup(CLI::App& app) {
     cli::apply_repack_flag(a->no_repack);
     if (a->ctx < 0) fail(ErrorKind::InvalidArgument, "--ctx", "must be >= 0");
     if (a->chunks < 0) fail(ErrorKind::InvalidArgument, "--chunks", "must be >= 0");
-    auto program = Program::load(a->model);
+    auto program = cli::load_model("perplexity", a->model);
     if (!program->meta().tokenizer)
       fail(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
     auto tok = Tokenizer::create(*program->meta().tokenizer);

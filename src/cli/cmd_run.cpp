@@ -52,7 +52,7 @@ std::function<int()> setup(CLI::App& app) {
     cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
     auto t_load = std::chrono::steady_clock::now();
-    auto program = Program::load(a->model);
+    auto program = cli::load_model("run", a->model);
     if (!program->meta().tokenizer)
       throw Error(ErrorKind::InvalidArgument, a->model, "the program has no tokenizer: export it with one");
     auto tok = Tokenizer::create(*program->meta().tokenizer);

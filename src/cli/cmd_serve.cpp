@@ -134,7 +134,7 @@ std::function<int()> setup(CLI::App& app) {
     so.engine.max_queue = a->max_queue;
     so.engine.max_running = a->parallel;
     so.engine.block_size = a->block_size;
-    auto program = ptn::Program::load(a->model);
+    auto program = ptn::cli::load_model("serve", a->model);
     if (so.engine.capacity_tokens == 0 && so.engine.capacity_bytes == 0)
       so.engine.capacity_tokens = default_cache_tokens(program->meta(), *dtype);
     ptn::serve::Server server(program, so, &ptn::default_pool());

@@ -33,7 +33,7 @@ std::function<int()> setup(CLI::App& app) {
   auto a = std::make_shared<VerifyArgs>();
   auto* c = app.add_subcommand("verify", "Check that the runtime reproduces a program's golden samples");
   using ptn::cli::opt;
-  c->add_option("file", a->file, "the .ptn program")->required();
+  c->add_option("file", a->file, "the .ptn program (a GGUF or HF directory: exported in memory with 2 golden samples)")->required();
   c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, or all (default)");
   c->add_option(opt("mode"), a->mode, "optimized (default) or reference executor");
   auto* nmse_opt = c->add_option(opt("max-nmse"), a->max_nmse,
@@ -46,7 +46,13 @@ std::function<int()> setup(CLI::App& app) {
       throw ptn::Error(ptn::ErrorKind::InvalidArgument, "--max-nmse", "must be a positive number");
     ptn::cli::apply_threads_flag(a->threads);
     ptn::cli::apply_repack_flag(a->no_repack);
-    auto program = ptn::Program::load(a->file, ptn::VerifyLevel::Full);
+    // A GGUF or HF directory is exported in memory with two golden samples from the reference
+    // path, so the optimized path is checked against them as for a .ptn program.
+    ptn::OpenModelOptions mo;
+    mo.flag = "file";
+    mo.verify = ptn::VerifyLevel::Full;
+    mo.samples = 2;
+    auto program = ptn::cli::load_model("verify", a->file, mo);
     const auto& meta = program->meta();
     std::printf("%s: %zu golden samples, %s cache program\n", a->file.c_str(), meta.samples.size(),
                 meta.static_cache ? "static" : "off-graph");

@@ -3,16 +3,21 @@
 //   --no-repack         run, chat, perplexity, bench, verify, serve
 //   --cache/--cache-type run, chat, perplexity (a Session's cache kind and dtype)
 //   --ctx               run, chat (perplexity's --ctx is tokens per chunk: its own flag)
+// and load_model, how those commands open what -m names.
 // Each flag is added by its own call so that a command keeps its order of options in --help.
 // Header-only: the ptn target compiles src/cli/cmd_*.cpp and main.cpp only.
 #pragma once
 #include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "cli/command.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "export/model_input.h"
 #include "runtime/executor.h"
 #include "runtime/session.h"
 
@@ -36,6 +41,23 @@ inline void add_repack_flag(CLI::App* cmd, bool* off) {
                 "(faster start, slower decode and prompts)");
 }
 inline void apply_repack_flag(bool off) { set_weight_repack(!off); }
+
+// The program -m names: a .ptn file, or a GGUF / HF directory / cached "org/name" exported in
+// memory, which `command` reports on stderr in one line ("ptn run: exported X in memory ...").
+inline std::shared_ptr<const Program> load_model(const std::string& command, const std::string& arg,
+                                                 OpenModelOptions o = {}) {
+  std::ostringstream log;
+  auto program = open_model(arg, o, log);
+  if (!program->file()) {
+    std::string source = log.str();
+    const size_t at = source.find("source: ");
+    source = at == std::string::npos ? arg : source.substr(at + 8, source.find('\n', at) - at - 8);
+    std::fprintf(stderr, "ptn %s: exported %s in memory (%lld layers, prefill chunk %lld)\n", command.c_str(),
+                 source.c_str(), static_cast<long long>(program->meta().spec.n_layers),
+                 static_cast<long long>(program->meta().max_seq_length));
+  }
+  return program;
+}
 
 // --ctx bound to *ctx: the cache's context in tokens (0: the model's).
 inline void add_context_flag(CLI::App* cmd, int64_t* ctx) {

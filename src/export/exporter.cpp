@@ -35,8 +35,10 @@ namespace {
 // Progress on stderr: a bar when stderr is a terminal, plain lines (every 10%) otherwise.
 class Progress {
  public:
-  Progress(std::string what, int64_t total) : what_(std::move(what)), total_(total), tty_(isatty(2)) {}
+  Progress(std::string what, int64_t total, bool enabled = true)
+      : what_(std::move(what)), total_(total), tty_(isatty(2)), enabled_(enabled) {}
   void update(int64_t done) {
+    if (!enabled_) return;
     const int pct = total_ > 0 ? static_cast<int>(100 * done / total_) : 100;
     if (tty_) {
       const int w = 30, filled = pct * w / 100;
@@ -54,6 +56,7 @@ class Progress {
   std::string what_;
   int64_t total_;
   bool tty_;
+  bool enabled_;
   int last_ = -1;
 };
 
@@ -133,18 +136,18 @@ DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std:
 }
 
 void validate_export_options(const ExportOptions& o) {
-  if (o.model.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--model is required");
-  if (o.output.empty()) fail(ErrorKind::InvalidArgument, "ptn export", "--output is required");
+  if (o.model.empty()) fail(ErrorKind::InvalidArgument, "--model", "is required");
+  if (o.output.empty()) fail(ErrorKind::InvalidArgument, "--output", "is required");
   if (o.static_cache && o.offgraph_cache)
-    fail(ErrorKind::InvalidArgument, "ptn export", "--static_cache and --offgraph_cache exclude each other");
+    fail(ErrorKind::InvalidArgument, "--static-cache", "and --offgraph-cache exclude each other");
   if (!o.static_cache && (o.max_context_length > 0 || !o.kv_cache_dtype.empty()))
-    fail(ErrorKind::InvalidArgument, "ptn export",
+    fail(ErrorKind::InvalidArgument, o.max_context_length > 0 ? "--max-context-length" : "--kv-cache-dtype",
          "--max_context_length and --kv_cache_dtype describe an in-graph cache and cannot be combined with the "
          "off-graph cache (the default): its capacity and dtype are chosen when the program runs, with "
          "`ptn run --ctx N --cache-type T` or `ptn serve --kv-memory BYTES|--ctx N --cache-type T` "
          "(T: f32, f16, bf16, q8_0). Use --static_cache to export the in-graph baseline instead.");
   if (o.static_cache && o.max_context_length <= 0)
-    fail(ErrorKind::InvalidArgument, "ptn export", "--static_cache needs --max_context_length N (N > 0)");
+    fail(ErrorKind::InvalidArgument, "--static-cache", "needs --max-context-length N (N > 0)");
   if (o.static_cache && !o.kv_cache_dtype.empty()) {
     auto t = dtype_from_name(o.kv_cache_dtype);
     if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16))
@@ -154,18 +157,18 @@ void validate_export_options(const ExportOptions& o) {
     fail(ErrorKind::InvalidArgument, "--max_seq_length", "must be 1..65536");
   if (o.samples < 0 || o.samples > 64) fail(ErrorKind::InvalidArgument, "--samples", "must be 0..64");
   if (o.sample_decode_tokens < 4 || o.sample_decode_tokens > 256)
-    fail(ErrorKind::InvalidArgument, "ptn export", "golden samples need 4..256 decode steps");
+    fail(ErrorKind::InvalidArgument, "golden sample decode steps", "must be 4..256");
   if (!o.quantize.empty()) export_weight_type(o.quantize, "x.weight", DType::F32, {1, 256}, ModelSpec{});
   if (o.f16_as_bf16 && o.quantize == "bf16")
-    fail(ErrorKind::InvalidArgument, "ptn export",
+    fail(ErrorKind::InvalidArgument, "--f16-as-bf16",
          "--f16-as-bf16 and --quantize bf16 do not combine: --quantize bf16 already stores every matrix as BF16, "
          "so no F16 weight is left to convert. Use --quantize bf16 alone (golden samples on the BF16 weights), "
          "or --quantize f16 --f16-as-bf16 (the same BF16 weights, with golden samples on the source weights so "
          "`ptn verify` shows what the conversion costs)");
   if (o.golden_from_source && o.samples == 0)
-    fail(ErrorKind::InvalidArgument, "ptn export", "--golden-from-source needs golden samples: drop --samples 0");
+    fail(ErrorKind::InvalidArgument, "--golden-from-source", "needs golden samples: drop --samples 0");
   if (o.f16_as_bf16 && o.quantize == "f32")
-    fail(ErrorKind::InvalidArgument, "ptn export",
+    fail(ErrorKind::InvalidArgument, "--f16-as-bf16",
          "--f16-as-bf16 and --quantize f32 contradict each other: --quantize f32 stores every matrix exactly as "
          "f32, --f16-as-bf16 rounds F16 matrices to BF16; drop one of them");
 }
@@ -191,11 +194,16 @@ std::unique_ptr<WeightSource> open_source(const ExportOptions& o, std::string* h
     src = random_weights(model_spec_from_hf_config_file(cfg), o.seed);
     hf_dir = dir_of(cfg);
   } else {
-    if (ends_with(o.model, ".json") && !is_directory(o.model))
-      fail(ErrorKind::InvalidArgument, "--model",
-           "only a config.json was given: add --random_weights, or --gguf FILE for the weights");
-    src = open_weights(o.model, o.gguf);
-    if (is_directory(o.model)) hf_dir = o.model;
+    std::string model = o.model;
+    if (ends_with(model, ".json") && !is_directory(model)) {
+      // A config.json with --gguf is its directory with the GGUF's weights.
+      if (o.gguf.empty())
+        fail(ErrorKind::InvalidArgument, "--model",
+             "only a config.json was given: add --random-weights, or --gguf FILE for the weights");
+      model = dir_of(model);
+    }
+    src = open_weights(model, o.gguf);
+    if (is_directory(model)) hf_dir = model;
   }
   return src;
 }
@@ -211,7 +219,7 @@ void check_attention_policies(const ModelSpec& spec, const ExportOptions& o) {
     std::string list;
     for (size_t i = 0; i < windowed.size() && i < 8; ++i) list += (i ? ", " : "") + windowed[i];
     if (windowed.size() > 8) list += ", ...";
-    fail(ErrorKind::Unsupported, "ptn export",
+    fail(ErrorKind::Unsupported, o.model,
          "layers " + list + " use sliding-window or chunked attention (config fields sliding_window / layer_types / "
          "use_sliding_window / attention_chunk_size), which this cache cannot express");
   }
@@ -232,7 +240,7 @@ ProgramMeta build_meta(const ModelSpec& spec, const ExportOptions& o, std::ostre
   OpSupportReport& rep = *rep_out;
   rep = op_support(meta.graph, engine_ops());
   log << rep.to_string() << "\n";
-  if (!rep.ok()) fail(ErrorKind::Unsupported, "ptn export", "the engine cannot run this graph:\n" + rep.to_string());
+  if (!rep.ok()) fail(ErrorKind::Unsupported, o.model, "the engine cannot run this graph:\n" + rep.to_string());
   meta.cache_spec = cache_spec_from_model(spec);
   meta.max_seq_length = o.max_seq_length;
   meta.static_cache = o.static_cache;
@@ -262,7 +270,7 @@ ConvertedWeights convert_weights(WeightSource& src, const ModelSpec& spec, const
     for (const auto& w : n.weights) needed.insert(w);
   ConvertedWeights cw;
   std::map<std::string, Tensor>& tensors = cw.tensors;
-  Progress prog("converting weights", static_cast<int64_t>(needed.size()));
+  Progress prog("converting weights", static_cast<int64_t>(needed.size()), o.progress);
   int64_t done = 0;
   std::map<std::string, int> type_counts;
   std::map<std::string, Tensor>& golden_overrides = cw.golden_overrides;
@@ -402,7 +410,7 @@ void add_golden_samples(const ExportOptions& o, ProgramMeta* meta_out, Converted
     go.prompt_tokens = std::min(go.prompt_tokens, room);
   }
   go.seed = o.seed ^ 0x9e3779b97f4a7c15ull;
-  Progress gp("computing golden samples", o.samples);
+  Progress gp("computing golden samples", o.samples, o.progress);
   meta.samples = compute_golden_samples(program, go, extra, [&](int i) { gp.update(i); });
 }
 

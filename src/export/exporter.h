@@ -40,6 +40,7 @@ struct ExportOptions {
   std::string output;
   std::string command_line;           // recorded in the provenance
   bool allow_windows = true;          // the runtime caches honour window and chunk policies
+  bool progress = true;               // progress lines on stderr while converting and sampling
 };
 
 struct ExportResult {

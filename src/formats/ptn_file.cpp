@@ -358,8 +358,17 @@ void PtnFile::parse_header() {
   // The magic first, so that any other file type is named as such, truncated or not.
   if (size_ == 0) fail(ErrorKind::Corrupt, name_, "not a .ptn file: the file is empty");
   const size_t have = static_cast<size_t>(std::min<uint64_t>(size_, sizeof kMagic));
-  if (std::memcmp(data_, kMagic, have) != 0)
+  if (std::memcmp(data_, kMagic, have) != 0) {
+    // Other model files are named as what they are, not as a damaged program.
+    if (size_ >= 4 && std::memcmp(data_, "GGUF", 4) == 0)
+      fail(ErrorKind::InvalidArgument, name_,
+           "a GGUF file, not a .ptn program: `ptn run`, `chat`, `serve`, `perplexity` and `verify` take it as it "
+           "is; `ptn export -m FILE -o OUT.ptn` makes a program of it");
+    if (size_ >= 1 && data_[0] == '{')
+      fail(ErrorKind::InvalidArgument, name_,
+           "a JSON file, not a .ptn program (for an HF model give its directory, config.json with safetensors)");
     fail(ErrorKind::Corrupt, name_, "not a .ptn file: wrong magic bytes (expected \"PTN\\0PROG\")");
+  }
   if (size_ < PtnLimits::kHeaderSize)
     fail(ErrorKind::Corrupt, hdr,
          "truncated: the file is " + std::to_string(size_) + " bytes, the header alone needs " +

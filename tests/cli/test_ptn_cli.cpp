@@ -110,6 +110,57 @@ TEST_F(PtnCli, RunPrintsTheExpectedGreedyText) {
   EXPECT_EQ(r.out, want);
 }
 
+// -m takes a GGUF, an HF directory or a cached "org/name" as well as a .ptn program: each is
+// exported in memory and gives the same greedy text as the exported program.
+TEST_F(PtnCli, RunTakesGgufHfDirectoryAndCachedRepositories) {
+  const std::string want = expected().at("text_prompt_plus_50").get<std::string>() + "\n";
+  for (const std::string& m : {stories() + "/stories260K.gguf", stories() + "/hf"}) {
+    SCOPED_TRACE(m);
+    RunResult r = ptn("run -m '" + m + "' -p 'Once upon a time' -n 50 --temp 0");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, want);
+    EXPECT_NE(r.err.find("in memory"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("converting weights"), std::string::npos) << "no progress lines in a log: " << r.err;
+  }
+  // verify computes golden samples on the reference path for the in-memory program and checks
+  // the optimized path against them; perplexity runs the GGUF as it is.
+  RunResult v = ptn("verify '" + stories() + "/stories260K.gguf' --cache paged-f32");
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("2 golden samples"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("all samples pass"), std::string::npos) << v.out;
+
+  // config.json with --gguf: the config's directory with the GGUF's weights.
+  RunResult e = ptn("export -m '" + stories() + "/hf/config.json' --gguf '" + stories() +
+                    "/stories260K.gguf' --max-seq-length 16 -o '" + path("cfg_gguf.ptn") + "'");
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.err.find("ptn export: ptn export"), std::string::npos) << e.err;
+
+  // A Hugging Face cache laid out as the hub library writes it: refs/main names the snapshot.
+  const fs::path hub = dir_ / "hub";
+  const fs::path repo = hub / "models--ptn-test--stories260K";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots" / "0123abcd");
+  std::ofstream(repo / "refs" / "main") << "0123abcd";
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+    fs::create_symlink(fs::path(stories()) / "hf" / f, repo / "snapshots" / "0123abcd" / f);
+  const fs::path grepo = hub / "models--ptn-test--stories260K-GGUF";
+  fs::create_directories(grepo / "snapshots" / "feed");
+  fs::create_symlink(fs::path(stories()) / "stories260K.gguf", grepo / "snapshots" / "feed" / "stories260K-F32.gguf");
+  fs::create_symlink(fs::path(stories()) / "quantized" / "stories260K-F16.gguf",
+                     grepo / "snapshots" / "feed" / "stories260K-F16.gguf");
+  ASSERT_EQ(setenv("HF_HUB_CACHE", hub.c_str(), 1), 0);
+  RunResult r = ptn("run -m ptn-test/stories260K -p 'Once upon a time' -n 50 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, want);
+  r = ptn("run -m ptn-test/stories260K-GGUF:f32 -p 'Once upon a time' -n 50 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, want);
+  expect_clean_failure("run -m ptn-test/stories260K-GGUF -p hi", {"several GGUF files", "stories260K-F16.gguf"});
+  expect_clean_failure("run -m ptn-test/stories260K-GGUF:q3_k -p hi", {"matches 'q3_k'"});
+  expect_clean_failure("run -m ptn-test/absent -p hi", {"models--ptn-test--absent", hub.string()});
+  unsetenv("HF_HUB_CACHE");
+}
+
 TEST_F(PtnCli, InspectDescribesTheProgram) {
   RunResult r = ptn("inspect '" + program() + "'");
   EXPECT_EQ(r.code, 0) << r.err;
@@ -131,7 +182,9 @@ TEST_F(PtnCli, BadFlagsAndInputsFailCleanly) {
   expect_clean_failure("run -m " + p + " -p 'Once upon a time' --ctx 3", {"context"});
   expect_clean_failure("run -m " + p + " -p hi --threads 100000", {"--threads"});
   expect_clean_failure("run -m '" + path("missing.ptn") + "' -p hi", {"missing.ptn"});
-  expect_clean_failure("run -m '" + stories() + "/stories260K.gguf' -p hi", {"not a .ptn file"});
+  expect_clean_failure("run -m '" + stories() + "/hf/config.json' -p hi", {"config alone", "--random-weights"});
+  expect_clean_failure("run -m '" + stories() + "' -p hi", {"without config.json"});
+  expect_clean_failure("run -m no-such-org/no-such-model -p hi", {"models--no-such-org--no-such-model"});
   expect_clean_failure("verify '" + path("missing.ptn") + "'", {"missing.ptn"});
   expect_clean_failure("verify " + p + " --cache nope", {"nope"});
   expect_clean_failure("verify " + p + " --threads 5000", {"--threads"});
@@ -145,7 +198,7 @@ TEST_F(PtnCli, BadFlagsAndInputsFailCleanly) {
   expect_clean_failure("export --model " + hf + " --max_seq_length 64 --output " + out + " --kv_cache_dtype f16",
                        {"--kv_cache_dtype", "--cache-type"});
   expect_clean_failure("export --model '" + stories() + "/hf/config.json' --max_seq_length 64 --output " + out,
-                       {"--random_weights"});
+                       {"--random-weights"});
   expect_clean_failure("export --model " + hf + " --max_seq_length 64 --output " + out + " --quantize q3", {"q3"});
   expect_clean_failure("export --model " + hf + " --max_seq_length 0 --output " + out, {"--max_seq_length"});
   expect_clean_failure("export --model " + hf + " --max_seq_length abc --output " + out, {});

@@ -32,7 +32,7 @@ TEST(Export, OffgraphCacheRefusesInGraphCacheFlags) {
   o.static_cache = true;
   expect_error([&] { validate_export_options(o); }, ErrorKind::InvalidArgument, {"exclude"});
   o.offgraph_cache = false;
-  expect_error([&] { validate_export_options(o); }, ErrorKind::InvalidArgument, {"--max_context_length"});
+  expect_error([&] { validate_export_options(o); }, ErrorKind::InvalidArgument, {"--static-cache", "--max-context-length"});
   o.max_context_length = 64;
   o.kv_cache_dtype = "q8_0";
   expect_error([&] { validate_export_options(o); }, ErrorKind::InvalidArgument, {"--kv_cache_dtype"});
@@ -48,7 +48,7 @@ TEST(Export, OffgraphCacheRefusesInGraphCacheFlags) {
 TEST(Export, ConfigOnlyNeedsRandomWeights) {
   TempDir d;
   ExportOptions o = base_options(stories_dir() + "/hf/config.json", d / "x.ptn");
-  expect_error([&] { quiet_export(o); }, ErrorKind::InvalidArgument, {"--random_weights"});
+  expect_error([&] { quiet_export(o); }, ErrorKind::InvalidArgument, {"--random-weights"});
   EXPECT_FALSE(fs::exists(d / "x.ptn"));
   // With --random_weights the same config exports (and the file says so).
   o.random_weights = true;

@@ -127,7 +127,9 @@ TEST_F(CorruptProgram, BadMagicAndHeader) {
   b[70] ^= 1;  // a reserved header byte, CRC not fixed
   expect_error([&] { load(b); }, ErrorKind::Corrupt, {"bad.ptn"});
   // A GGUF file is not a program.
-  expect_error([&] { Program::load(stories_dir() + "/stories260K.gguf"); }, ErrorKind::Corrupt, {"not a .ptn file"});
+  // A GGUF is named as one (and where it can be used), not called corrupt.
+  expect_error([&] { Program::load(stories_dir() + "/stories260K.gguf"); }, ErrorKind::InvalidArgument,
+               {"a GGUF file, not a .ptn program"});
   expect_error([&] { Program::load((dir_ / "does-not-exist.ptn").string()); }, ErrorKind::Io, {"does-not-exist.ptn"});
 }
 

@@ -484,7 +484,7 @@ TEST(PtnFileCorrupt, BadMagic) {
   auto bytes = sample_file(dir);
   bytes[3] = 'X';
   expect_error(bytes, ErrorKind::Corrupt, {"not a .ptn file"});
-  expect_error({'G', 'G', 'U', 'F'}, ErrorKind::Corrupt, {"not a .ptn file"});
+  expect_error({'G', 'G', 'U', 'F'}, ErrorKind::InvalidArgument, {"a GGUF file, not a .ptn program"});
 }
 
 TEST(PtnFileCorrupt, FutureVersionIsRefusedNamingBothVersions) {
@@ -767,4 +767,15 @@ TEST(PtnMagic, RecognisesOnlyTheEightMagicBytes) {
   const char near[] = {'P', 'T', 'N', 0, 'P', 'R', 'O', 'H'};
   EXPECT_FALSE(ptn::has_ptn_magic(near, sizeof near));
   EXPECT_FALSE(ptn::has_ptn_magic(nullptr, 8));
+}
+
+// A GGUF or a JSON file where a program is expected is named as what it is, not as corrupt.
+TEST(PtnMagic, OtherModelFilesAreNamedNotCalledCorrupt) {
+  std::vector<uint8_t> gguf = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0};
+  gguf.resize(4096, 0);
+  expect_error(gguf, ErrorKind::InvalidArgument, {"a GGUF file, not a .ptn program", "ptn export"});
+  const std::string cfg = "{\"architectures\": [\"LlamaForCausalLM\"]}";
+  expect_error(std::vector<uint8_t>(cfg.begin(), cfg.end()), ErrorKind::InvalidArgument, {"a JSON file"});
+  const std::string other = "PK\003\004 not a program";
+  expect_error(std::vector<uint8_t>(other.begin(), other.end()), ErrorKind::Corrupt, {"wrong magic bytes"});
 }
