@@ -2,18 +2,13 @@
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace ptn::gen {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-void utf8_append(std::string& s, uint32_t cp) {  // cp in the BMP, >= 0x800
-  s += static_cast<char>(0xE0 | (cp >> 12));
-  s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-  s += static_cast<char>(0x80 | (cp & 0x3F));
-}
 
 bool contains_string(const ojson& j, const std::string& needle) {
   if (j.is_string()) return j.get_ref<const std::string&>().find(needle) != std::string::npos;
@@ -79,7 +74,7 @@ class Placeholders {
 std::string pick_mark(const std::string& tmpl, const ojson& messages, const chat::ChatOptions& opts) {
   for (uint32_t cp = 0xE000; cp < 0xF900; ++cp) {
     std::string m;
-    utf8_append(m, cp);
+    tok::append_utf8(m, cp);
     if (tmpl.find(m) == std::string::npos && !contains_string(messages, m) && !contains_string(opts.tools, m) &&
         !contains_string(opts.extra, m))
       return m;

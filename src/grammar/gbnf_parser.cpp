@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar.h"
-#include "grammar/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace ptn::grammar {
 namespace {
@@ -171,9 +171,9 @@ uint32_t Parser::parse_char(bool in_class) {
   size_t at = i_;
   if (eof()) error(at, in_class ? "unterminated character class" : "unterminated string literal");
   if (peek() != '\\') {
-    uint32_t cp = 0;
-    size_t n = decode_utf8(s_.substr(i_), cp);
+    const size_t n = tok::utf8_valid_length(s_, i_);  // strict: no overlong form, surrogate or cut
     if (n == 0) error(at, "invalid UTF-8 in the grammar");
+    const uint32_t cp = tok::decode_utf8(s_, i_, n);
     i_ += n;
     return cp;
   }

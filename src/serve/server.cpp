@@ -217,7 +217,9 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   try {
     const json body = parse_body(req.body);
     pr = chat ? parse_chat_request(body, model_) : parse_completion_request(body, model_);
-    pr.gen.grammar = parse_output_constraint(req.body);
+    // Only a body that asks for a constraint is parsed again (in key order, for the schema).
+    if (body.is_object() && (body.contains("response_format") || body.contains("grammar") || body.contains("json_schema")))
+      pr.gen.grammar = parse_output_constraint(req.body);
     pr.gen.arrival = arrival;
     ch = engine_->submit(pr.gen);
   } catch (const ApiError& e) {
