@@ -77,10 +77,12 @@ bool has_type(const json& v, const std::set<std::string>& types) {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {
+  Converter(const json& root, std::string root_name) : root_(root), root_name_(std::move(root_name)) {
     for (const auto& [name, body] : kPrimitives) names_.insert(name);
   }
-  std::string run();
+  // The grammar text: the root rule (followed by whitespace) and the primitives, or with
+  // `embedded` the schema's rules alone (its root rule without trailing whitespace).
+  std::string run(bool embedded = false);
 
  private:
   [[noreturn]] void refuse(const std::string& path, const std::string& msg) const {
@@ -106,6 +108,7 @@ class Converter {
   uint64_t count(const json& s, const char* key, uint64_t max, const std::string& path) const;
 
   const json& root_;
+  std::string root_name_;
   std::set<std::string> names_;
   std::vector<std::pair<std::string, std::string>> rules_;  // in order of definition
   std::map<std::string, std::string> refs_;                 // "$defs/x" -> rule name
@@ -115,7 +118,7 @@ class Converter {
 
 std::string Converter::reserve_name(const std::string& path) {
   std::string base;
-  for (char c : path.empty() ? std::string("root") : "root" + path) {
+  for (char c : root_name_ + path) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     if (ok) base += c;
     else if (!base.empty() && base.back() != '-') base += '-';
@@ -178,7 +181,7 @@ std::string Converter::visit_ref(const json& s, const std::string& path) {
   const json& ref = s.at("$ref");
   if (!ref.is_string()) refuse(path + "/$ref", "'$ref' must be a string");
   const std::string r = ref.get<std::string>();
-  if (r == "#") return "root";
+  if (r == "#") return root_name_;
   std::string section, name;
   for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
     std::string p = prefix;
@@ -391,19 +394,33 @@ std::string Converter::visit_string(const json& s, const std::string& path) {
   return "\"\\\"\" json-char{" + std::to_string(min) + "," + (bounded ? std::to_string(max) : "") + "} \"\\\"\"";
 }
 
-std::string Converter::run() {
-  reserve_name("");  // "root"
+std::string Converter::run(bool embedded) {
+  reserve_name("");  // root_name_
   std::string body = visit(root_, "", 0);
-  rules_.insert(rules_.begin(), {"root", body + " ws"});
+  rules_.insert(rules_.begin(), {root_name_, embedded ? body : body + " ws"});
   std::string out;
   for (const auto& [name, b] : rules_) out += name + " ::= " + b + "\n";
-  for (const auto& [name, b] : kPrimitives) out += std::string(name) + " ::= " + b + "\n";
+  if (!embedded) out += json_primitives_gbnf();
   return out;
 }
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Converter(schema).run(); }
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Converter(schema, "root").run(); }
+
+std::string json_schema_rules(const nlohmann::ordered_json& schema, const std::string& root_name) {
+  for (char c : root_name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') || root_name.rfind("json-", 0) == 0 ||
+        root_name == "ws" || root_name.empty())
+      fail(ErrorKind::InvalidArgument, "json_schema", "bad root rule name '" + root_name + "'");
+  return Converter(schema, root_name).run(/*embedded=*/true);
+}
+
+std::string json_primitives_gbnf() {
+  std::string out;
+  for (const auto& [name, b] : kPrimitives) out += std::string(name) + " ::= " + b + "\n";
+  return out;
+}
 
 std::string json_schema_to_gbnf(const nlohmann::json& schema) {
   return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()));
@@ -419,11 +436,7 @@ std::string json_schema_to_gbnf(std::string_view schema_text) {
   return json_schema_to_gbnf(schema);
 }
 
-std::string json_object_gbnf() {
-  std::string out = "root ::= json-object ws\n";
-  for (const auto& [name, b] : kPrimitives) out += std::string(name) + " ::= " + b + "\n";
-  return out;
-}
+std::string json_object_gbnf() { return "root ::= json-object ws\n" + json_primitives_gbnf(); }
 
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema) {
   return parse_gbnf(json_schema_to_gbnf(schema), "json_schema");

@@ -34,6 +34,13 @@ std::string json_schema_to_gbnf(const nlohmann::json& schema);
 // The GBNF text of any JSON object (root rule "root").
 std::string json_object_gbnf();
 
+// For grammars that embed several schemas (tool calls): the rules of `schema` alone, its root
+// rule named `root_name` ([a-z0-9-], not "ws" or "json-..."; every other rule's name starts with
+// it), with no trailing whitespace and without the primitives, which json_primitives_gbnf()
+// defines once for all of them.
+std::string json_schema_rules(const nlohmann::ordered_json& schema, const std::string& root_name);
+std::string json_primitives_gbnf();
+
 // Both compiled (parse_gbnf of the text above).
 Grammar json_schema_grammar(std::string_view schema_text);
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema);

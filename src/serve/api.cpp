@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "serve/tools.h"
 #include "sampling/logprobs.h"
 
 namespace ptn::serve {
@@ -112,16 +113,16 @@ void check_fields(const json& body, bool chat) {
       "frequency_penalty", "logit_bias", "seed", "stop", "n", "stream", "stream_options", "logprobs",
       "response_format", "grammar", "json_schema",
       "user", "metadata", "store", "service_tier"};  // accepted, with no effect on the output
-  static const std::set<std::string> chat_only = {"messages", "top_logprobs"};
+  static const std::set<std::string> chat_only = {"messages", "top_logprobs", "tools", "tool_choice",
+                                                  "parallel_tool_calls"};
   static const std::set<std::string> completion_only = {"prompt", "best_of", "echo"};
   // Known OpenAI fields this server cannot honour yet: refused rather than ignored.
-  static const std::set<std::string> unsupported = {"tools", "tool_choice", "functions", "function_call",
-                                                     "parallel_tool_calls", "suffix", "modalities", "audio",
+  static const std::set<std::string> unsupported = {"functions", "function_call", "suffix", "modalities", "audio",
                                                      "prediction", "reasoning_effort", "web_search_options"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
     if (it->is_null() || shared.count(k) || (chat ? chat_only : completion_only).count(k)) continue;
-    if (k == "tool_choice" && *it == "none") continue;  // no tools: nothing to choose
+    if (!chat && k == "tool_choice" && *it == "none") continue;  // no tools: nothing to choose
     if (unsupported.count(k)) throw bad(k, "is not supported by this server yet");
     throw bad(k, "unknown field" + std::string(chat ? " for /v1/chat/completions" : " for /v1/completions"));
   }
@@ -339,7 +340,44 @@ ParsedRequest parse_completion_request(const json& body, const ModelInfo& model)
   return r;
 }
 
-ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
+namespace {
+
+// A message's tool_calls as the templates read them (HF apply_chat_template): each
+// {"id", "type": "function", "function": {"name", "arguments"}} with the arguments an object
+// (a JSON string is parsed; templates write it with tojson).
+nlohmann::ordered_json template_tool_calls(const nlohmann::ordered_json& calls, const std::string& where) {
+  if (!calls.is_array()) throw bad(where, "must be an array");
+  if (calls.size() > kMaxTools) throw bad(where, "at most " + std::to_string(kMaxTools) + " calls");
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const std::string w = where + "[" + std::to_string(j) + "]";
+    const auto& c = calls[j];
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+      throw bad(w, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+    const auto& fn = c["function"];
+    if (!fn.contains("name") || !fn["name"].is_string()) throw bad(w + ".function.name", "must be a string");
+    nlohmann::ordered_json args = fn.contains("arguments") ? fn["arguments"] : nlohmann::ordered_json::object();
+    if (args.is_string()) {
+      try {
+        args = nlohmann::ordered_json::parse(args.get<std::string>());
+      } catch (const std::exception&) {
+        throw bad(w + ".function.arguments", "is not a JSON text");
+      }
+    }
+    if (!args.is_object()) throw bad(w + ".function.arguments", "must be a JSON object (or its text)");
+    nlohmann::ordered_json call = {{"type", "function"}, {"function", {{"name", fn["name"]}, {"arguments", args}}}};
+    if (c.contains("id") && !c["id"].is_null()) {
+      if (!c["id"].is_string()) throw bad(w + ".id", "must be a string");
+      call["id"] = c["id"];
+    }
+    out.push_back(call);
+  }
+  return out;
+}
+
+}  // namespace
+
+ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const nlohmann::ordered_json* ordered) {
   ParsedRequest r;
   const TokenizerSpec& ts = model.tokenizer->spec();
   if (model.chat_template.empty())
@@ -349,6 +387,8 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
   const json* m = field(body, "messages");
   if (!m) throw bad("messages", "is required");
   if (!m->is_array() || m->empty()) throw bad("messages", "must be a non-empty array");
+  // Tool definitions and calls keep their key order (the ordered body) when the server has it.
+  const nlohmann::ordered_json ordered_body = ordered ? *ordered : nlohmann::ordered_json::parse(body.dump());
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
@@ -370,14 +410,31 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
     } else if (c) {
       throw bad(where + ".content", "must be a string or an array of text parts");
     }
-    msgs.push_back({{"role", role->get<std::string>()}, {"content", content}});
+    nlohmann::ordered_json out = {{"role", role->get<std::string>()}, {"content", content}};
+    for (auto it = msg.begin(); it != msg.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "role" || k == "content" || it->is_null()) continue;
+      if (k == "tool_calls") {
+        out["tool_calls"] = template_tool_calls(ordered_body["messages"][i]["tool_calls"], where + ".tool_calls");
+      } else if (k == "name" || k == "tool_call_id" || k == "reasoning_content") {
+        if (!it->is_string()) throw bad(where + "." + k, "must be a string");
+        out[k] = it->get<std::string>();
+      } else {
+        throw bad(where + "." + k, "unknown message field");
+      }
+    }
+    msgs.push_back(std::move(out));
   }
   chat::ChatOptions co;
   co.add_generation_prompt = true;
   co.bos_token = ts.bos_token;
   co.eos_token = ts.eos_token;
+  if (auto t = parse_tool_request(ordered_body, model.chat_template)) {
+    r.tools = std::make_shared<const ToolRequest>(std::move(*t));
+    co.tools = r.tools->tools;
+  }
   size_t content_bytes = 0;
-  for (const auto& msg : msgs) content_bytes += msg["content"].get_ref<const std::string&>().size();
+  for (const auto& msg : msgs) content_bytes += msg.dump().size();
   check_text_bound(content_bytes, model, "messages");
   try {
     // Message text stays text: control tokens come from the template only (unless trusted).
@@ -386,13 +443,35 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model) {
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
   parse_common(body, model, true, r);
+  if (r.tools) {
+    const ToolRequest& t = *r.tools;
+    if (r.gen.logprobs >= 0) throw bad("logprobs", "is not supported together with tools");
+    if (t.choice == ToolChoice::Required || t.choice == ToolChoice::Named) {
+      const std::string g = tool_call_gbnf(t);
+      r.gen.grammar = compile_constraint("tools", g.size(), [&] { return grammar::parse_gbnf(g, "tools"); });
+    } else if (!t.parallel && t.format == ToolFormat::Hermes) {
+      r.gen.stop.push_back("</tool_call>");  // one call: the reply ends where the first one does
+    }
+  }
   return r;
 }
 
 // --- responses ---------------------------------------------------------------------------------
 
-ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs)
-    : chat_(chat), model_(model), id_(std::move(id)), created_(created), logprobs_(logprobs) {}
+ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs,
+                                 std::shared_ptr<const ToolRequest> tools)
+    : chat_(chat), model_(model), tools_(std::move(tools)), id_(std::move(id)), created_(created), logprobs_(logprobs) {}
+
+ToolOutput ResponseBuilder::tool_output() const {
+  if (!tools_) return ToolOutput{text_, text_, {}};
+  return parse_tool_output(*tools_, text_);
+}
+
+std::string ResponseBuilder::finish_reason(const Event& d, const ToolOutput* out) const {
+  // A reply that ended by itself after calling tools asks for their results.
+  if (out && !out->calls.empty() && d.finish_reason == "stop") return "tool_calls";
+  return d.finish_reason;
+}
 
 namespace {
 double finite_lp(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
@@ -449,6 +528,19 @@ json ResponseBuilder::usage(const Event& d) const {
 }
 
 json ResponseBuilder::chunk(const Event& e) {
+  if (tools_) {  // content streams up to where a tool call may begin; the rest waits for the end
+    text_ += e.text;
+    const size_t safe = std::max(sent_, tool_safe_prefix(*tools_, text_));
+    const std::string part = text_.substr(sent_, safe - sent_);
+    sent_ = safe;
+    if (part.empty() && sent_role_) return nullptr;
+    json c = base("chat.completion.chunk");
+    json delta = {{"content", part}};
+    if (!sent_role_) delta["role"] = "assistant";
+    sent_role_ = true;
+    c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    return c;
+  }
   const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
   if (e.text.empty() && !want_lp && (sent_role_ || !chat_)) return nullptr;
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
@@ -467,15 +559,37 @@ json ResponseBuilder::chunk(const Event& e) {
   return c;
 }
 
-json ResponseBuilder::final_chunk(const Event& d) const {
+std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
+  std::vector<json> out;
+  auto delta_chunk = [&](json delta) {
+    json c = base("chat.completion.chunk");
+    c["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    out.push_back(std::move(c));
+  };
+  ToolOutput t;
+  if (tools_) {
+    t = tool_output();
+    // The content not sent yet: what was held back, without the calls.
+    if (t.raw_content.size() > sent_) delta_chunk({{"content", t.raw_content.substr(sent_)}});
+    if (!t.calls.empty()) {
+      json calls = json::array();
+      for (size_t i = 0; i < t.calls.size(); ++i)
+        calls.push_back({{"index", i},
+                         {"id", t.calls[i].id},
+                         {"type", "function"},
+                         {"function", {{"name", t.calls[i].name}, {"arguments", t.calls[i].arguments}}}});
+      delta_chunk({{"tool_calls", calls}});
+    }
+  }
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", d.finish_reason}};
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, tools_ ? &t : nullptr)}};
   if (chat_)
     choice["delta"] = json::object();
   else
     choice["text"] = "";
   c["choices"] = json::array({choice});
-  return c;
+  out.push_back(std::move(c));
+  return out;
 }
 
 json ResponseBuilder::usage_chunk(const Event& d) const {
@@ -503,7 +617,18 @@ void ResponseBuilder::add(const Event& e) {
 json ResponseBuilder::response(const Event& d) const {
   json r = base(chat_ ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
-  if (chat_) {
+  if (chat_ && tools_) {
+    const ToolOutput t = tool_output();
+    json message = {{"role", "assistant"}, {"content", t.calls.empty() || !t.content.empty() ? json(t.content) : json(nullptr)}};
+    if (!t.calls.empty()) {
+      json calls = json::array();
+      for (const auto& call : t.calls)
+        calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      message["tool_calls"] = calls;
+    }
+    choice["message"] = message;
+    choice["finish_reason"] = finish_reason(d, &t);
+  } else if (chat_) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
     if (logprobs_ >= 0) choice["logprobs"] = {{"content", lp_content_}};
   } else {

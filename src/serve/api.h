@@ -9,6 +9,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/engine.h"
+#include "serve/tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ptn::serve {
@@ -47,6 +48,7 @@ struct ParsedRequest {
   GenRequest gen;
   bool stream = false;
   bool include_usage = false;
+  std::shared_ptr<const ToolRequest> tools;  // chat with tools (tool_choice not "none")
 };
 
 // The output constraint of a body: response_format {"type": "text" | "json_object" |
@@ -58,17 +60,22 @@ std::shared_ptr<const grammar::Grammar> parse_output_constraint(const std::strin
 
 // POST /v1/completions body.
 ParsedRequest parse_completion_request(const nlohmann::json& body, const ModelInfo& model);
-// POST /v1/chat/completions body. Models without a chat template get a 400.
-ParsedRequest parse_chat_request(const nlohmann::json& body, const ModelInfo& model);
+// POST /v1/chat/completions body. Models without a chat template get a 400. `ordered` is the
+// same body parsed with its key order (tool schemas and calls keep it), when the caller has it.
+// Tools reach the template; a required or named tool_choice becomes the request's grammar.
+ParsedRequest parse_chat_request(const nlohmann::json& body, const ModelInfo& model,
+                                 const nlohmann::ordered_json* ordered = nullptr);
 
 // Accumulates the events of one request into the response objects.
 class ResponseBuilder {
  public:
-  ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs);
+  ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs,
+                  std::shared_ptr<const ToolRequest> tools = nullptr);
   // The streaming chunk for a Delta (null when there is nothing to send).
   nlohmann::json chunk(const Event& delta);
-  // The final streaming chunk (finish_reason) and, when asked, the usage chunk.
-  nlohmann::json final_chunk(const Event& done) const;
+  // The last streaming chunks: with tools, the content held back and the tool_calls delta; then
+  // the chunk with the finish_reason. The usage chunk, when asked, follows them.
+  std::vector<nlohmann::json> final_chunks(const Event& done);
   nlohmann::json usage_chunk(const Event& done) const;
   // Non-streaming: add a Delta, then the whole response for the Done event.
   void add(const Event& delta);
@@ -78,8 +85,13 @@ class ResponseBuilder {
   nlohmann::json logprobs_json(const std::vector<TokenOut>& tokens, size_t text_offset) const;
   nlohmann::json usage(const Event& done) const;
   nlohmann::json base(const char* object) const;
+  // With tools: the reply parsed into content and calls, and its finish_reason.
+  ToolOutput tool_output() const;
+  std::string finish_reason(const Event& done, const ToolOutput* out) const;
   bool chat_;
   const ModelInfo& model_;
+  std::shared_ptr<const ToolRequest> tools_;
+  size_t sent_ = 0;  // streaming with tools: bytes of text_ sent as content
   std::string id_;
   int64_t created_;
   int logprobs_;

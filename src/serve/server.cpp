@@ -216,10 +216,21 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   std::shared_ptr<Channel> ch;
   try {
     const json body = parse_body(req.body);
-    pr = chat ? parse_chat_request(body, model_) : parse_completion_request(body, model_);
+    // A body with tools or tool calls is parsed again in key order (the schemas' properties and
+    // the calls' arguments keep it); parse_body has bounded its depth.
+    std::unique_ptr<nlohmann::ordered_json> ordered;
+    if (chat && req.body.find("tool") != std::string::npos)
+      ordered = std::make_unique<nlohmann::ordered_json>(nlohmann::ordered_json::parse(req.body));
+    pr = chat ? parse_chat_request(body, model_, ordered.get()) : parse_completion_request(body, model_);
     // Only a body that asks for a constraint is parsed again (in key order, for the schema).
-    if (body.is_object() && (body.contains("response_format") || body.contains("grammar") || body.contains("json_schema")))
+    if (body.is_object() && (body.contains("response_format") || body.contains("grammar") || body.contains("json_schema"))) {
+      if (pr.gen.grammar)
+        throw ApiError(400, "invalid_request_error",
+                       "tool_choice: a required or named tool call and an output constraint (response_format, grammar, "
+                       "json_schema) exclude each other",
+                       "tool_choice");
       pr.gen.grammar = parse_output_constraint(req.body);
+    }
     pr.gen.arrival = arrival;
     ch = engine_->submit(pr.gen);
   } catch (const ApiError& e) {
@@ -236,7 +247,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   }
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
-                                                   pr.gen.logprobs);
+                                                   pr.gen.logprobs, pr.tools);
   // The connection's socket, to notice a client that goes away before its result is ready
   // (-1 if it cannot be found: then only the timeout ends an abandoned request).
   const int sock = current_connection_socket();
@@ -303,7 +314,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
           out = sse(error_body(e.message, e.error_type, "", "")) + "data: [DONE]\n\n";
           *finished = true;
         } else {
-          out = sse(builder->final_chunk(e));
+          for (const auto& c : builder->final_chunks(e)) out += sse(c);
           if (include_usage) out += sse(builder->usage_chunk(e));
           out += "data: [DONE]\n\n";
           *finished = true;

@@ -65,7 +65,7 @@ TEST(HttpRequestFuzzRegressions, CrashInputsAreRejectedCleanly) {
 }
 
 TEST(HttpRequestFuzzRegressions, HarnessSaysNo) {
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(), std::string("{"), std::string("[1,2]"), std::string("{\"prompt\": 5}"),
         std::string("{\"prompt\": \"x\", \"max_tokens\": -1}"), std::string("{\"messages\": [{\"role\": 7}]}"),
         std::string(2000, '[')}) {

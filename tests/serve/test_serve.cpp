@@ -688,7 +688,9 @@ TEST_F(ServeTest, ResponseBuilderShapes) {
   EXPECT_EQ(c["choices"][0]["delta"]["content"], " there");
   EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["token"], tok->token_piece(383));
   EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
-  json f = chat.final_chunk(done);
+  const std::vector<json> fs = chat.final_chunks(done);
+  ASSERT_EQ(fs.size(), 1u);
+  const json& f = fs[0];
   EXPECT_EQ(f["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(f["choices"][0]["delta"].empty());
   json u = chat.usage_chunk(done);
