@@ -14,6 +14,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+constexpr size_t kMaxTries = 64;  // closing-tag candidates tried per call
+
 ApiError bad_field(const std::string& param, const std::string& msg) {
   return ApiError(400, "invalid_request_error", param + ": " + msg, param);
 }
@@ -283,16 +285,26 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
           break;
         }
         const size_t body = at + open.size();
-        size_t end = text.find(close, body);
-        const size_t next = end == std::string::npos ? text.size() : end + close.size();
-        if (end == std::string::npos) end = text.size();  // a stop string may have cut the closing tag
-        const auto j = parse_json(trim(text.substr(body, end - body)));
-        const auto call = j ? call_from_json(t, *j) : std::nullopt;
+        // The call ends at the first closing tag after which the JSON is whole (an argument may
+        // hold the tag's text), or at the end (a stop string may have cut the tag).
+        std::optional<ToolCall> call;
+        size_t next = text.size();
+        for (size_t end = text.find(close, body), tries = 0;; end = text.find(close, end + 1), ++tries) {
+          const size_t stop = end == std::string::npos || tries >= kMaxTries ? text.size() : end;
+          const auto j = parse_json(trim(text.substr(body, stop - body)));
+          if (j) call = call_from_json(t, *j);
+          if (call || stop == text.size()) {
+            next = stop == text.size() ? stop : stop + close.size();
+            break;
+          }
+        }
         if (call) {
           content += text.substr(pos, at - pos);
           out.calls.push_back(*call);
         } else {
-          content += text.substr(pos, next - pos);  // not a call: it stays text
+          next = text.find(close, body);  // not a call: it stays text, up to its closing tag
+          next = next == std::string::npos ? text.size() : next + close.size();
+          content += text.substr(pos, next - pos);
         }
         pos = next;
       }
@@ -314,7 +326,15 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
     }
     case ToolFormat::Mistral: {
       const size_t at = text.find("[TOOL_CALLS]");
-      const auto j = at == std::string::npos ? std::nullopt : parse_json(trim(text.substr(at + 12)));
+      // The array ends at the first ']' after which it is whole JSON (text may follow it).
+      std::optional<ojson> j;
+      size_t after = text.size();
+      if (at != std::string::npos)
+        for (size_t end = text.find(']', at + 12), tries = 0; end != std::string::npos && tries < kMaxTries && !j;
+             end = text.find(']', end + 1), ++tries) {
+          j = parse_json(trim(text.substr(at + 12, end + 1 - (at + 12))));
+          after = end + 1;
+        }
       std::vector<ToolCall> calls;
       bool all = j && j->is_array() && !j->empty();
       if (all)
@@ -328,7 +348,7 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
         }
       if (all) {
         out.calls = std::move(calls);
-        out.raw_content = text.substr(0, at);
+        out.raw_content = text.substr(0, at) + text.substr(after);
         out.content = trim(out.raw_content);
       } else {
         out.content = out.raw_content = text;

@@ -88,6 +88,12 @@ TEST(ToolOutput, HermesCallsAndTextAround) {
   ASSERT_EQ(o.calls.size(), 1u);
   EXPECT_EQ(o.calls[0].arguments, R"({"tz":"UTC"})");
   EXPECT_EQ(o.content, "");
+  // An argument may hold the closing tag's text.
+  o = parse_tool_output(t, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a</tool_call>b\", "
+                           "\"unit\": \"c\"}}\n</tool_call> after");
+  ASSERT_EQ(o.calls.size(), 1u);
+  EXPECT_EQ(json::parse(o.calls[0].arguments)["city"], "a</tool_call>b");
+  EXPECT_EQ(o.content, "after");
   // Not calls: an unknown function, broken JSON, arguments that are not an object. All stays text.
   for (const std::string& bad : {std::string("<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>"),
                                 std::string("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\n</tool_call>"),
@@ -117,6 +123,11 @@ TEST(ToolOutput, Llama3AndMistral) {
                            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"unit\": \"c\"}}]");
   ASSERT_EQ(o.calls.size(), 2u);
   EXPECT_EQ(o.calls[1].name, "get_weather");
+  // Text after the array stays content; a ']' inside an argument does not end the array.
+  o = parse_tool_output(m, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x]\", \"unit\": \"c\"}}] ok");
+  ASSERT_EQ(o.calls.size(), 1u);
+  EXPECT_EQ(json::parse(o.calls[0].arguments)["city"], "x]");
+  EXPECT_EQ(o.content, "ok");
   o = parse_tool_output(m, "[TOOL_CALLS][{\"name\": \"nope\", \"arguments\": {}}]");
   EXPECT_TRUE(o.calls.empty());
 }
