@@ -114,11 +114,11 @@ void check_fields(const json& body, bool chat) {
       "response_format", "grammar", "json_schema",
       "user", "metadata", "store", "service_tier"};  // accepted, with no effect on the output
   static const std::set<std::string> chat_only = {"messages", "top_logprobs", "tools", "tool_choice",
-                                                  "parallel_tool_calls"};
+                                                  "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"};
   static const std::set<std::string> completion_only = {"prompt", "best_of", "echo"};
   // Known OpenAI fields this server cannot honour yet: refused rather than ignored.
   static const std::set<std::string> unsupported = {"functions", "function_call", "suffix", "modalities", "audio",
-                                                     "prediction", "reasoning_effort", "web_search_options"};
+                                                     "prediction", "web_search_options"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
     if (it->is_null() || shared.count(k) || (chat ? chat_only : completion_only).count(k)) continue;
@@ -436,12 +436,35 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
   size_t content_bytes = 0;
   for (const auto& msg : msgs) content_bytes += msg.dump().size();
   check_text_bound(content_bytes, model, "messages");
+  // Template variables: chat_template_kwargs (e.g. enable_thinking) and reasoning_effort.
+  if (ordered_body.contains("chat_template_kwargs") && !ordered_body["chat_template_kwargs"].is_null()) {
+    const auto& kw = ordered_body["chat_template_kwargs"];
+    if (!kw.is_object()) throw bad("chat_template_kwargs", "must be an object of template variables");
+    if (kw.size() > 64 || kw.dump().size() > (64u << 10)) throw bad("chat_template_kwargs", "at most 64 variables, 64 KiB");
+    static const std::set<std::string> reserved = {"messages", "tools", "documents", "add_generation_prompt",
+                                                   "bos_token", "eos_token"};
+    for (const auto& [k, v] : kw.items()) {
+      if (reserved.count(k)) throw bad("chat_template_kwargs." + k, "is set by the server from the request");
+      co.extra[k] = v;
+    }
+  }
+  if (const json* re = field(body, "reasoning_effort")) {
+    if (!re->is_string() || (*re != "minimal" && *re != "low" && *re != "medium" && *re != "high"))
+      throw bad("reasoning_effort", "must be \"minimal\", \"low\", \"medium\" or \"high\"");
+    if (model.chat_template.find("reasoning_effort") == std::string::npos)
+      throw bad("reasoning_effort", "this model's chat template takes no reasoning effort");
+    co.extra["reasoning_effort"] = re->get<std::string>();
+  }
+  std::string prompt_text;
   try {
     // Message text stays text: control tokens come from the template only (unless trusted).
-    r.gen.prompt = gen::render_chat_prompt(*model.tokenizer, model.chat_template, msgs, co, model.parse_special).ids;
+    gen::ChatPrompt cp = gen::render_chat_prompt(*model.tokenizer, model.chat_template, msgs, co, model.parse_special);
+    r.gen.prompt = std::move(cp.ids);
+    prompt_text = std::move(cp.text);
   } catch (const Error& e) {
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
+  r.reasoning = reasoning_mode(model.chat_template, prompt_text);
   parse_common(body, model, true, r);
   if (r.tools) {
     const ToolRequest& t = *r.tools;
@@ -459,12 +482,20 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
 // --- responses ---------------------------------------------------------------------------------
 
 ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs,
-                                 std::shared_ptr<const ToolRequest> tools)
-    : chat_(chat), model_(model), tools_(std::move(tools)), id_(std::move(id)), created_(created), logprobs_(logprobs) {}
+                                 std::shared_ptr<const ToolRequest> tools, ReasoningMode reasoning)
+    : chat_(chat), model_(model), tools_(std::move(tools)), reasoning_(reasoning), id_(std::move(id)),
+      created_(created), logprobs_(logprobs) {}
 
-ToolOutput ResponseBuilder::tool_output() const {
-  if (!tools_) return ToolOutput{text_, text_, {}};
-  return parse_tool_output(*tools_, text_);
+ResponseBuilder::Parsed ResponseBuilder::parse_reply(bool trim) const {
+  Parsed p;
+  ReasoningSplit r = split_reasoning(reasoning_, text_, trim);
+  p.reasoning = std::move(r.reasoning);
+  if (tools_) {
+    p.out = parse_tool_output(*tools_, r.content);
+  } else {
+    p.out.content = p.out.raw_content = std::move(r.content);
+  }
+  return p;
 }
 
 std::string ResponseBuilder::finish_reason(const Event& d, const ToolOutput* out) const {
@@ -528,17 +559,29 @@ json ResponseBuilder::usage(const Event& d) const {
 }
 
 json ResponseBuilder::chunk(const Event& e) {
-  if (tools_) {  // content streams up to where a tool call may begin; the rest waits for the end
+  if (processed()) {
+    // Reasoning and content stream as far as they are known (a tag that may still be forming, or
+    // a tool call that may be beginning, waits); the rest is sent at the end.
+    const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
+    json lp = want_lp ? logprobs_json(e.tokens, text_.size()) : json(nullptr);
     text_ += e.text;
-    const size_t safe = std::max(sent_, tool_safe_prefix(*tools_, text_));
-    const std::string part = text_.substr(sent_, safe - sent_);
-    sent_ = safe;
-    if (part.empty() && sent_role_) return nullptr;
-    json c = base("chat.completion.chunk");
-    json delta = {{"content", part}};
-    if (!sent_role_) delta["role"] = "assistant";
+    const ReasoningSplit so_far = split_reasoning_so_far(reasoning_, text_);
+    const size_t content_safe =
+        tools_ ? std::min(so_far.content.size(), tool_safe_prefix(*tools_, so_far.content)) : so_far.content.size();
+    json delta = json::object();
+    if (!sent_role_) delta = {{"role", "assistant"}, {"content", ""}};
+    if (so_far.reasoning.size() > sent_reasoning_) {
+      delta["reasoning_content"] = so_far.reasoning.substr(sent_reasoning_);
+      sent_reasoning_ = so_far.reasoning.size();
+    }
+    if (content_safe > sent_content_) {
+      delta["content"] = so_far.content.substr(sent_content_, content_safe - sent_content_);
+      sent_content_ = content_safe;
+    }
+    if (delta.empty() && !want_lp) return nullptr;
     sent_role_ = true;
-    c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    json c = base("chat.completion.chunk");
+    c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", nullptr}}});
     return c;
   }
   const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
@@ -566,23 +609,25 @@ std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
     c["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
     out.push_back(std::move(c));
   };
-  ToolOutput t;
-  if (tools_) {
-    t = tool_output();
+  Parsed p;
+  if (processed()) {
+    p = parse_reply(/*trim=*/false);  // continues what was streamed
+    if (p.reasoning.size() > sent_reasoning_) delta_chunk({{"reasoning_content", p.reasoning.substr(sent_reasoning_)}});
     // The content not sent yet: what was held back, without the calls.
-    if (t.raw_content.size() > sent_) delta_chunk({{"content", t.raw_content.substr(sent_)}});
-    if (!t.calls.empty()) {
+    if (p.out.raw_content.size() > sent_content_) delta_chunk({{"content", p.out.raw_content.substr(sent_content_)}});
+    const auto& calls_out = p.out.calls;
+    if (!calls_out.empty()) {
       json calls = json::array();
-      for (size_t i = 0; i < t.calls.size(); ++i)
+      for (size_t i = 0; i < calls_out.size(); ++i)
         calls.push_back({{"index", i},
-                         {"id", t.calls[i].id},
+                         {"id", calls_out[i].id},
                          {"type", "function"},
-                         {"function", {{"name", t.calls[i].name}, {"arguments", t.calls[i].arguments}}}});
+                         {"function", {{"name", calls_out[i].name}, {"arguments", calls_out[i].arguments}}}});
       delta_chunk({{"tool_calls", calls}});
     }
   }
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, tools_ ? &t : nullptr)}};
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, processed() ? &p.out : nullptr)}};
   if (chat_)
     choice["delta"] = json::object();
   else
@@ -617,9 +662,11 @@ void ResponseBuilder::add(const Event& e) {
 json ResponseBuilder::response(const Event& d) const {
   json r = base(chat_ ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
-  if (chat_ && tools_) {
-    const ToolOutput t = tool_output();
+  if (processed()) {
+    const Parsed p = parse_reply(/*trim=*/true);
+    const ToolOutput& t = p.out;
     json message = {{"role", "assistant"}, {"content", t.calls.empty() || !t.content.empty() ? json(t.content) : json(nullptr)}};
+    if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
     if (!t.calls.empty()) {
       json calls = json::array();
       for (const auto& call : t.calls)
@@ -628,6 +675,7 @@ json ResponseBuilder::response(const Event& d) const {
     }
     choice["message"] = message;
     choice["finish_reason"] = finish_reason(d, &t);
+    if (logprobs_ >= 0) choice["logprobs"] = {{"content", lp_content_}};
   } else if (chat_) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
     if (logprobs_ >= 0) choice["logprobs"] = {{"content", lp_content_}};

@@ -9,6 +9,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/engine.h"
+#include "serve/reasoning.h"
 #include "serve/tools.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,6 +50,7 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;
   std::shared_ptr<const ToolRequest> tools;  // chat with tools (tool_choice not "none")
+  ReasoningMode reasoning;                    // chat: <think> sections become reasoning_content
 };
 
 // The output constraint of a body: response_format {"type": "text" | "json_object" |
@@ -70,7 +72,7 @@ ParsedRequest parse_chat_request(const nlohmann::json& body, const ModelInfo& mo
 class ResponseBuilder {
  public:
   ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs,
-                  std::shared_ptr<const ToolRequest> tools = nullptr);
+                  std::shared_ptr<const ToolRequest> tools = nullptr, ReasoningMode reasoning = {});
   // The streaming chunk for a Delta (null when there is nothing to send).
   nlohmann::json chunk(const Event& delta);
   // The last streaming chunks: with tools, the content held back and the tool_calls delta; then
@@ -85,13 +87,19 @@ class ResponseBuilder {
   nlohmann::json logprobs_json(const std::vector<TokenOut>& tokens, size_t text_offset) const;
   nlohmann::json usage(const Event& done) const;
   nlohmann::json base(const char* object) const;
-  // With tools: the reply parsed into content and calls, and its finish_reason.
-  ToolOutput tool_output() const;
+  // With tools or reasoning: the reply parsed into reasoning, content and calls.
+  struct Parsed {
+    std::string reasoning;
+    ToolOutput out;
+  };
+  Parsed parse_reply(bool trim) const;
   std::string finish_reason(const Event& done, const ToolOutput* out) const;
+  bool processed() const { return chat_ && (tools_ || reasoning_.enabled); }
   bool chat_;
   const ModelInfo& model_;
   std::shared_ptr<const ToolRequest> tools_;
-  size_t sent_ = 0;  // streaming with tools: bytes of text_ sent as content
+  ReasoningMode reasoning_;
+  size_t sent_content_ = 0, sent_reasoning_ = 0;  // streaming, processed: bytes sent of each part
   std::string id_;
   int64_t created_;
   int logprobs_;

@@ -247,7 +247,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   }
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
-                                                   pr.gen.logprobs, pr.tools);
+                                                   pr.gen.logprobs, pr.tools, pr.reasoning);
   // The connection's socket, to notice a client that goes away before its result is ready
   // (-1 if it cannot be found: then only the timeout ends an abandoned request).
   const int sock = current_connection_socket();

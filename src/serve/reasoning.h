@@ -1,0 +1,33 @@
+// Reasoning in replies: a `<think> ... </think>` section (Qwen 3, QwQ, DeepSeek-R1 and its
+// distills) is returned as `reasoning_content`, the rest as `content`, as vLLM's and
+// llama-server's reasoning parsers return them. On when the chat template writes both tags.
+// A prompt that ends inside an open <think> (templates that open it in the generation prompt)
+// makes the reply start in the reasoning; a reply that never closes it is all reasoning.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace ptn::serve {
+
+struct ReasoningMode {
+  bool enabled = false;
+  bool starts_inside = false;  // the prompt ends in an open <think>
+};
+
+// From the template and the rendered prompt of a request.
+ReasoningMode reasoning_mode(const std::string& chat_template, const std::string& prompt_text);
+
+struct ReasoningSplit {
+  std::string reasoning;  // the text inside the think section (trimmed)
+  std::string content;    // the text after it (leading whitespace dropped)
+};
+
+// A finished reply, split; with `trim` false the reasoning keeps its trailing whitespace (the
+// end of a stream continues what split_reasoning_so_far gave).
+ReasoningSplit split_reasoning(const ReasoningMode& m, const std::string& text, bool trim = true);
+
+// Streaming: the parts of the reply so far that can be sent now. Both only grow as text grows:
+// a tag that may still be forming is held back, and so is content that is all whitespace.
+ReasoningSplit split_reasoning_so_far(const ReasoningMode& m, const std::string& text);
+
+}  // namespace ptn::serve
