@@ -25,10 +25,8 @@
 namespace ptn {
 namespace {
 
-const DType kQuantTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
-                             DType::Q5_K, DType::Q6_K, DType::Q8_K};
-// Types with a minimum per block (x = d q + m); checked against llama.cpp's files, not fixtures.
-const DType kMinTypes[] = {DType::Q4_1, DType::Q5_1};
+const DType kQuantTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                             DType::Q6_K, DType::Q8_K, DType::Q4_1, DType::Q5_1};
 
 std::vector<float> randn(size_t n, uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);
@@ -454,8 +452,6 @@ TEST_P(RoundTrip, ScalesBeyondHalfRangeSaturate) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip, ::testing::ValuesIn(kQuantTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
-INSTANTIATE_TEST_SUITE_P(MinTypes, RoundTrip, ::testing::ValuesIn(kMinTypes),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(RoundTrip, ExactlyRepresentableValuesComeBackExactly) {
   // Q8_0 with d = 1/127 * 127 = 1: integers -127..127 scaled by a power of two are exact.
@@ -759,7 +755,7 @@ std::vector<uint8_t> random_blocks(DType t, int nblocks, uint32_t seed) {
     b = static_cast<uint8_t>(st >> 24);
   }
   std::vector<size_t> halves;
-  if (t == DType::Q4_K || t == DType::Q5_K) halves = {0, 2};
+  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1) halves = {0, 2};
   else if (t == DType::Q6_K) halves = {offsetof(BlockQ6K, d)};
   else if (t != DType::Q8_K) halves = {0};
   for (int i = 0; i < nblocks; ++i) {
@@ -801,11 +797,12 @@ std::map<std::string, uint64_t> read_hashes(const std::string& file) {
 
 TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   // tests/data/quant/dequant_fnv1a.txt: FNV-1a of ggml's dequantize_row_<type> output (floats)
-  // for 64 random blocks per type, seeds 101..107 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k.
+  // for 64 random blocks per type, seeds 101..110 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k
+  // q4_1 q5_1 iq4_nl (IQ4_NL, which has no quantizer: DequantizedIq4nlFloatsAreBitIdenticalToGgml).
   const DType t = GetParam();
   const std::map<DType, uint32_t> seed = {{DType::Q4_0, 101}, {DType::Q5_0, 102}, {DType::Q8_0, 103},
                                           {DType::Q4_K, 104}, {DType::Q5_K, 105}, {DType::Q6_K, 106},
-                                          {DType::Q8_K, 107}};
+                                          {DType::Q8_K, 107}, {DType::Q4_1, 108}, {DType::Q5_1, 109}};
   auto want = read_hashes("dequant_fnv1a.txt");
   ASSERT_EQ(want.count(dtype_name(t)), 1u);
   const auto q = random_blocks(t, 64, seed.at(t));
@@ -834,6 +831,14 @@ TEST_P(GgmlFixture, WholeStories260KBytesEqualGgmlReference) {
   ASSERT_EQ(x.size(), 292096u);
   const auto q = quantize(t, x);
   EXPECT_EQ(fnv1a(q.data(), q.size()), want.at(dtype_name(t))) << dtype_name(t);
+}
+
+TEST(GgmlFixtureIq4nl, DequantizedFloatsAreBitIdenticalToGgml) {
+  auto want = read_hashes("dequant_fnv1a.txt");
+  ASSERT_EQ(want.count("iq4_nl"), 1u);
+  const auto q = random_blocks(DType::IQ4_NL, 64, 110);
+  const auto y = dequantize(DType::IQ4_NL, q, 64 * 32);
+  EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want["iq4_nl"]);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes),
