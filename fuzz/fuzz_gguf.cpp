@@ -1,9 +1,11 @@
-// GGUF: header, metadata and tensor table (GgufFile), then the model and tokenizer specs read
-// from that metadata. Any input must either load or throw ptn::Error.
+// GGUF: header, metadata and tensor table (GgufFile), the first row of every tensor decoded from
+// its blocks, then the model and tokenizer specs read from that metadata. Any input must either load or throw ptn::Error.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
 #include "fuzz_common.h"
@@ -22,9 +24,15 @@ int run_gguf(const uint8_t* data, size_t size) {
   }
   // Everything the readers expose on a loaded file must also be safe.
   for (const auto& [key, value] : g->metadata()) (void)value.describe();
+  // Block decoding: the first row (at most 4096 elements) of every tensor whose type reads as
+  // floats; any bytes must decode (f16 scales may be inf or NaN) without a crash.
+  std::vector<float> row;
   for (const auto& t : g->tensors()) {
     try {
-      (void)g->tensor(t.name);
+      const ptn::Tensor v = g->tensor(t.name);
+      if (!ptn::can_dequantize(v.dtype()) || v.numel() == 0 || v.row_size() > 4096) continue;
+      row.resize(static_cast<size_t>(v.row_size()));
+      ptn::dequantize_row(v.dtype(), v.row_ptr(0), row.data(), v.row_size());
     } catch (const ptn::Error&) {
     }
   }

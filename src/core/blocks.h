@@ -6,8 +6,11 @@
 namespace ptn {
 
 constexpr int QK4_0 = 32;
+constexpr int QK4_1 = 32;
 constexpr int QK5_0 = 32;
+constexpr int QK5_1 = 32;
 constexpr int QK8_0 = 32;
+constexpr int QK4_NL = 32;
 constexpr int QK_K = 256;         // super-block size of the K-quants
 constexpr int K_SCALE_SIZE = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -18,6 +21,14 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// Q4_1: 32 weights, x = d * q + m, q in 0..15 (m: the block's minimum); nibbles as Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[QK4_1 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
 // Q5_0: 32 weights, x = d * (q - 16), q in 0..31; low nibbles as Q4_0, bit 4 of element j in qh bit j.
 struct BlockQ5_0 {
   uint16_t d;
@@ -25,6 +36,26 @@ struct BlockQ5_0 {
   uint8_t qs[QK5_0 / 2];
 };
 static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: 32 weights, x = d * q + m, q in 0..31; low nibbles and qh bits as Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// IQ4_NL: 32 weights, x = d * kIq4nlValues[q], q in 0..15 (a non-linear grid); nibbles as Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// The 16 levels of IQ4_NL (and IQ4_XS), ggml's kvalues_iq4nl.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 // Q8_0: 32 weights, x = d * q, q in -127..127 (the quantizer never emits -128).
 struct BlockQ8_0 {

@@ -19,7 +19,10 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::I32: return DTypeTraits{"i32", 1, 4, false};
     case DType::I64: return DTypeTraits{"i64", 1, 8, false};
     case DType::Q4_0: return DTypeTraits{"q4_0", QK4_0, sizeof(BlockQ4_0), true};
+    case DType::Q4_1: return DTypeTraits{"q4_1", QK4_1, sizeof(BlockQ4_1), true};
     case DType::Q5_0: return DTypeTraits{"q5_0", QK5_0, sizeof(BlockQ5_0), true};
+    case DType::Q5_1: return DTypeTraits{"q5_1", QK5_1, sizeof(BlockQ5_1), true};
+    case DType::IQ4_NL: return DTypeTraits{"iq4_nl", QK4_NL, sizeof(BlockIQ4_NL), true};
     case DType::Q8_0: return DTypeTraits{"q8_0", QK8_0, sizeof(BlockQ8_0), true};
     case DType::Q4_K: return DTypeTraits{"q4_k", QK_K, sizeof(BlockQ4K), true};
     case DType::Q5_K: return DTypeTraits{"q5_k", QK_K, sizeof(BlockQ5K), true};

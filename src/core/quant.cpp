@@ -1,5 +1,5 @@
 // Dispatch of the row conversions by dtype, plain (non-block) types, whole matrices and
-// type-to-type conversion. The block formats live in quant_legacy.cpp (Q4_0/Q5_0/Q8_0) and
+// type-to-type conversion. The block formats live in quant_legacy.cpp (the 32-element types) and
 // quant_k.cpp (Q4_K/Q5_K/Q6_K/Q8_K).
 #include "core/quant.h"
 
@@ -40,8 +40,9 @@ void ints_to_f32(const void* src, float* dst, int64_t n) {
 
 bool can_quantize(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q5_0:
-    case DType::Q8_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q8_K:
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K: case DType::Q8_K:
       return true;
     default:
       return false;
@@ -51,6 +52,7 @@ bool can_quantize(DType t) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
+    case DType::IQ4_NL:
       return true;
     default:
       return can_quantize(t);
@@ -78,7 +80,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::I32: ints_to_f32<int32_t>(src, dst, n); return;
     case DType::I64: ints_to_f32<int64_t>(src, dst, n); return;
     case DType::Q4_0: dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb); return;
+    case DType::Q4_1: dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb); return;
     case DType::Q5_0: dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb); return;
+    case DType::Q5_1: dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb); return;
+    case DType::IQ4_NL: dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
     case DType::Q8_0: dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb); return;
     case DType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4K*>(src), dst, nb); return;
     case DType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5K*>(src), dst, nb); return;
@@ -106,7 +111,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       return;
     }
     case DType::Q4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb); return;
+    case DType::Q4_1: quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), nb); return;
     case DType::Q5_0: quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb); return;
+    case DType::Q5_1: quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb); return;
     case DType::Q8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb); return;
     case DType::Q4_K: quantize_q4_k(src, static_cast<BlockQ4K*>(dst), nb); return;
     case DType::Q5_K: quantize_q5_k(src, static_cast<BlockQ5K*>(dst), nb); return;

@@ -3,11 +3,13 @@
 // Dequantization is ggml's formula with the same float operations in the same order, so the
 // floats are bit-identical to ggml's reference dequantizers built for baseline x86-64 (quant_*.cpp
 // forbid FMA contraction, so this holds whatever -march the build uses; tested with g++/clang++). Quantization follows ggml's reference quantizers (the ones
-// llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q5_0/Q8_0/
-// Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's bytes.
+// llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q4_1/Q5_0/
+// Q5_1/Q8_0/Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's
+// bytes. IQ4_NL can be read but not written (ggml's quantizer for it searches the scale).
 //
 // Non-finite input never crashes or throws, and only the blocks holding it are affected:
-// in Q4_0/Q5_0/Q8_0/Q8_K a NaN weight takes the code of zero and does not influence the scale,
+// in Q4_0/Q5_0/Q8_0/Q8_K a NaN weight takes the code of zero and does not influence the scale
+// (in Q4_1/Q5_1 it takes code 0, the block's minimum, and influences neither d nor m),
 // while +-inf makes the block's scale infinite (it dequantizes to inf/NaN); in the other K-quants
 // a super-block holding NaN or inf dequantizes to unspecified values. Scales are f16 (except
 // Q8_K's f32): a block whose scale exceeds 65504 stores inf, as ggml does.
@@ -19,9 +21,10 @@
 
 namespace ptn {
 
-// True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K).
+// True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+// Q5_K, Q6_K, Q8_K).
 bool can_quantize(DType t);
-// True if dequantize_row can read type t (the above plus F64 and the integer types I8..I64).
+// True if dequantize_row can read type t (the above plus IQ4_NL, F64 and the integer types I8..I64).
 bool can_dequantize(DType t);
 
 // dst[0..n) = the values of src (n elements of type t). Throws InvalidArgument if n is negative

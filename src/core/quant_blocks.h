@@ -30,7 +30,10 @@ inline int trunc_clamped(float f, int lo, int hi, int if_nan) {
 }
 
 void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb);
+void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t nb);
 void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb);
+void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t nb);
+void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb);
 void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb);
 void dequantize_q4_k(const BlockQ4K* x, float* y, int64_t nb);
 void dequantize_q5_k(const BlockQ5K* x, float* y, int64_t nb);
@@ -38,7 +41,9 @@ void dequantize_q6_k(const BlockQ6K* x, float* y, int64_t nb);
 void dequantize_q8_k(const BlockQ8K* x, float* y, int64_t nb);
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb);
+void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb);
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb);
+void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb);
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb);
 void quantize_q4_k(const float* x, BlockQ4K* y, int64_t nb);
 void quantize_q5_k(const float* x, BlockQ5K* y, int64_t nb);

@@ -126,7 +126,12 @@ DType export_weight_type(const std::string& policy, const std::string& name, DTy
     if (l >= 0 && v_or_down && more_bits_layer(l, spec.n_layers)) return fit_rows(DType::Q6_K, cols);
     return fit_rows(DType::Q4_K, cols);
   }
-  fail(ErrorKind::InvalidArgument, "--quantize", "unknown type '" + policy + "' (f32, f16, bf16, q8_0, q4_0, q4_k_m)");
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m)";
+  if (const auto t = dtype_from_name(policy); t && traits(*t).quantized)
+    fail(ErrorKind::InvalidArgument, "--quantize",
+         "'" + policy + "' is a tensor type ptn reads (a GGUF's " + dtype_name(*t) + " tensors are kept as they are), not an export mix" +
+             (can_quantize(*t) ? "" : std::string("; ptn has no ") + dtype_name(*t) + " quantizer") + ": use one of " + known);
+  fail(ErrorKind::InvalidArgument, "--quantize", "unknown type '" + policy + "' " + known);
 }
 
 DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std::string& name, DType source,

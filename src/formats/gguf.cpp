@@ -21,6 +21,29 @@ uint32_t bswap32(uint32_t v) {
 
 bool known_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::F64); }
 
+// ggml's names of the tensor types ptn does not read (yet), by GGUF type id, so that a refusal
+// names the type; nullptr for ids ggml never used or has retired.
+const char* unsupported_tensor_type_name(uint32_t id) {
+  switch (id) {
+    case 9: return "Q8_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K";
+    case 15: return "Q8_K";  // an activation format, never a weight
+    case 16: return "IQ2_XXS";
+    case 17: return "IQ2_XS";
+    case 18: return "IQ3_XXS";
+    case 19: return "IQ1_S";
+    case 21: return "IQ3_S";
+    case 22: return "IQ2_S";
+    case 23: return "IQ4_XS";
+    case 29: return "IQ1_M";
+    case 34: return "TQ1_0";
+    case 35: return "TQ2_0";
+    case 39: return "MXFP4";
+    default: return nullptr;
+  }
+}
+
 std::string read_string(ByteReader& r, const char* field) {
   uint64_t n = r.read<uint64_t>(field);
   return std::string(r.string(n, GgufLimits::kMaxString, field));
@@ -278,8 +301,13 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
     }
     uint32_t type = r.read<uint32_t>(f);
     auto tr = dtype_traits(type);
-    if (!tr || type == static_cast<uint32_t>(DType::Q8_K))
-      fail(ErrorKind::Unsupported, r.where(f), "unknown or unsupported tensor type " + std::to_string(type));
+    if (!tr || type == static_cast<uint32_t>(DType::Q8_K)) {
+      const char* name = unsupported_tensor_type_name(type);
+      fail(ErrorKind::Unsupported, r.where(f),
+           name ? std::string("tensor type ") + name + " (GGUF type " + std::to_string(type) +
+                      ") is not supported by ptn; it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K"
+                : "unknown tensor type " + std::to_string(type));
+    }
     t.dtype = static_cast<DType>(type);
     int64_t row = n_dims ? dims[0] : 1;
     if (row % tr->block_size != 0)

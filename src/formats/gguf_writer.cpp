@@ -137,7 +137,12 @@ GgufFileType gguf_file_type_from_name(const std::string& n) {
   if (n == "q8_0") return GgufFileType::Q8_0;
   if (n == "q4_0") return GgufFileType::Q4_0;
   if (n == "q4_k_m") return GgufFileType::Q4_K_M;
-  fail(ErrorKind::InvalidArgument, "--type", "unknown type '" + n + "' (f32, f16, bf16, q8_0, q4_0, q4_k_m)");
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m)";
+  if (const auto t = dtype_from_name(n); t && traits(*t).quantized)
+    fail(ErrorKind::InvalidArgument, "--type",
+         "'" + n + "' is a tensor type ptn reads, not a GGUF file type it writes" +
+             (can_quantize(*t) ? "" : std::string(" (ptn has no ") + dtype_name(*t) + " quantizer)") + ": use one of " + known);
+  fail(ErrorKind::InvalidArgument, "--type", "unknown type '" + n + "' " + known);
 }
 
 const char* gguf_file_type_name(GgufFileType t) {
@@ -208,11 +213,12 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     else if (ends_with(name, ".ffn_down.weight") && more_bits_layer(layer, n)) t = DType::Q6_K;
     else if (ends_with(name, ".attn_qkv.weight")) t = DType::Q5_K;
   }
-  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0;
-  // Q5_K -> Q5_1 there, which ptn does not have: Q8_0 here), then F16 if that still does not fit.
+  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1,
+  // Q6_K -> Q8_0), then F16 if that still does not fit.
   if (nx % traits(t).block_size != 0) {
     if (t == DType::Q4_K) t = DType::Q5_0;
-    else if (t == DType::Q6_K || t == DType::Q5_K) t = DType::Q8_0;
+    else if (t == DType::Q5_K) t = DType::Q5_1;
+    else if (t == DType::Q6_K) t = DType::Q8_0;
     if (nx % traits(t).block_size != 0) t = DType::F16;
   }
   return t;

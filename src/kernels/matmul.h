@@ -1,8 +1,8 @@
 // Matrix multiplication y = x · W^T for every weight type of the engine.
 //
 //   W: [N, K] weight matrix (N output rows, K inputs), rows in one of the GGUF element/block
-//      types: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K. K must be a multiple of the
-//      type's block size (1, 32 or 256).
+//      types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K. K must be a
+//      multiple of the type's block size (1, 32 or 256).
 //   x: [m, K] f32 activations, row-major, contiguous.
 //   y: [m, N] f32 outputs, row-major, contiguous; must not overlap x.
 //
@@ -17,7 +17,7 @@
 //     m >= 20 rows, where the activations are rounded to bf16 (error ~1e-6..1e-5).
 //   * Quantized weights: each activation row is quantized once per call (before the rows of
 //     W are split over the threads) to int8 with one f32 scale per weight block (32 elements
-//     for Q4_0/Q5_0/Q8_0, 256 for the K-quants, as ggml's Q8_0 / Q8_K activations; round to
+//     for the 32-element types, 256 for the K-quants, as ggml's Q8_0 / Q8_K activations; round to
 //     nearest even, scale = max|x| / 127), and the dot products are integer (AVX-512 VNNI,
 //     AVX2 maddubs). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
 // Kernels (kernels/matmul_*avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 20 rows

@@ -111,6 +111,56 @@ void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
+// Q4_1 / Q5_1: unsigned codes u (0..31), x = d u + m: d dot(u, a) by maddubs (u <= 31 cannot
+// saturate the pair sums) plus m sum(a), kept in a float per row. IQ4_NL: the table's signed
+// levels (|q| <= 127) looked up by the nibbles, then as Q4_0.
+template <int R, DType T>
+void row_b32(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  constexpr size_t bs = T == DType::Q5_1 ? sizeof(BlockQ5_1) : T == DType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockIQ4_NL);
+  constexpr int qs = T == DType::Q5_1 ? 8 : T == DType::Q4_1 ? 4 : 2;  // offset of the nibbles
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  __m256 acc[R];
+  float mins[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = 0;
+  }
+  const __m128i m4 = _mm_set1_epi8(15);
+  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  for (int64_t i = 0; i < k / 32; ++i) {
+    const uint8_t* blk = base + i * bs;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096, _MM_HINT_T0);
+    uint16_t dh, mh = 0;
+    std::memcpy(&dh, blk, 2);
+    if (T != DType::IQ4_NL) std::memcpy(&mh, blk + 2, 2);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + qs));
+    __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    if (T == DType::Q5_1) {
+      uint32_t qh;  // bit j of qh -> bit 4 of byte j, as for Q5_0
+      std::memcpy(&qh, blk + 4, 4);
+      const __m256i spread = _mm256_shuffle_epi8(
+          _mm256_set1_epi32(static_cast<int>(qh)),
+          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+      const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+      u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+    }
+    const float dw = h2f(dh), mw = h2f(mh);
+    if (T == DType::IQ4_NL) u = _mm256_shuffle_epi8(levels, u);  // signed levels
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = load32(ra.a(r) + i * 32);
+      const __m256i p = T == DType::IQ4_NL ? dot_signed(u, a) : _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+      const float da = ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * da), acc[r]);
+      if (T != DType::IQ4_NL) mins[r] += mw * da * static_cast<float>(ra.s32(r)[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) + mins[r];
+}
+
 // The 6-bit scales and mins of a Q4_K / Q5_K super-block, 8 bytes each (byte j = sub-block j).
 inline void k4_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
   uint32_t a0, a1, a2;
@@ -273,10 +323,14 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
     case DType::Q8_0: return row_q_32<R, DType::Q8_0>(row, k, ra, out);
     case DType::Q4_0: return row_q_32<R, DType::Q4_0>(row, k, ra, out);
     case DType::Q5_0: return row_q_32<R, DType::Q5_0>(row, k, ra, out);
+    case DType::Q4_1: return row_b32<R, DType::Q4_1>(row, k, ra, out);
+    case DType::Q5_1: return row_b32<R, DType::Q5_1>(row, k, ra, out);
+    case DType::IQ4_NL: return row_b32<R, DType::IQ4_NL>(row, k, ra, out);
     case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
-    default: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+    case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+    default: fail(ErrorKind::Internal, "matmul", std::string("no AVX2 row kernel for ") + dtype_name(w.type));
   }
 }
 

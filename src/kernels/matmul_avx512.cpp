@@ -102,6 +102,9 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q5_0:
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return qpanel_range(w, qa, m, n0, n1, y);

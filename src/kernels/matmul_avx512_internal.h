@@ -94,6 +94,34 @@ inline int32_t load4(const int8_t* p) {
   return v;
 }
 
+// ---- Q4_1 / Q5_1 / IQ4_NL blocks ---------------------------------------------------------------
+// The 32 unsigned codes of one block in element order (Codes::u: Q4_1 0..15, Q5_1 0..31, IQ4_NL
+// its level + 128), with its scale d and (Q4_1 / Q5_1) its minimum m (x = d * u + m). Read by the
+// row kernels and the quantized panels' decoder.
+template <DType T>
+inline __m256i codes_b32(const uint8_t* blk, float& d, float& m) {
+  static_assert(T == DType::Q4_1 || T == DType::Q5_1 || T == DType::IQ4_NL);
+  uint16_t dh, mh = 0;
+  std::memcpy(&dh, blk, 2);
+  if constexpr (T != DType::IQ4_NL) std::memcpy(&mh, blk + 2, 2);
+  d = h2f(dh);
+  m = h2f(mh);
+  constexpr int qs = T == DType::Q5_1 ? 8 : T == DType::Q4_1 ? 4 : 2;  // offset of the nibbles
+  const __m128i m4 = _mm_set1_epi8(15);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + qs));
+  __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+  if constexpr (T == DType::Q5_1) {
+    uint32_t qh;
+    std::memcpy(&qh, blk + 4, 4);
+    u = _mm256_mask_add_epi8(u, static_cast<__mmask32>(qh), u, _mm256_set1_epi8(16));
+  } else if constexpr (T == DType::IQ4_NL) {
+    // The table (levels + 128) in both 128-bit lanes; each nibble picks its byte.
+    const __m128i levels = _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlCodes.u));
+    u = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(levels), u);
+  }
+  return u;
+}
+
 // ---- Q4_K / Q8_0 interleaved 16 rows at a time (WeightLayout::X16) -----------------------------
 // Read by the interleaved row kernels and by the quantized panels' decoder.
 constexpr size_t kQ4KTile = kX16Rows * sizeof(BlockQ4K);  // 2304 bytes: 256 columns of 16 rows

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/matmul_internal.h"
 
@@ -118,10 +119,14 @@ inline void generic_matmul_range(const WeightView& w, const float* x, const Quan
     case DType::Q8_0: return generic_quant_range<DType::Q8_0>(w, qa, m, n0, n1, y);
     case DType::Q4_0: return generic_quant_range<DType::Q4_0>(w, qa, m, n0, n1, y);
     case DType::Q5_0: return generic_quant_range<DType::Q5_0>(w, qa, m, n0, n1, y);
+    case DType::Q4_1: return generic_quant_range<DType::Q4_1>(w, qa, m, n0, n1, y);
+    case DType::Q5_1: return generic_quant_range<DType::Q5_1>(w, qa, m, n0, n1, y);
+    case DType::IQ4_NL: return generic_quant_range<DType::IQ4_NL>(w, qa, m, n0, n1, y);
     case DType::Q4_K: return generic_quant_range<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return generic_quant_range<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return generic_quant_range<DType::Q6_K>(w, qa, m, n0, n1, y);
-    default: return generic_float_range(w, x, m, n0, n1, y);
+    case DType::F32: case DType::F16: case DType::BF16: return generic_float_range(w, x, m, n0, n1, y);
+    default: fail(ErrorKind::Internal, "matmul", std::string("no scalar kernel for ") + dtype_name(w.type));
   }
 }
 

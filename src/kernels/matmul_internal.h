@@ -34,18 +34,32 @@ inline int64_t act_group(DType t) { return traits(t).block_size; }
 
 // A 32-element sub-block of a quantized weight row as unsigned codes:
 //   w[i] = ws[i / 16] * (u[i] - off) - wm
-// off is a constant of the type (128 for Q8_0, 8 for Q4_0, 16 for Q5_0, 32 for Q6_K, 0 for
-// Q4_K/Q5_K); ws[0] == ws[1] except for Q6_K, whose scales are per 16; wm != 0 only for Q4_K/Q5_K.
+// off is a constant of the type (128 for Q8_0 and IQ4_NL, 8 for Q4_0, 16 for Q5_0, 32 for Q6_K,
+// 0 for Q4_1/Q5_1/Q4_K/Q5_K); ws[0] == ws[1] except for Q6_K, whose scales are per 16; wm != 0
+// only for the types with mins (Q4_K/Q5_K: wm = dmin * m_j; Q4_1/Q5_1: wm = -m, their x = d*q + m).
+// IQ4_NL's codes are its table's levels plus 128 (1..241).
 struct Codes {
   alignas(32) uint8_t u[32];
   float ws[2];
   float wm;
 };
 
+// IQ4_NL's levels as unsigned codes (level + 128), 16-byte aligned for a table lookup.
+struct Iq4nlCodes {
+  alignas(16) uint8_t u[16] = {};
+  constexpr Iq4nlCodes() {
+    for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  }
+};
+inline constexpr Iq4nlCodes kIq4nlCodes{};
+
 template <DType T> struct WTraits;
 template <> struct WTraits<DType::Q8_0> { using Block = BlockQ8_0; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::Q4_0> { using Block = BlockQ4_0; static constexpr int kSub = 1, kOff = 8, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::Q5_0> { using Block = BlockQ5_0; static constexpr int kSub = 1, kOff = 16, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::Q4_1> { using Block = BlockQ4_1; static constexpr int kSub = 1, kOff = 0, kSplit = 0, kMins = 1; };
+template <> struct WTraits<DType::Q5_1> { using Block = BlockQ5_1; static constexpr int kSub = 1, kOff = 0, kSplit = 0, kMins = 1; };
+template <> struct WTraits<DType::IQ4_NL> { using Block = BlockIQ4_NL; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
 // K-quants: kSub 32-element sub-blocks per block.
 template <> struct WTraits<DType::Q4_K> { using Block = BlockQ4K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
 template <> struct WTraits<DType::Q5_K> { using Block = BlockQ5K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
@@ -77,6 +91,35 @@ inline void decode_sub<DType::Q5_0>(const BlockQ5_0& b, int, Codes& c) {
   for (int i = 0; i < 16; ++i) {
     c.u[i] = static_cast<uint8_t>((b.qs[i] & 15) | (((qh >> i) & 1) << 4));
     c.u[i + 16] = static_cast<uint8_t>((b.qs[i] >> 4) | (((qh >> (i + 16)) & 1) << 4));
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::Q4_1>(const BlockQ4_1& b, int, Codes& c) {
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = b.qs[i] & 15;
+    c.u[i + 16] = b.qs[i] >> 4;
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = -fp16_to_f32(b.m);
+}
+template <>
+inline void decode_sub<DType::Q5_1>(const BlockQ5_1& b, int, Codes& c) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = static_cast<uint8_t>((b.qs[i] & 15) | (((qh >> i) & 1) << 4));
+    c.u[i + 16] = static_cast<uint8_t>((b.qs[i] >> 4) | (((qh >> (i + 16)) & 1) << 4));
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = -fp16_to_f32(b.m);
+}
+template <>
+inline void decode_sub<DType::IQ4_NL>(const BlockIQ4_NL& b, int, Codes& c) {
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = kIq4nlCodes.u[b.qs[i] & 15];
+    c.u[i + 16] = kIq4nlCodes.u[b.qs[i] >> 4];
   }
   c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
   c.wm = 0;

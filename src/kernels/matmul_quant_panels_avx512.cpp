@@ -55,6 +55,26 @@ inline __m256i codes32<DType::Q5_0>(const uint8_t* row, int64_t sb, float ws[2],
   return codes32_q45_0<DType::Q5_0>(row, sb, ws, wm);
 }
 template <DType T>
+inline __m256i codes32_b32(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  float d, m;
+  const __m256i u = codes_b32<T>(row + sb * sizeof(typename WTraits<T>::Block), d, m);
+  ws[0] = ws[1] = d;
+  wm = -m;  // x = d u + m = d u - wm
+  return u;
+}
+template <>
+inline __m256i codes32<DType::Q4_1>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_b32<DType::Q4_1>(row, sb, ws, wm);
+}
+template <>
+inline __m256i codes32<DType::Q5_1>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_b32<DType::Q5_1>(row, sb, ws, wm);
+}
+template <>
+inline __m256i codes32<DType::IQ4_NL>(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
+  return codes32_b32<DType::IQ4_NL>(row, sb, ws, wm);
+}
+template <DType T>
 inline __m256i codes32_q45_k(const uint8_t* row, int64_t sb, float ws[2], float& wm) {
   constexpr bool q5 = T == DType::Q5_K;
   const uint8_t* blk = row + (sb / 8) * (q5 ? sizeof(BlockQ5K) : sizeof(BlockQ4K));
@@ -313,8 +333,8 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
   store_tile<MR>(acc_out, acc);
 }
 
-// The same for 32-element types (Q8_0 / Q4_0 / Q5_0: one activation scale per sub-block, no
-// split scales, no mins): each sub-block's int32 sums go straight into the f32 accumulators,
+// The same for 32-element types without mins (Q8_0 / Q4_0 / Q5_0 / IQ4_NL: one activation
+// scale per sub-block, no split scales; Q4_1 / Q5_1 take qpanel_kernel for their mins): each sub-block's int32 sums go straight into the f32 accumulators,
 // acc += cvt(sum) * (ws * da), one FMA per 8 dpbusd instead of two plus a zeroed temporary.
 template <int MR, int OFF>
 void qpanel_kernel_b32(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
@@ -390,7 +410,7 @@ void qpanel_range_of(const WeightView& w, const QuantActs& qa, int64_t m, int64_
                                  : NextChunkPrefetch(w, nc0, n1, static_cast<int64_t>(row_bytes(T, nsb0 * 32)), next_bytes,
                                                      m / kQMR);
       int64_t r0 = 0;
-      if constexpr (Tr::kSub == 1) {
+      if constexpr (Tr::kSub == 1 && !mins) {
         for (; r0 + kQMR <= m; r0 += kQMR) {
           pf.step();
           qpanel_kernel_b32<kQMR, off>(p, sb0, nsb, qa, r0, acc.data() + r0 * kNR);
@@ -415,6 +435,9 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
     case DType::Q8_0: return qpanel_range_of<DType::Q8_0>(w, qa, m, n0, n1, y);
     case DType::Q4_0: return qpanel_range_of<DType::Q4_0>(w, qa, m, n0, n1, y);
     case DType::Q5_0: return qpanel_range_of<DType::Q5_0>(w, qa, m, n0, n1, y);
+    case DType::Q4_1: return qpanel_range_of<DType::Q4_1>(w, qa, m, n0, n1, y);
+    case DType::Q5_1: return qpanel_range_of<DType::Q5_1>(w, qa, m, n0, n1, y);
+    case DType::IQ4_NL: return qpanel_range_of<DType::IQ4_NL>(w, qa, m, n0, n1, y);
     case DType::Q4_K: return qpanel_range_of<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return qpanel_range_of<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return qpanel_range_of<DType::Q6_K>(w, qa, m, n0, n1, y);

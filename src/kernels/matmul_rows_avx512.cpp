@@ -3,7 +3,10 @@
 // Q5_K); the weights stream from memory once.
 #include "kernels/matmul_avx512_internal.h"
 
+#include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace ptn::mm::avx512 {
 namespace {
@@ -157,6 +160,49 @@ void row_q45_0(const void* row, int64_t k, const RowArgs& ra, float* out) {
   for (; i < nb; ++i) q45_0_block<R, Q5>(base + i * bs, i, ra, tail);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + hsum(tail[r]);
+}
+
+// Q4_1 / Q5_1 / IQ4_NL: unsigned codes u (codes_b32). Q4_1 / Q5_1 (x = d u + m): the block's
+// dot product is d dot(u, a) + m sum(a), the min term kept in a float per row. IQ4_NL
+// (x = d (u - 128)): the -128 sum(a) goes into lane 0 of the integer accumulator, as for Q4_0.
+// Two f32 accumulators per row (even / odd blocks) so the FMA latency does not bound the loop.
+template <int R, DType T>
+[[gnu::always_inline]] inline void b32_block(const uint8_t* blk, int64_t i, const RowArgs& ra, __m256* acc, float* mins) {
+  using Tr = WTraits<T>;
+  float dw, mw;
+  const __m256i u = codes_b32<T>(blk, dw, mw);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + i * 32));
+    const __m256i init = Tr::kOff ? _mm256_zextsi128_si256(_mm_cvtsi32_si128(-Tr::kOff * ra.s32(r)[i])) : _mm256_setzero_si256();
+    const __m256i p = _mm256_dpbusd_epi32(init, u, a);
+    const float da = ra.d(r)[i];
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * da), acc[r]);
+    if (Tr::kMins) mins[r] += mw * da * ra.fs32(r)[i];
+  }
+}
+
+template <int R, DType T>
+void row_b32(const void* row, int64_t k, const RowArgs& ra, float* out) {
+  constexpr size_t bs = sizeof(typename WTraits<T>::Block);
+  const uint8_t* base = static_cast<const uint8_t*>(row);
+  const int64_t nb = k / 32;
+  __m256 acc0[R], acc1[R];
+  float mins[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = acc1[r] = _mm256_setzero_ps();
+    mins[r] = 0;
+  }
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    prefetch_ahead(base + i * bs, kAhead);
+    b32_block<R, T>(base + i * bs, i, ra, acc0, mins);
+    b32_block<R, T>(base + (i + 1) * bs, i + 1, ra, acc1, mins);
+  }
+  if (i < nb) b32_block<R, T>(base + i * bs, i, ra, acc0, mins);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r])) + mins[r];
 }
 
 // The 6-bit scales and mins of a Q4_K / Q5_K super-block as 8 bytes each (byte j = sub-block
@@ -360,10 +406,14 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
     case DType::Q8_0: return row_q8_0<R>(row, k, ra, out);
     case DType::Q4_0: return row_q45_0<R, false>(row, k, ra, out);
     case DType::Q5_0: return row_q45_0<R, true>(row, k, ra, out);
+    case DType::Q4_1: return row_b32<R, DType::Q4_1>(row, k, ra, out);
+    case DType::Q5_1: return row_b32<R, DType::Q5_1>(row, k, ra, out);
+    case DType::IQ4_NL: return row_b32<R, DType::IQ4_NL>(row, k, ra, out);
     case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
-    default: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+    case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
+    default: fail(ErrorKind::Internal, "matmul", std::string("no AVX-512 row kernel for ") + dtype_name(w.type));
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -24,8 +25,8 @@
 namespace ptn {
 namespace {
 
-const DType kQuantTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
-                             DType::Q5_K, DType::Q6_K, DType::Q8_K};
+const DType kQuantTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                             DType::Q6_K, DType::Q8_K, DType::Q4_1, DType::Q5_1};
 
 std::vector<float> randn(size_t n, uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);
@@ -59,6 +60,17 @@ uint16_t finite_half(std::mt19937& rng) {
   uint16_t h = static_cast<uint16_t>(rng());
   if (((h >> 10) & 0x1f) == 0x1f) h = static_cast<uint16_t>(h & ~0x4000u);  // clear top exponent bit
   return h;
+}
+
+// quantize_row refuses t by name (ErrorKind::Unsupported, the message names the type).
+void expect_unsupported_quantize(DType t, const float* x, void* q) {
+  try {
+    quantize_row(t, x, q, 32);
+    ADD_FAILURE() << "no error for " << dtype_name(t);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find(dtype_name(t)), std::string::npos) << e.what();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -96,6 +108,55 @@ TEST(Dequantize, Q5_0ElementFormula) {
     const int hi = (blk.qh[j / 8] >> (j % 8)) & 1;  // qh is a little-endian 32-bit mask
     EXPECT_EQ(y[e], static_cast<float>(lo + 16 * hi - 16) * fp16_to_f32(blk.d)) << "element " << e;
   }
+}
+
+// Q4_1 / Q5_1: x = q * d + m in f32 (two roundings, as ggml's x0*d + m), q as Q4_0 / Q5_0 without offset.
+TEST(Dequantize, Q4_1AndQ5_1ElementFormula) {
+  std::mt19937 rng(31);
+  std::vector<BlockQ4_1> b4(8);
+  std::vector<BlockQ5_1> b5(8);
+  auto raw = random_bytes(sizeof(BlockQ4_1) * b4.size(), 32);
+  std::memcpy(b4.data(), raw.data(), raw.size());
+  raw = random_bytes(sizeof(BlockQ5_1) * b5.size(), 33);
+  std::memcpy(b5.data(), raw.data(), raw.size());
+  for (auto& blk : b4) blk.d = finite_half(rng), blk.m = finite_half(rng);
+  for (auto& blk : b5) blk.d = finite_half(rng), blk.m = finite_half(rng);
+  std::vector<float> y4(256), y5(256);
+  dequantize_row(DType::Q4_1, b4.data(), y4.data(), 256);
+  dequantize_row(DType::Q5_1, b5.data(), y5.data(), 256);
+  for (size_t e = 0; e < 256; ++e) {
+    const int j = static_cast<int>(e % 32);
+    const BlockQ4_1& a = b4[e / 32];
+    const int q4 = j < 16 ? (a.qs[j] & 15) : (a.qs[j - 16] >> 4);
+    volatile float p4 = static_cast<float>(q4) * fp16_to_f32(a.d);  // volatile: no fused multiply-add
+    EXPECT_EQ(y4[e], p4 + fp16_to_f32(a.m)) << "q4_1 element " << e;
+    const BlockQ5_1& c = b5[e / 32];
+    const int q5 = (j < 16 ? (c.qs[j] & 15) : (c.qs[j - 16] >> 4)) + 16 * ((c.qh[j / 8] >> (j % 8)) & 1);
+    volatile float p5 = static_cast<float>(q5) * fp16_to_f32(c.d);
+    EXPECT_EQ(y5[e], p5 + fp16_to_f32(c.m)) << "q5_1 element " << e;
+  }
+}
+
+// IQ4_NL: x = d * level[q], the 16 levels of ggml's kvalues_iq4nl, nibbles as Q4_0.
+TEST(Dequantize, IQ4_NLElementFormula) {
+  const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  std::mt19937 rng(35);
+  std::vector<BlockIQ4_NL> b(8);
+  auto raw = random_bytes(sizeof(BlockIQ4_NL) * b.size(), 36);
+  std::memcpy(b.data(), raw.data(), raw.size());
+  for (auto& blk : b) blk.d = finite_half(rng);
+  std::vector<float> y(256);
+  dequantize_row(DType::IQ4_NL, b.data(), y.data(), 256);
+  for (size_t e = 0; e < 256; ++e) {
+    const BlockIQ4_NL& blk = b[e / 32];
+    const int j = static_cast<int>(e % 32);
+    const int q = j < 16 ? (blk.qs[j] & 15) : (blk.qs[j - 16] >> 4);
+    EXPECT_EQ(y[e], fp16_to_f32(blk.d) * static_cast<float>(levels[q])) << "element " << e;
+  }
+  EXPECT_FALSE(can_quantize(DType::IQ4_NL));
+  EXPECT_TRUE(can_dequantize(DType::IQ4_NL));
+  std::vector<uint8_t> q(18);
+  expect_unsupported_quantize(DType::IQ4_NL, y.data(), q.data());
 }
 
 TEST(Dequantize, Q8_0ElementFormula) {
@@ -252,7 +313,7 @@ TEST(QuantArgs, RowLengthMustBeWholeBlocks) {
 
 // The format whose blocks a weight type is multiplied with (ggml's vec_dot_type).
 DType dot_partner(DType t) {
-  return (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0) ? DType::Q8_0 : DType::Q8_K;
+  return traits(t).block_size == 32 ? DType::Q8_0 : DType::Q8_K;
 }
 
 double rel_rms(const std::vector<float>& x, const std::vector<float>& y) {
@@ -307,6 +368,8 @@ TEST_P(RoundTrip, RelativeRmsOnGaussianData) {
   const std::map<DType, double> bound = {
       {DType::Q4_0, 0.107},   // (0.0858)
       {DType::Q5_0, 0.053},   // (0.0426)
+      {DType::Q4_1, 0.097},   // (0.0778)
+      {DType::Q5_1, 0.048},   // (0.0381)
       {DType::Q8_0, 0.0067},  // (0.00536)
       {DType::Q4_K, 0.089},   // (0.0712)
       {DType::Q5_K, 0.045},   // (0.0361)
@@ -357,7 +420,14 @@ TEST_P(RoundTrip, NonFiniteInputDoesNotCrash) {
   if (traits(t).block_size == 32) {
     for (int i = 32; i < 288; ++i) ASSERT_EQ(y[i], yc[i]) << dtype_name(t) << " element " << i;
   }
-  if (traits(t).block_size == 32 || t == DType::Q8_K) {
+  if (t == DType::Q4_1 || t == DType::Q5_1) {
+    // A NaN weight takes code 0 (the block's minimum m) and moves neither d nor m: the block is
+    // the one where that weight was the minimum of the others.
+    auto same = clean;
+    same[3] = std::min(*std::min_element(x.begin(), x.begin() + 3), *std::min_element(x.begin() + 4, x.begin() + 32));
+    const auto ys = dequantize(t, quantize(t, same), 768);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], ys[i]) << dtype_name(t) << " element " << i;
+  } else if (traits(t).block_size == 32 || t == DType::Q8_K) {
     // Round-to-nearest types give a NaN weight the code of zero; its block is otherwise unharmed
     // (the scale comes from the finite values).
     for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], i == 3 ? 0.0f : yc[i]) << dtype_name(t) << " element " << i;
@@ -685,7 +755,7 @@ std::vector<uint8_t> random_blocks(DType t, int nblocks, uint32_t seed) {
     b = static_cast<uint8_t>(st >> 24);
   }
   std::vector<size_t> halves;
-  if (t == DType::Q4_K || t == DType::Q5_K) halves = {0, 2};
+  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1) halves = {0, 2};
   else if (t == DType::Q6_K) halves = {offsetof(BlockQ6K, d)};
   else if (t != DType::Q8_K) halves = {0};
   for (int i = 0; i < nblocks; ++i) {
@@ -727,11 +797,12 @@ std::map<std::string, uint64_t> read_hashes(const std::string& file) {
 
 TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   // tests/data/quant/dequant_fnv1a.txt: FNV-1a of ggml's dequantize_row_<type> output (floats)
-  // for 64 random blocks per type, seeds 101..107 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k.
+  // for 64 random blocks per type, seeds 101..110 in the order q4_0 q5_0 q8_0 q4_k q5_k q6_k q8_k
+  // q4_1 q5_1 iq4_nl (IQ4_NL, which has no quantizer: DequantizedIq4nlFloatsAreBitIdenticalToGgml).
   const DType t = GetParam();
   const std::map<DType, uint32_t> seed = {{DType::Q4_0, 101}, {DType::Q5_0, 102}, {DType::Q8_0, 103},
                                           {DType::Q4_K, 104}, {DType::Q5_K, 105}, {DType::Q6_K, 106},
-                                          {DType::Q8_K, 107}};
+                                          {DType::Q8_K, 107}, {DType::Q4_1, 108}, {DType::Q5_1, 109}};
   auto want = read_hashes("dequant_fnv1a.txt");
   ASSERT_EQ(want.count(dtype_name(t)), 1u);
   const auto q = random_blocks(t, 64, seed.at(t));
@@ -762,19 +833,33 @@ TEST_P(GgmlFixture, WholeStories260KBytesEqualGgmlReference) {
   EXPECT_EQ(fnv1a(q.data(), q.size()), want.at(dtype_name(t))) << dtype_name(t);
 }
 
+TEST(GgmlFixtureIq4nl, DequantizedFloatsAreBitIdenticalToGgml) {
+  auto want = read_hashes("dequant_fnv1a.txt");
+  ASSERT_EQ(want.count("iq4_nl"), 1u);
+  const auto q = random_blocks(DType::IQ4_NL, 64, 110);
+  const auto y = dequantize(DType::IQ4_NL, q, 64 * 32);
+  EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want["iq4_nl"]);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // ---------------------------------------------------------------------------------------------
 // Files written by llama.cpp's llama-quantize (no importance matrix). stories260K's rows are 64
-// and 172 wide, too narrow for the 256-wide K-quants, so llama.cpp fell back to Q5_0, Q8_0, F16
-// (and kept the norms in F32): these files hold no K-quant tensor at all.
+// and 172 wide, too narrow for the 256-wide K-quants, so llama.cpp fell back to Q4_0, Q5_0, Q5_1,
+// IQ4_NL, Q8_0, F16 (and kept the norms in F32): these files hold no K-quant tensor at all.
+
+// Every llama.cpp-made file of quantized/ (llama.cpp-reference.json lists their tensor types).
+const char* const kLlamaCppFiles[] = {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf",  "stories260K-F16.gguf",
+                                      "stories260K-BF16.gguf",   "stories260K-Q2_K.gguf",  "stories260K-Q3_K_M.gguf",
+                                      "stories260K-Q5_K_S.gguf", "stories260K-IQ4_XS.gguf"};
 
 TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
+  // IQ4_NL tensors (no quantizer in ptn) are checked by DequantizedTensorsAreCloseToTheF32Originals only.
   const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
   int64_t total_blocks = 0, total_equal = 0;
   std::map<DType, int> tensors_by_type;
-  for (const char* name : {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf", "stories260K-F16.gguf"}) {
+  for (const char* name : kLlamaCppFiles) {
     const GgufFile q = load_gguf(model_path(std::string("quantized/") + name));
     ASSERT_EQ(q.tensors.size(), f32.tensors.size()) << name;
     for (const auto& [tname, qt] : q.tensors) {
@@ -782,6 +867,7 @@ TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
       ASSERT_EQ(ft.type, DType::F32) << tname;
       ASSERT_EQ(ft.dims, qt.dims) << tname;
       ++tensors_by_type[qt.type];
+      if (!can_quantize(qt.type)) continue;
       const auto x = tensor_f32(ft);
       // Rows are the fastest dimension; quantize row by row through quantize_matrix.
       const int64_t cols = qt.dims[0], rows = qt.numel / cols;
@@ -797,14 +883,13 @@ TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
   }
   EXPECT_EQ(total_equal, total_blocks);
   // The mix is what the file names promise (so this test does exercise the quantizers).
-  EXPECT_GT(tensors_by_type[DType::Q5_0], 0);
-  EXPECT_GT(tensors_by_type[DType::Q8_0], 0);
-  EXPECT_GT(tensors_by_type[DType::F16], 0);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::F16, DType::BF16, DType::IQ4_NL})
+    EXPECT_GT(tensors_by_type[t], 0) << dtype_name(t);
 }
 
 TEST(LlamaCppFiles, DequantizedTensorsAreCloseToTheF32Originals) {
   const GgufFile f32 = load_gguf(model_path("stories260K.gguf"));
-  for (const char* name : {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf", "stories260K-F16.gguf"}) {
+  for (const char* name : kLlamaCppFiles) {
     const GgufFile q = load_gguf(model_path(std::string("quantized/") + name));
     for (const auto& [tname, qt] : q.tensors) {
       const auto x = tensor_f32(f32.tensors.at(tname));
@@ -817,10 +902,13 @@ TEST(LlamaCppFiles, DequantizedTensorsAreCloseToTheF32Originals) {
       const double rel = std::sqrt(se / sx);  // relative RMS error
       // Rounding error is uniform over a step: rms = step/sqrt(12), step = absmax/16 (Q5_0),
       // absmax/127 (Q8_0), and absmax/rms of 32 weights is ~2.5-4; f16 keeps 11 bits. Measured:
-      // Q5_0 0.035-0.050, Q8_0 0.0044-0.0062, F16 2e-4.
-      const double bound = qt.type == DType::Q5_0 ? 0.07 : qt.type == DType::Q8_0 ? 0.009
-                           : qt.type == DType::F16 ? 3e-4 : 0.0;
-      EXPECT_LE(rel, bound) << name << ": " << tname << " (" << dtype_name(qt.type) << ")";
+      // Q5_0 0.035-0.050, Q5_1 0.032-0.042, Q4_0 0.072-0.096, IQ4_NL 0.069-0.084, Q8_0 0.0044-0.0062,
+      // BF16 0.0016-0.0020 (8 bits), F16 2e-4.
+      const std::map<DType, double> bounds = {{DType::F32, 0.0},    {DType::F16, 3e-4},  {DType::BF16, 3e-3},
+                                              {DType::Q8_0, 0.009}, {DType::Q5_0, 0.07}, {DType::Q5_1, 0.06},
+                                              {DType::Q4_0, 0.13},  {DType::IQ4_NL, 0.11}};
+      ASSERT_EQ(bounds.count(qt.type), 1u) << dtype_name(qt.type);
+      EXPECT_LE(rel, bounds.at(qt.type)) << name << ": " << tname << " (" << dtype_name(qt.type) << ")";
     }
   }
 }

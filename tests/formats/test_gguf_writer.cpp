@@ -134,6 +134,8 @@ TEST(GgufWriter, Q4KMMixAndBytesMatchLlamaQuantize) {
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "output.weight", {512, 256}), DType::Q6_K);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "output.weight", {512, 64}), DType::Q8_0);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.ffn_gate.weight", {172, 64}), DType::Q5_0);
+  // Q5_K (the fused attn_qkv) falls back to Q5_1, as in llama.cpp.
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.attn_qkv.weight", {192, 64}), DType::Q5_1);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.ffn_down.weight", {64, 172}), DType::F16);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.attn_norm.weight", {64}), DType::F32);
   std::remove(p.c_str());

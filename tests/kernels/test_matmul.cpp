@@ -36,6 +36,23 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
   w.source.resize(static_cast<size_t>(n * k));
   for (auto& v : w.source) v = dist(rng);
   w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
+  if (!can_quantize(t)) {
+    // IQ4_NL (read only): random blocks with scales about 1/64; the source is what they hold.
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.01f, 0.02f);
+    const DTypeTraits& tr = traits(t);
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t* row = w.bytes.data() + i * w.stride;
+      for (int64_t b = 0; b < k / tr.block_size; ++b) {
+        uint8_t* blk = row + b * tr.block_bytes;
+        const uint16_t d = f32_to_fp16(scale(rng));
+        std::memcpy(blk, &d, 2);
+        for (size_t j = 2; j < tr.block_bytes; ++j) blk[j] = static_cast<uint8_t>(byte(rng));
+      }
+      dequantize_row(t, row, w.source.data() + i * k, k);
+    }
+    return w;
+  }
   for (int64_t i = 0; i < n; ++i) quantize_row(t, w.source.data() + i * k, w.bytes.data() + i * w.stride, k);
   return w;
 }
@@ -87,8 +104,8 @@ struct SimdCapReset {
   ~SimdCapReset() { set_simd_cap(SimdLevel::AVX512); }
 };
 
-const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0,
-                           DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,  DType::Q8_0,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1, DType::IQ4_NL};
 
 // ---- reference ------------------------------------------------------------------------------
 
@@ -132,7 +149,8 @@ TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
 
 TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
   // The quantized weights differ from their source floats by the format's rounding only.
-  const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3};
+  // (IQ4_NL's source floats are its dequantized blocks: only the accumulation differs.)
+  const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1e-12};
   int idx = 0;
   for (DType t : kAllTypes) {
     const int64_t k = 512, n = 8, m = 2;
@@ -202,6 +220,9 @@ TEST(Matmul, BF16) { check_type(DType::BF16, {1, 35, 520}); }
 TEST(Matmul, Q8_0) { check_type(DType::Q8_0, {32, 160, 512}); }
 TEST(Matmul, Q4_0) { check_type(DType::Q4_0, {32, 160, 512}); }
 TEST(Matmul, Q5_0) { check_type(DType::Q5_0, {32, 160, 512}); }
+TEST(Matmul, Q4_1) { check_type(DType::Q4_1, {32, 160, 512}); }
+TEST(Matmul, Q5_1) { check_type(DType::Q5_1, {32, 160, 512}); }
+TEST(Matmul, IQ4_NL) { check_type(DType::IQ4_NL, {32, 160, 512}); }
 TEST(Matmul, Q4_K) { check_type(DType::Q4_K, {256, 768}); }
 TEST(Matmul, Q5_K) { check_type(DType::Q5_K, {256, 768}); }
 TEST(Matmul, Q6_K) { check_type(DType::Q6_K, {256, 768}); }
@@ -337,6 +358,7 @@ void check_multi(const std::vector<DType>& types, const std::vector<int64_t>& ns
 TEST(MatmulMulti, QuantizedSameActivationFormat) {
   check_multi({DType::Q4_K, DType::Q6_K, DType::Q4_K}, {200, 67, 96}, 512);
   check_multi({DType::Q8_0, DType::Q8_0}, {300, 300}, 256);
+  check_multi({DType::Q5_1, DType::IQ4_NL, DType::Q4_1, DType::Q5_0}, {96, 67, 40, 33}, 288);
 }
 TEST(MatmulMulti, FloatWeights) { check_multi({DType::F16, DType::F32, DType::BF16}, {96, 40, 70}, 288); }
 // Differing activation formats fall back to one call each; the results are the same.

@@ -64,6 +64,21 @@ TEST(FuzzRegressions, CrashInputsAreRejectedCleanly) {
   std::printf("%zu regression inputs\n", n);
 }
 
+// The GGUF seeds scripts/fuzz.sh adds from the real fixtures: llama.cpp's stories260K files, whose
+// blocks (Q4_0, Q5_0, Q5_1, IQ4_NL, Q8_0, F16, BF16) the harness decodes.
+TEST(FuzzRegressions, LlamaCppGgufsAreAcceptedAllTheWay) {
+  size_t n = 0;
+  for (const auto& p : files_in(fs::path(PTN_SOURCE_DIR) / "models" / "stories260K" / "quantized")) {
+    SCOPED_TRACE(p.string());
+    const auto bytes = read_bytes(p);
+    int result = -1;
+    EXPECT_NO_THROW(result = run(kTargets[0], bytes));
+    EXPECT_EQ(result, 1);
+    ++n;
+  }
+  EXPECT_GE(n, 8u);
+}
+
 TEST(FuzzRegressions, SeedsAreAcceptedAllTheWay) {
   size_t n = 0;
   for (const auto& t : kTargets) {

@@ -51,6 +51,8 @@ static void run(const char*prefix,const float*x,int64_t n){
   DO("q5_k",quantize_row_q5_K_ref,256,176)
   DO("q6_k",quantize_row_q6_K_ref,256,210)
   DO("q8_k",quantize_row_q8_K_ref,256,292)
+  DO("q4_1",quantize_row_q4_1_ref,32,20)
+  DO("q5_1",quantize_row_q5_1_ref,32,24)
   free(buf);
 }
 // FNV-1a 64 of a byte range.
@@ -66,7 +68,7 @@ static void random_blocks(uint8_t*dst,int nblocks,int bb,uint32_t seed,const int
 static void dequant_hashes(void){
   FILE*f=fopen("out/dequant_fnv1a.txt","w");
   static uint8_t q[64*292]; static float y[64*256];
-  const int o0[1]={0}, ok[2]={0,2}, o6[1]={208};
+  const int o0[1]={0}, ok[2]={0,2}, o6[1]={208};  /* ok: also Q4_1 / Q5_1's d and m */
 #define H(T,fn,bs,bb,offs,nh,f32o,seed) random_blocks(q,64,bb,seed,offs,nh,f32o); fn((const void*)q,y,64*bs); fprintf(f,"%s %016llx\n",T,(unsigned long long)fnv1a(y,sizeof(float)*64*bs));
   H("q4_0",dequantize_row_q4_0,32,18,o0,1,-1,101u)
   H("q5_0",dequantize_row_q5_0,32,22,o0,1,-1,102u)
@@ -75,6 +77,9 @@ static void dequant_hashes(void){
   H("q5_k",dequantize_row_q5_K,256,176,ok,2,-1,105u)
   H("q6_k",dequantize_row_q6_K,256,210,o6,1,-1,106u)
   H("q8_k",dequantize_row_q8_K,256,292,o0,0,0,107u)
+  H("q4_1",dequantize_row_q4_1,32,20,ok,2,-1,108u)
+  H("q5_1",dequantize_row_q5_1,32,24,ok,2,-1,109u)
+  H("iq4_nl",dequantize_row_iq4_nl,32,18,o0,1,-1,110u)
   fclose(f);
 }
 // Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
@@ -93,6 +98,8 @@ static void model_hashes(void){
   M("q5_k",quantize_row_q5_K_ref,256,176)
   M("q6_k",quantize_row_q6_K_ref,256,210)
   M("q8_k",quantize_row_q8_K_ref,256,292)
+  M("q4_1",quantize_row_q4_1_ref,32,20)
+  M("q5_1",quantize_row_q5_1_ref,32,24)
   fclose(f); free(buf); free(x);
 }
 int main(void){
