@@ -113,11 +113,14 @@ void softmax(float* x, int64_t rows, int64_t n, ThreadPool& pool = default_pool(
 void silu(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());       // x * sigmoid(x)
 void gelu_tanh(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());  // tanh approximation
 void gelu_erf(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());   // exact: x * Phi(x)
-// out = silu(gate) * up; out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh).
+// out = silu(gate) * up; out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh);
+// out = gelu_erf(gate) * up (HF "gelu", exact).
 void swiglu(const float* gate, const float* up, float* out, int64_t n,
             ThreadPool& pool = default_pool());
 void geglu(const float* gate, const float* up, float* out, int64_t n,
            ThreadPool& pool = default_pool());
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n,
+               ThreadPool& pool = default_pool());
 void add(const float* a, const float* b, float* out, int64_t n, ThreadPool& pool = default_pool());
 void mul(const float* a, const float* b, float* out, int64_t n, ThreadPool& pool = default_pool());
 void scale(const float* x, float s, float* out, int64_t n, ThreadPool& pool = default_pool());
@@ -147,6 +150,7 @@ void gelu_tanh(const float* x, float* y, int64_t n);
 void gelu_erf(const float* x, float* y, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void geglu(const float* gate, const float* up, float* out, int64_t n);
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 void scale(const float* x, float s, float* out, int64_t n);

@@ -309,6 +309,10 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
   kdetail::check_n("geglu", n, gate, up, out);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_tanh_d(gate[i]) * up[i]);
 }
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n) {
+  kdetail::check_n("geglu_erf", n, gate, up, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_erf_d(gate[i]) * up[i]);
+}
 void add(const float* a, const float* b, float* out, int64_t n) {
   kdetail::check_n("add", n, a, b, out);
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

@@ -159,7 +159,7 @@ TEST(Ops, ActivationsMatchReference) {
                      {"gelu_erf", gelu_erf, ref::gelu_erf}};
   struct B { const char* name; BinaryOp op; BinaryRef ref; };
   const B binary[] = {{"swiglu", swiglu, ref::swiglu}, {"geglu", geglu, ref::geglu},
-                      {"add", add, ref::add}, {"mul", mul, ref::mul}};
+                      {"geglu_erf", geglu_erf, ref::geglu_erf}, {"add", add, ref::add}, {"mul", mul, ref::mul}};
   for_each_config([&](ThreadPool& pool, const std::string& cfg) {
     for (int64_t n : kLens) {
       auto x = random_vec(n, n, -8, 8);
@@ -212,6 +212,41 @@ TEST(Ops, ActivationDefinitions) {
   gelu_tanh(x, y, 3);
   EXPECT_NEAR(y[0], 0.8411919906082768, 1e-6);
   EXPECT_NEAR(y[1], -0.04540230591222276, 1e-6);
+  float c[2] = {100.0f, -1.0f};
+  softcap(c, 2, 30.0f);
+  EXPECT_NEAR(c[0], 30 * std::tanh(100.0 / 30), 1e-5);
+  EXPECT_NEAR(c[1], 30 * std::tanh(-1.0 / 30), 1e-6);
+}
+
+// HF "gelu" is exact (erf), "gelu_pytorch_tanh" the approximation; GeGLU must keep them apart at
+// every SIMD level, reference and optimized alike. Expected values from std::erf and std::tanh.
+TEST(Ops, GegluErfIsExactGelu) {
+  std::vector<float> gate, up;
+  for (int i = 0; i < 67; ++i) {  // crosses vector widths; spans the region where the two differ most
+    gate.push_back(-6.0f + 0.19f * static_cast<float>(i));
+    up.push_back(0.5f + 0.01f * static_cast<float>(i));
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<double> exact(n), approx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    exact[i] = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))) * up[i];
+    approx[i] = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * up[i];
+  }
+  double max_gap = 0;
+  for (int64_t i = 0; i < n; ++i) max_gap = std::max(max_gap, std::fabs(exact[i] - approx[i]));
+  ASSERT_GT(max_gap, 1e-4);  // the two definitions are distinguishable at this tolerance
+  std::vector<float> got(n);
+  ref::geglu_erf(gate.data(), up.data(), got.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], exact[i], 1e-6 + 1e-6 * std::fabs(exact[i])) << "reference, gate " << gate[i];
+  for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+    std::vector<float> y(n);
+    geglu_erf(gate.data(), up.data(), y.data(), n, pool);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], exact[i], 2e-6 + 2e-6 * std::fabs(exact[i])) << cfg << ", gate " << gate[i];
+  });
+}
+
+TEST(Ops, SoftcapDefinition) {
   float c[2] = {100.0f, -1.0f};
   softcap(c, 2, 30.0f);
   EXPECT_NEAR(c[0], 30 * std::tanh(100.0 / 30), 1e-5);
