@@ -18,10 +18,14 @@ constexpr HfLayerTensor kLlamaLayer[] = {
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"ffn_gate.bias", "mlp.gate_proj.bias"},
+    {"ffn_up.bias", "mlp.up_proj.bias"},
+    {"ffn_down.bias", "mlp.down_proj.bias"},
 };
 
 // Gemma 2/3: four norms per layer; HF's post_attention_layernorm is the sandwich norm.
@@ -36,6 +40,7 @@ constexpr HfLayerTensor kGemmaLayer[] = {
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"post_attention_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
@@ -50,9 +55,6 @@ constexpr HfLayerTensor kPhi3Layer[] = {
     {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
     {"attn_k.weight", "self_attn.qkv_proj.weight", RowPart::K},
     {"attn_v.weight", "self_attn.qkv_proj.weight", RowPart::V},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
@@ -70,6 +72,7 @@ constexpr HfLayerTensor kLlama4Layer[] = {
     {"attn_k.bias", "self_attn.k_proj.bias"},
     {"attn_v.bias", "self_attn.v_proj.bias"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "feed_forward.gate_proj.weight"},
     {"ffn_up.weight", "feed_forward.up_proj.weight"},
@@ -104,17 +107,19 @@ std::vector<FamilyInfo> make_table() {
   };
   {
     FamilyInfo& f = row(Family::Llama, "llama", "Llama", {"LlamaForCausalLM"});
+    f.hf_mlp_bias = true;
     f.gguf_arch = "llama"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
   }
   {
     FamilyInfo& f = row(Family::Mistral, "mistral", "Mistral", {"MistralForCausalLM"});
     f.gguf_arch = "llama";  // written as, and read back as, Llama
+    f.attn_bias = AttnBias::None;
     f.hf_window = WindowRule::AllLayers;
   }
   {
     FamilyInfo& f = row(Family::Qwen2, "qwen2", "Qwen2", {"Qwen2ForCausalLM"});
     f.gguf_arch = "qwen2"; f.gguf_reads = true;
-    f.attn_bias = true;
+    f.attn_bias = AttnBias::QkvAlways;
     f.hf_window = WindowRule::FromMaxWindowLayers;
   }
   {
@@ -147,11 +152,12 @@ std::vector<FamilyInfo> make_table() {
     FamilyInfo& f = row(Family::Phi3, "phi3", "Phi-3", {"Phi3ForCausalLM"});
     f.gguf_arch = "phi3"; f.gguf_reads = true; f.gguf_fused_qkv_gate_up = true;
     f.hf_names = names(kPhi3Layer);
+    f.attn_bias = AttnBias::None;
     f.hf_window = f.gguf_window = WindowRule::AllLayers;
   }
   {
     FamilyInfo& f = row(Family::SmolLM3, "smollm3", "SmolLM3", {"SmolLM3ForCausalLM"});
-    f.tie_by_default = true; f.nope_layers = true;
+    f.tie_by_default = true; f.nope_layers = true; f.hf_mlp_bias = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
   }
   {

@@ -1,7 +1,10 @@
 #include "formats/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -84,37 +87,79 @@ const json* config_defaults(const FamilyInfo& fam) {
   return it == parsed.end() ? nullptr : &it->second;
 }
 
-RopeScaling parse_rope_scaling(const Cfg& c, int64_t max_pos) {
-  RopeScaling rs;
-  const json* v = c.find("rope_scaling");
-  if (!v) return rs;
-  if (!v->is_object()) c.bad("rope_scaling", "expected an object or null, found " + v->dump());
-  Cfg r{*v, c.where + ": rope_scaling"};
-  std::string type = r.string_or("rope_type", r.string_or("type", "default"));
-  if (type == "default") return rs;
+// One RoPE description: a base and its frequency scaling, from `rope_scaling` (v4),
+// `rope_parameters` (v5, flat) or one of its per-layer-type entries (v5, nested).
+struct LayerRope {
+  double theta = 10000.0;
+  RopeScaling scaling;
+};
+
+bool same_scaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor && a.original_max_position == b.original_max_position &&
+         a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.attn_factor == b.attn_factor &&
+         a.yarn_truncate == b.yarn_truncate;
+}
+
+// transformers' get_mscale: 0.1 * m * ln(scale) + 1, or 1 for scale <= 1.
+double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// Parses one RoPE dict `d` (rope_type / type and the keys that type reads). `field` names it in
+// errors ("rope_scaling", "rope_parameters", "rope_parameters.full_attention"). A missing
+// rope_theta is `theta_default`; a missing original_max_position_embeddings is the config's own
+// key or max_position_embeddings, as transformers' standardize_rope_params fills it in. Types ptn
+// cannot compute are refused by name.
+LayerRope parse_rope_dict(const Cfg& c, const json& d, const std::string& field, double theta_default, int64_t max_pos) {
+  if (!d.is_object()) c.bad(field.c_str(), "expected an object or null, found " + d.dump());
+  Cfg r{d, c.where + ": " + field};
+  LayerRope out;
+  out.theta = r.number_or("rope_theta", theta_default);
+  if (!(out.theta > 0)) r.bad("rope_theta", "must be positive");
+  RopeScaling& rs = out.scaling;
+  const std::string type = r.string_or("rope_type", r.string_or("type", "default"));
+  if (type == "default") return out;
   rs.factor = static_cast<float>(r.number_or("factor", 1.0));
   if (!(rs.factor > 0)) r.bad("factor", "must be positive");
+  auto original = [&]() -> int64_t {
+    if (r.present("original_max_position_embeddings")) return r.integer("original_max_position_embeddings");
+    if (c.present("original_max_position_embeddings")) return c.integer("original_max_position_embeddings");
+    if (max_pos > 0) return max_pos;
+    r.bad("original_max_position_embeddings", "missing (and no max_position_embeddings to default to)");
+  };
   if (type == "linear") {
     rs.type = RopeScalingType::Linear;
   } else if (type == "llama3") {
     rs.type = RopeScalingType::Llama3;
     rs.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
     rs.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
-    rs.original_max_position = r.integer("original_max_position_embeddings");
+    rs.original_max_position = original();
     // Equal factors (Llama 4) leave no smooth band between the two wavelength limits.
     if (!(rs.high_freq_factor >= rs.low_freq_factor && rs.low_freq_factor > 0)) r.bad("high_freq_factor", "must be at least low_freq_factor (> 0)");
   } else if (type == "yarn") {
     rs.type = RopeScalingType::Yarn;
-    rs.original_max_position = r.integer_or("original_max_position_embeddings", max_pos, 1);
+    rs.original_max_position = original();
     rs.beta_fast = static_cast<float>(r.number_or("beta_fast", 32.0));
     rs.beta_slow = static_cast<float>(r.number_or("beta_slow", 1.0));
-    if (r.present("mscale") || r.present("mscale_all_dim"))
-      fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "yarn with mscale/mscale_all_dim is not supported");
-    rs.attn_factor = static_cast<float>(r.number_or("attention_factor", rs.factor > 1 ? 0.1 * std::log(rs.factor) + 1.0 : 1.0));
+    rs.yarn_truncate = r.boolean_or("truncate", true);
+    // attention_factor when given; else from mscale and mscale_all_dim when both are non-zero
+    // (DeepSeek's form), else from factor alone.
+    const double mscale = r.number_or("mscale", 0.0), mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
+    double af = mscale != 0 && mscale_all_dim != 0 ? yarn_mscale(rs.factor, mscale) / yarn_mscale(rs.factor, mscale_all_dim)
+                                                   : yarn_mscale(rs.factor, 1.0);
+    af = r.number_or("attention_factor", af);
+    if (!(af > 0)) r.bad("attention_factor", "must be positive");
+    rs.attn_factor = static_cast<float>(af);
+  } else if (type == "dynamic" || type == "longrope") {
+    // dynamic: the base grows with the current sequence length past max_position_embeddings;
+    // longrope: per-dimension factor lists, switched by the current sequence length. Neither is
+    // a function of the position alone, which is what ptn's RoPE op computes.
+    fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
+         "RoPE type '" + type + "' is not supported (default, linear, llama3 and yarn are): its frequencies depend on the sequence length, not only on the position");
   } else {
-    fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "rope scaling type '" + type + "' is not supported (linear, llama3, yarn are)");
+    fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
+         "RoPE type '" + type + "' is not supported (default, linear, llama3 and yarn are)");
   }
-  return rs;
+  return out;
 }
 
 std::vector<int64_t> int_list(const Cfg& c, const char* k, size_t n) {
@@ -167,7 +212,6 @@ void apply_window_rule(const Cfg& c, const FamilyInfo& fam, int64_t window, Mode
 void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   const size_t n = static_cast<size_t>(s.n_layers);
   s.layers.assign(n, LayerAttention{});
-  for (auto& l : s.layers) l.rope_theta = s.rope_theta;
   const int64_t window = c.present("sliding_window") ? c.integer("sliding_window", 1) : 0;
 
   if (fam.nope_layers) {  // RoPE on some layers only
@@ -203,11 +247,6 @@ void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     apply_window_rule(c, fam, window, s);
   }
 
-  if (fam.local_rope_base) {
-    const float local = static_cast<float>(c.number_or("rope_local_base_freq", 10000.0));
-    for (auto& l : s.layers)
-      if (l.kind == AttnKind::Window) { l.rope_theta = local; l.rope_scaling = false; }
-  }
 }
 
 // The source of one canonical per-layer tensor: a whole HF tensor, rows of a fused one, or
@@ -302,18 +341,123 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   }
 }
 
-// RoPE: rope_theta (or rope_parameters.rope_theta in newer configs), partial rotary, scaling.
-void read_rope(const Cfg& c, ModelSpec& s) {
-  double theta = c.number_or("rope_theta", 10000.0);
-  if (const json* rp = c.find("rope_parameters"); rp && rp->is_object() && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number())
-    theta = (*rp)["rope_theta"].get<double>();
-  if (!(theta > 0)) c.bad("rope_theta", "must be positive");
-  s.rope_theta = static_cast<float>(theta);
-  const double partial = c.number_or("partial_rotary_factor", 1.0);
+// RoPE per kind of layer: the v4 form (rope_theta + rope_scaling, Gemma 3's
+// rope_local_base_freq for its sliding layers) and the v5 form (rope_parameters, flat or nested
+// by layer type) give the same values.
+struct RopeByKind {
+  LayerRope full, sliding, chunked;
+  bool nested = false;  // rope_parameters keyed by layer type: every kind must have its entry
+  std::set<std::string> given;  // the nested form's keys
+};
+
+constexpr const char* kLayerTypeNames[] = {"full_attention", "sliding_attention", "chunked_attention"};
+
+bool keyed_by_layer_type(const json& d) {
+  if (!d.is_object() || d.empty()) return false;
+  for (auto it = d.begin(); it != d.end(); ++it)
+    if (std::find(std::begin(kLayerTypeNames), std::end(kLayerTypeNames), it.key()) == std::end(kLayerTypeNames)) return false;
+  return true;
+}
+
+// partial_rotary_factor: v5 may keep it inside rope_parameters (per layer type, too); ptn has one
+// rotary width per model.
+double partial_rotary(const Cfg& c, const json* d, bool nested) {
+  std::optional<double> found;
+  std::string found_at;
+  auto take = [&](const json& obj, const std::string& field) {
+    if (!obj.is_object() || !obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
+    Cfg r{obj, c.where + ": " + field};
+    const double v = r.number_or("partial_rotary_factor", 1.0);
+    if (found && *found != v)
+      fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".partial_rotary_factor'",
+           "differs from " + found_at + " (" + std::to_string(*found) + "); ptn rotates the same width on every layer");
+    found = v;
+    found_at = field + ".partial_rotary_factor";
+  };
+  if (d && nested) {
+    for (auto it = d->begin(); it != d->end(); ++it) take(it.value(), "rope_parameters." + it.key());
+  } else if (d) {
+    take(*d, "rope_parameters");
+  }
+  if (c.present("partial_rotary_factor")) {
+    const double top = c.number_or("partial_rotary_factor", 1.0);
+    if (found && *found != top) c.bad("partial_rotary_factor", "differs from " + found_at + " (" + std::to_string(*found) + ")");
+    found = top;
+  }
+  return found.value_or(1.0);
+}
+
+RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
+  const double top_theta = c.number_or("rope_theta", 10000.0);
+  if (!(top_theta > 0)) c.bad("rope_theta", "must be positive");
+  // transformers 5 reads `rope_scaling` as an alias of `rope_parameters` and prefers it.
+  auto non_empty = [&](const char* k) -> const json* {
+    const json* v = c.find(k);
+    return v && !(v->is_object() && v->empty()) ? v : nullptr;
+  };
+  const json* scaling = non_empty("rope_scaling");
+  const json* params = non_empty("rope_parameters");
+  RopeByKind rk;
+  const json* d = scaling ? scaling : params;
+  const std::string field = scaling ? "rope_scaling" : "rope_parameters";
+  const double local_theta = fam.local_rope_base ? c.number_or("rope_local_base_freq", 10000.0) : top_theta;
+  if (fam.local_rope_base && !(local_theta > 0)) c.bad("rope_local_base_freq", "must be positive");
+  if (d && keyed_by_layer_type(*d)) {
+    rk.nested = true;
+    for (auto it = d->begin(); it != d->end(); ++it) {
+      const std::string key = it.key();
+      LayerRope lr = parse_rope_dict(c, it.value(), field + "." + key, key == "sliding_attention" ? local_theta : top_theta,
+                                     s.max_position_embeddings);
+      (key == "full_attention" ? rk.full : key == "sliding_attention" ? rk.sliding : rk.chunked) = lr;
+      rk.given.insert(key);
+    }
+  } else {
+    LayerRope lr = d ? parse_rope_dict(c, *d, field, top_theta, s.max_position_embeddings) : LayerRope{top_theta, {}};
+    rk.full = rk.sliding = rk.chunked = lr;
+    // Gemma 3: the scaling is the global layers'; sliding layers keep their own base, unscaled.
+    if (fam.local_rope_base) rk.sliding = LayerRope{local_theta, {}};
+  }
+  const double partial = partial_rotary(c, params && !scaling ? params : nullptr, rk.nested);
   if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
   if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
-  s.rope_scaling = parse_rope_scaling(c, s.max_position_embeddings);
+  return rk;
+}
+
+// Each layer's RoPE base and scaling from its kind. ModelSpec holds one scaling and a flag per
+// layer for whether it applies, so kinds that scale differently are refused. Without any scaling
+// the flag stays as before: false only on the sliding layers of a family with a local base.
+void assign_rope(const Cfg& c, const FamilyInfo& fam, const RopeByKind& rk, ModelSpec& s) {
+  auto kind_name = [](const LayerAttention& l) {
+    return l.kind == AttnKind::Window ? "sliding_attention" : l.kind == AttnKind::Chunk ? "chunked_attention" : "full_attention";
+  };
+  auto rope_of = [&](const LayerAttention& l) -> const LayerRope& {
+    return l.kind == AttnKind::Window ? rk.sliding : l.kind == AttnKind::Chunk ? rk.chunked : rk.full;
+  };
+  const RopeScaling* scaling = nullptr;
+  std::string scaling_kind;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerAttention& l = s.layers[i];
+    const char* kind = kind_name(l);
+    if (!l.use_rope) continue;
+    if (rk.nested && !rk.given.count(kind))
+      fail(ErrorKind::Corrupt, c.where + ": field 'rope_parameters'",
+           std::string("has no entry for '") + kind + "' (layer " + std::to_string(i) + " is one)");
+    const RopeScaling& rs = rope_of(l).scaling;
+    if (rs.type == RopeScalingType::None) continue;
+    if (scaling && !same_scaling(*scaling, rs))
+      fail(ErrorKind::Unsupported, c.where + ": field 'rope_parameters." + kind + "'",
+           "scales RoPE differently from '" + scaling_kind + "'; ptn has one RoPE scaling per model");
+    scaling = &rs;
+    scaling_kind = kind;
+  }
+  for (LayerAttention& l : s.layers) {
+    const LayerRope& lr = rope_of(l);
+    l.rope_theta = static_cast<float>(lr.theta);
+    l.rope_scaling = scaling ? lr.scaling.type != RopeScalingType::None : !(fam.local_rope_base && l.kind == AttnKind::Window);
+  }
+  s.rope_theta = static_cast<float>(rk.full.theta);
+  s.rope_scaling = scaling ? *scaling : RopeScaling{};
 }
 
 // Activation, biases, norms, embedding and attention scales: the family's facts, and the
@@ -326,8 +470,16 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
   else fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'", "activation '" + act + "' is not supported");
 
   s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : fam.tie_by_default);
-  s.attn_bias = fam.attn_bias ? true : c.boolean_or("attention_bias", false);
-  if (c.boolean_or("mlp_bias", false)) fail(ErrorKind::Unsupported, c.where + ": field 'mlp_bias'", "MLP biases are not supported");
+  switch (fam.attn_bias) {
+    case AttnBias::None: break;
+    case AttnBias::QkvAlways: s.attn_bias = true; break;
+    case AttnBias::FromConfig: s.attn_bias = s.attn_output_bias = c.boolean_or("attention_bias", false); break;
+  }
+  if (c.boolean_or("mlp_bias", false)) {
+    if (!fam.hf_mlp_bias)
+      fail(ErrorKind::Unsupported, c.where + ": field 'mlp_bias'", std::string(fam.display) + "'s MLP has no biases in transformers; this config cannot be run as written");
+    s.mlp_bias = true;
+  }
   s.qk_norm = fam.qk_norm;
   s.norm_weight_plus_one = fam.norm_weight_plus_one;
   s.sandwich_norms = fam.sandwich_norms;
@@ -357,9 +509,10 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   }
   Cfg c{*text, cwhere, config_defaults(fam)};
   read_dimensions(c, fam, s);
-  read_rope(c, s);
+  const RopeByKind rope = read_rope(c, fam, s);
   read_features(c, fam, root, s);
   fill_layers(c, fam, s);
+  assign_rope(c, fam, rope, s);
   fill_tensor_sources(fam, s);
   return s;
 }
