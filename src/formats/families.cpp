@@ -94,6 +94,20 @@ constexpr const char* kGemma3Defaults = R"({
   "sliding_window": 4096, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
   "tie_word_embeddings": true})";
 
+// The defaults of transformers' config classes for the keys ptn reads, where they differ from
+// ptn's generic ones (rms_norm_eps 1e-6, rope_theta 10000, no window).
+constexpr const char* kGemma2Defaults = R"({
+  "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
+  "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+  "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+  "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 256,
+  "sliding_window": 4096, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
+  "tie_word_embeddings": true})";
+constexpr const char* kMistralDefaults = R"({"sliding_window": 4096, "max_position_embeddings": 131072})";
+constexpr const char* kQwenDefaults = R"({"sliding_window": 4096, "max_window_layers": 28})";
+constexpr const char* kPhi3Defaults = R"({"rms_norm_eps": 1e-5})";
+constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
+
 // ---- the table ---------------------------------------------------------------------------------
 
 std::vector<FamilyInfo> make_table() {
@@ -115,18 +129,21 @@ std::vector<FamilyInfo> make_table() {
     f.gguf_arch = "llama";  // written as, and read back as, Llama
     f.attn_bias = AttnBias::None;
     f.hf_window = WindowRule::AllLayers;
+    f.hf_config_defaults = kMistralDefaults;
   }
   {
     FamilyInfo& f = row(Family::Qwen2, "qwen2", "Qwen2", {"Qwen2ForCausalLM"});
     f.gguf_arch = "qwen2"; f.gguf_reads = true;
     f.attn_bias = AttnBias::QkvAlways;
     f.hf_window = WindowRule::FromMaxWindowLayers;
+    f.hf_config_defaults = kQwenDefaults;
   }
   {
     FamilyInfo& f = row(Family::Qwen3, "qwen3", "Qwen3", {"Qwen3ForCausalLM"});
     f.gguf_arch = "qwen3"; f.gguf_reads = true;
     f.qk_norm = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
+    f.hf_config_defaults = kQwenDefaults;
   }
   {
     FamilyInfo& f = row(Family::Gemma2, "gemma2", "Gemma 2", {"Gemma2ForCausalLM"});
@@ -136,6 +153,7 @@ std::vector<FamilyInfo> make_table() {
     f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 46; f.logit_softcaps = true;
     f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
     f.hf_window = f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;
+    f.hf_config_defaults = kGemma2Defaults;
   }
   {
     FamilyInfo& f = row(Family::Gemma3, "gemma3", "Gemma 3", {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"});
@@ -154,6 +172,7 @@ std::vector<FamilyInfo> make_table() {
     f.hf_names = names(kPhi3Layer);
     f.attn_bias = AttnBias::None;
     f.hf_window = f.gguf_window = WindowRule::AllLayers;
+    f.hf_config_defaults = kPhi3Defaults;
   }
   {
     FamilyInfo& f = row(Family::SmolLM3, "smollm3", "SmolLM3", {"SmolLM3ForCausalLM"});
@@ -166,6 +185,7 @@ std::vector<FamilyInfo> make_table() {
     f.hf_rejects_moe_layers = true;
     f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
     f.hf_window = WindowRule::ChunkOnRopeLayers;
+    f.hf_config_defaults = kLlama4Defaults;
   }
   auto unsupported = [&](Family id, const char* name, const char* hf, const char* why) {
     FamilyInfo& f = row(id, name, name, {hf});

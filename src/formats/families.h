@@ -116,8 +116,10 @@ struct FamilyInfo {
                                  // rope_local_base_freq / rope.freq_base_swa, default 10000)
   bool nope_layers = false;      // some layers skip RoPE: no_rope_layers, or every no_rope_layer_interval-th (SmolLM3, Llama 4)
 
-  // Defaults for absent config keys, as JSON text (Gemma 3 4B+ configs omit many
-  // text_config fields); empty for none.
+  // Defaults for absent config keys, as JSON text: the family's transformers config class
+  // where it differs from ptn's generic defaults (Gemma 2's window and soft-caps, Qwen's
+  // max_window_layers; Gemma 3 4B+ configs omit many text_config fields); empty for none. An
+  // explicit null in a config is None, not the default.
   const char* hf_config_defaults = "";
 };
 

@@ -23,11 +23,13 @@ using json = nlohmann::json;
 struct Cfg {
   const json& j;
   std::string where;
-  const json* defaults = nullptr;  // family defaults for absent keys (Gemma 3 text_config)
+  const json* defaults = nullptr;  // the family's config-class defaults for absent keys
 
+  // The value of k; nullptr when absent or null. An explicit null is None, as in transformers'
+  // config classes (Gemma 2's final_logit_softcapping: null turns it off), not the default.
   const json* find(const char* k) const {
     auto it = j.find(k);
-    if (it != j.end() && !it->is_null()) return &*it;
+    if (it != j.end()) return it->is_null() ? nullptr : &*it;
     if (defaults) {
       auto d = defaults->find(k);
       if (d != defaults->end() && !d->is_null()) return &*d;

@@ -362,6 +362,33 @@ TEST(HfConfig, RefusedRopeAndBiasFormsNameTheField) {
   expect_error(with("mlp_bias", true), ErrorKind::Unsupported, "field 'mlp_bias'");
 }
 
+// Absent keys take the defaults of the family's transformers config class; null is None.
+TEST(HfConfig, DefaultsAreTheConfigClasses) {
+  nlohmann::json g = fixture("gemma2-2b.json");
+  for (const char* k : {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}) g.erase(k);
+  ModelSpec s = model_spec_from_hf_config(g, "cfg.json");
+  EXPECT_EQ(s.layers[0].kind, AttnKind::Window);
+  EXPECT_EQ(s.layers[0].span, 4096);
+  EXPECT_FLOAT_EQ(s.attn_logit_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(s.final_logit_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(s.attn_scale, 1.0f / 16.0f);
+  g["final_logit_softcapping"] = nullptr;
+  EXPECT_FLOAT_EQ(model_spec_from_hf_config(g, "cfg.json").final_logit_softcap, 0.0f);
+  nlohmann::json m = fixture("mistral-7b.json");
+  m.erase("sliding_window");
+  EXPECT_EQ(model_spec_from_hf_config(m, "cfg.json").layers[5].span, 4096);
+  m["sliding_window"] = nullptr;
+  EXPECT_EQ(kinds(model_spec_from_hf_config(m, "cfg.json")), std::string(32, 'F'));
+  nlohmann::json q = fixture("qwen2.5-0.5b.json");  // 24 layers
+  q["use_sliding_window"] = true;
+  q["num_hidden_layers"] = 30;
+  q.erase("max_window_layers");
+  EXPECT_EQ(kinds(model_spec_from_hf_config(q, "cfg.json")), std::string(28, 'F') + "WW");
+  nlohmann::json p = fixture("phi3-mini-4k.json");
+  p.erase("rms_norm_eps");
+  EXPECT_FLOAT_EQ(model_spec_from_hf_config(p, "cfg.json").norm_eps, 1e-5f);
+}
+
 TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), ErrorKind::Unsupported, "FalconForCausalLM");
   expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
