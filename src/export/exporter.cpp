@@ -435,6 +435,7 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
       << spec.hidden_size << ", heads " << spec.n_heads << "/" << spec.n_kv_heads << ", vocab " << spec.vocab_size
       << "\n";
 
+  for (const std::string& n : spec.source_notes) log << "note: " << n << "\n";
   const std::vector<std::string> left_out = check_unused_tensors(*src, spec, log);
   check_attention_policies(spec, o);
   OpSupportReport rep;

@@ -100,7 +100,20 @@ bool same_scaling(const RopeScaling& a, const RopeScaling& b) {
   return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
          a.high_freq_factor == b.high_freq_factor && a.original_max_position == b.original_max_position &&
          a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.attn_factor == b.attn_factor &&
-         a.yarn_truncate == b.yarn_truncate;
+         a.yarn_truncate == b.yarn_truncate && a.freq_divisors == b.freq_divisors;
+}
+
+// A list of positive numbers (longrope's short_factor / long_factor).
+std::vector<double> factor_list(const Cfg& r, const char* k) {
+  const json* v = r.find(k);
+  if (!v) r.bad(k, "missing (longrope needs it)");
+  if (!v->is_array() || v->empty() || v->size() > 65536) r.bad(k, "expected a non-empty list of numbers");
+  std::vector<double> out;
+  for (const json& x : *v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || !(x.get<double>() > 0)) r.bad(k, "element " + x.dump() + " is not a positive number");
+    out.push_back(x.get<double>());
+  }
+  return out;
 }
 
 // transformers' get_mscale: 0.1 * m * ln(scale) + 1, or 1 for scale <= 1.
@@ -151,15 +164,33 @@ LayerRope parse_rope_dict(const Cfg& c, const json& d, const std::string& field,
     af = r.number_or("attention_factor", af);
     if (!(af > 0)) r.bad("attention_factor", "must be positive");
     rs.attn_factor = static_cast<float>(af);
-  } else if (type == "dynamic" || type == "longrope") {
-    // dynamic: the base grows with the current sequence length past max_position_embeddings;
-    // longrope: per-dimension factor lists, switched by the current sequence length. Neither is
-    // a function of the position alone, which is what ptn's RoPE op computes.
+  } else if (type == "longrope") {
+    // Phi-3.5 / Phi-4-mini. transformers divides each pair's frequency by short_factor[i] while
+    // the sequence stays within original_max_position_embeddings and switches every position of
+    // a step to long_factor once the step reaches past it, which depends on how the sequence is
+    // split into steps. ptn computes the first regime exactly and bounds the positions to it
+    // (read_rope); long_factor is checked but not used.
+    rs.type = RopeScalingType::LongRope;
+    rs.freq_divisors = factor_list(r, "short_factor");
+    if (factor_list(r, "long_factor").size() != rs.freq_divisors.size()) r.bad("long_factor", "differs in length from short_factor");
+    rs.original_max_position = original();
+    // The attention factor, as transformers derives it: from max_position_embeddings /
+    // original_max_position_embeddings when the config has the latter (Phi-3), else `factor`.
+    double factor = r.number_or("factor", 1.0);
+    if (c.present("original_max_position_embeddings") && max_pos > 0) factor = static_cast<double>(max_pos) / static_cast<double>(rs.original_max_position);
+    rs.factor = static_cast<float>(factor > 0 ? factor : 1.0);
+    double af = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(rs.original_max_position)));
+    af = r.number_or("attention_factor", af);
+    if (!(af > 0)) r.bad("attention_factor", "must be positive");
+    rs.attn_factor = static_cast<float>(af);
+  } else if (type == "dynamic") {
+    // The base grows with the current sequence length past max_position_embeddings: not a
+    // function of the position alone, which is what ptn's RoPE op computes.
     fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
-         "RoPE type '" + type + "' is not supported (default, linear, llama3 and yarn are): its frequencies depend on the sequence length, not only on the position");
+         "RoPE type '" + type + "' is not supported (default, linear, llama3, yarn and longrope are): its frequencies depend on the sequence length, not only on the position");
   } else {
     fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
-         "RoPE type '" + type + "' is not supported (default, linear, llama3 and yarn are)");
+         "RoPE type '" + type + "' is not supported (default, linear, llama3, yarn and longrope are)");
   }
   return out;
 }
@@ -423,6 +454,11 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
   if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
+  for (const LayerRope* lr : {&rk.full, &rk.sliding, &rk.chunked})
+    if (lr->scaling.type == RopeScalingType::LongRope && static_cast<int64_t>(lr->scaling.freq_divisors.size()) != s.rope_dim / 2)
+      fail(ErrorKind::Corrupt, c.where + ": field '" + field + ".short_factor'",
+           "has " + std::to_string(lr->scaling.freq_divisors.size()) + " values for a rotary dimension of " + std::to_string(s.rope_dim) +
+               " (needs " + std::to_string(s.rope_dim / 2) + ")");
   return rk;
 }
 
@@ -460,6 +496,15 @@ void assign_rope(const Cfg& c, const FamilyInfo& fam, const RopeByKind& rk, Mode
   }
   s.rope_theta = static_cast<float>(rk.full.theta);
   s.rope_scaling = scaling ? *scaling : RopeScaling{};
+  if (s.rope_scaling.type == RopeScalingType::LongRope) {
+    const int64_t orig = s.rope_scaling.original_max_position;
+    if (s.max_position_embeddings == 0 || s.max_position_embeddings > orig) {
+      s.source_notes.push_back("longrope: positions limited to original_max_position_embeddings " + std::to_string(orig) +
+                               " (max_position_embeddings " + std::to_string(s.max_position_embeddings) +
+                               "); past it transformers switches whole steps to long_factor, which ptn does not express");
+      s.max_position_embeddings = orig;
+    }
+  }
 }
 
 // Activation, biases, norms, embedding and attention scales: the family's facts, and the

@@ -33,6 +33,7 @@ const char* rope_scaling_name(RopeScalingType t) {
     case RopeScalingType::Linear: return "linear";
     case RopeScalingType::Llama3: return "llama3";
     case RopeScalingType::Yarn: return "yarn";
+    case RopeScalingType::LongRope: return "longrope";
   }
   return "unknown";
 }
@@ -118,6 +119,10 @@ std::string describe_model_spec(const ModelSpec& s) {
     std::snprintf(b, sizeof b, " (factor %g, low %g, high %g, original %lld)", s.rope_scaling.factor, s.rope_scaling.low_freq_factor,
                   s.rope_scaling.high_freq_factor, (long long)s.rope_scaling.original_max_position);
     o += b;
+    if (s.rope_scaling.type == RopeScalingType::LongRope) {
+      std::snprintf(b, sizeof b, " (attention factor %g, %zu frequency divisors)", s.rope_scaling.attn_factor, s.rope_scaling.freq_divisors.size());
+      o += b;
+    }
     if (s.rope_scaling.type == RopeScalingType::Yarn) {
       std::snprintf(b, sizeof b, " (beta fast %g, slow %g, attention factor %g%s)", s.rope_scaling.beta_fast, s.rope_scaling.beta_slow,
                     s.rope_scaling.attn_factor, s.rope_scaling.yarn_truncate ? "" : ", not truncated");

@@ -26,7 +26,7 @@ struct LayerAttention {
   bool rope_scaling = true;  // ModelSpec::rope_scaling applies here (false: Gemma 3 local layers)
 };
 
-enum class RopeScalingType { None, Linear, Llama3, Yarn };
+enum class RopeScalingType { None, Linear, Llama3, Yarn, LongRope };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::None;
@@ -40,6 +40,9 @@ struct RopeScaling {
   float beta_slow = 1.0f;
   float attn_factor = 1.0f;  // multiplies cos and sin (HF attention_factor, or from mscale / mscale_all_dim); 1 when unused
   bool yarn_truncate = true;  // floor/ceil the ramp bounds (HF `truncate`)
+  // longrope: the per-pair frequency divisors (HF short_factor, rope_dim / 2 values); attn_factor
+  // multiplies cos and sin; original_max_position bounds the positions (see hf_config.cpp).
+  std::vector<double> freq_divisors;
 };
 
 enum class Activation { SiLU, GeLUTanh, GeLU };

@@ -27,7 +27,7 @@ namespace ptn {
 enum class RopePairing { Interleaved, HalfSplit };
 
 // Frequency scaling, following transformers' modeling_rope_utils.
-enum class RopeFreqScaling { None, Linear, Llama3, Yarn };
+enum class RopeFreqScaling { None, Linear, Llama3, Yarn, LongRope };
 
 struct RopeParams {
   double theta = 10000.0;  // base: inv_freq[i] = theta^(-2i / rope_dim)
@@ -55,6 +55,9 @@ struct RopeParams {
   double attn_factor = 0.0;
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
+  // LongRope: inv_freq[i] is divided by freq_divisors[i] (rope_dim / 2 values: the config's
+  // short_factor or long_factor list), and cos and sin are multiplied by attn_factor (0: 1).
+  std::vector<double> freq_divisors;
 };
 
 // The per-pair inverse frequencies (rad per position) and the cos/sin multiplier for a rotated

@@ -51,6 +51,7 @@ struct Builder {
                         {"beta_slow", rs.beta_slow},
                         {"attn_factor", rs.attn_factor}};
     if (scaled && rs.type == RopeScalingType::Yarn && !rs.yarn_truncate) a["truncate"] = false;  // absent: true
+    if (scaled && rs.type == RopeScalingType::LongRope) a["freq_divisors"] = rs.freq_divisors;
     return g.add_node(OpType::Rope, {x, pos}, act(name, heads * s.head_dim), {}, a);
   }
 

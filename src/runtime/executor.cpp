@@ -197,7 +197,10 @@ void plan_rope(const NodeCheck& c, NodePlan& np) {
   rp.scaling = sc == "linear"   ? RopeFreqScaling::Linear
                : sc == "llama3" ? RopeFreqScaling::Llama3
                : sc == "yarn"   ? RopeFreqScaling::Yarn
+               : sc == "longrope" ? RopeFreqScaling::LongRope
                                 : RopeFreqScaling::None;
+  if (sc != "none" && sc != "linear" && sc != "llama3" && sc != "yarn" && sc != "longrope") c.bad("unknown scaling '" + sc + "'");
+  rp.freq_divisors = c.attr<std::vector<double>>("freq_divisors", {});
   rp.factor = c.attr<double>("factor", 1.0);
   rp.low_freq_factor = c.attr<double>("low_freq_factor", 1.0);
   rp.high_freq_factor = c.attr<double>("high_freq_factor", 4.0);

@@ -131,6 +131,7 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.rope_scaling.type = rs == "linear" ? RopeScalingType::Linear
                         : rs == "llama3" ? RopeScalingType::Llama3
                         : rs == "yarn"   ? RopeScalingType::Yarn
+                        : rs == "longrope" ? RopeScalingType::LongRope
                                          : RopeScalingType::None;
   s.rope_scaling.factor = get<float>(j, "rope_factor", where, 1.f);
   s.attn_scale = get<float>(j, "attn_scale", where, 0.f);

@@ -122,6 +122,31 @@ TEST(ExportHfSources, V4AndV5RopeFormsGiveIdenticalLogits) {
   EXPECT_NE(lg, logits(export_dir(same_weights(d, g, "g_plain", g_plain))));
 }
 
+// Phi-3 longrope (short factors within the original context): v4 and v5 alike, scaled, and
+// the program's positions stop at original_max_position_embeddings.
+TEST(ExportHfSources, LongRopeV4AndV5GiveIdenticalLogits) {
+  TempDir d;
+  std::vector<double> shorts = {1.0, 1.3, 1.9, 2.6, 3.5, 4.4, 6.0, 8.0}, longs(8, 4.0);  // head_dim 16: 8 pairs
+  json v4 = {{"architectures", {"Phi3ForCausalLM"}}, {"vocab_size", 256}, {"hidden_size", 64}, {"intermediate_size", 96},
+             {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 4},
+             {"max_position_embeddings", 256}, {"original_max_position_embeddings", 64}, {"rope_theta", 10000.0},
+             {"rope_scaling", {{"type", "longrope"}, {"short_factor", shorts}, {"long_factor", longs}}}};
+  json v5 = v4;
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", shorts},
+                           {"long_factor", longs}, {"original_max_position_embeddings", 64}};
+  json plain = v4;
+  plain.erase("rope_scaling");
+  const std::string a = hf_dir(d, "v4", v4);
+  auto p = export_dir(a);
+  EXPECT_EQ(p->meta().cache_spec.max_positions, 64);
+  const auto la = logits(p);
+  EXPECT_EQ(la, logits(export_dir(same_weights(d, a, "v5", v5))));
+  EXPECT_NE(la, logits(export_dir(same_weights(d, a, "plain", plain))));
+  EXPECT_LT(nmse(logits(p, ExecMode::Optimized), la), 1e-8);
+}
+
 // ---- biases ----------------------------------------------------------------------------------
 
 

@@ -306,6 +306,50 @@ TEST(HfConfig, YarnWithMscaleAndTruncate) {
   EXPECT_FLOAT_EQ(s.rope_scaling.attn_factor, 1.25f);
 }
 
+// Phi-3.5 mini's longrope: short_factor divides the frequencies, the attention factor comes from
+// max_position_embeddings / original_max_position_embeddings, and positions stop at the original
+// context (past it transformers switches whole steps to long_factor).
+TEST(HfConfig, LongRopeUsesShortFactorsWithinTheOriginalContext) {
+  nlohmann::json v4 = fixture("phi3-mini-4k.json");  // head_dim 96: 48 pairs
+  std::vector<double> shorts, longs;
+  for (int i = 0; i < 48; ++i) { shorts.push_back(1.0 + 0.01 * i); longs.push_back(1.5 + 0.5 * i); }
+  v4["max_position_embeddings"] = 131072;
+  v4["original_max_position_embeddings"] = 4096;
+  v4["rope_scaling"] = {{"type", "longrope"}, {"short_factor", shorts}, {"long_factor", longs}};
+  ModelSpec s = model_spec_from_hf_config(v4, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::LongRope);
+  EXPECT_EQ(s.rope_scaling.freq_divisors, shorts);
+  EXPECT_NEAR(s.rope_scaling.attn_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-6);
+  EXPECT_EQ(s.max_position_embeddings, 4096);
+  bool noted = false;
+  for (const auto& n : s.source_notes) noted = noted || n.find("positions limited to original_max_position_embeddings 4096") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The v5 form gives the same spec.
+  nlohmann::json v5 = v4;
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", v4.value("rope_theta", 10000.0)}, {"short_factor", shorts},
+                           {"long_factor", longs}, {"original_max_position_embeddings", 4096}};
+  expect_same_spec(s, model_spec_from_hf_config(v5, "v5.json"));
+  // Phi-4-mini: partial rotary 0.75 of 128 -> 48 pairs as well.
+  nlohmann::json p4 = v4;
+  p4["hidden_size"] = 3072;
+  p4["num_attention_heads"] = 24;
+  p4["num_key_value_heads"] = 8;
+  p4["partial_rotary_factor"] = 0.75;
+  EXPECT_EQ(model_spec_from_hf_config(p4, "cfg.json").rope_dim, 96);
+  p4["partial_rotary_factor"] = 0.5;
+  expect_error(p4, ErrorKind::Corrupt, "field 'rope_scaling.short_factor'");
+  nlohmann::json bad = v4;
+  bad["rope_scaling"]["long_factor"] = {1.0};
+  expect_error(bad, ErrorKind::Corrupt, "long_factor");
+  bad["rope_scaling"].erase("long_factor");
+  expect_error(bad, ErrorKind::Corrupt, "long_factor");
+  bad = v4;
+  bad["rope_scaling"]["short_factor"][3] = -1.0;
+  expect_error(bad, ErrorKind::Corrupt, "short_factor");
+}
+
 TEST(HfConfig, BiasesFollowEachFamilysModeling) {
   nlohmann::json l = fixture("llama3.2-1b.json");
   l["attention_bias"] = true;
@@ -339,9 +383,8 @@ TEST(HfConfig, BiasesFollowEachFamilysModeling) {
 TEST(HfConfig, RefusedRopeAndBiasFormsNameTheField) {
   nlohmann::json base = fixture("qwen2-window.json");
   auto with = [&](const char* key, nlohmann::json v) { nlohmann::json c = base; c[key] = std::move(v); return c; };
-  expect_error(with("rope_scaling", {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}}),
-               ErrorKind::Unsupported, "field 'rope_scaling.rope_type'");
-  expect_error(with("rope_parameters", {{"rope_type", "longrope"}, {"rope_theta", 10000.0}}), ErrorKind::Unsupported,
+  expect_error(with("rope_scaling", {{"rope_type", "su"}}), ErrorKind::Unsupported, "field 'rope_scaling.rope_type'");
+  expect_error(with("rope_parameters", {{"rope_type", "dynamic"}, {"rope_theta", 10000.0}}), ErrorKind::Unsupported,
                "field 'rope_parameters.rope_type'");
   expect_error(with("rope_parameters", {{"rope_type", "dynamic"}, {"factor", 2.0}}), ErrorKind::Unsupported, "'dynamic'");
   expect_error(with("rope_parameters", {{"type", "ntk-by-parts"}}), ErrorKind::Unsupported, "'ntk-by-parts'");
@@ -350,7 +393,7 @@ TEST(HfConfig, RefusedRopeAndBiasFormsNameTheField) {
   g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}}},
                                          {"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
   expect_error(g, ErrorKind::Unsupported, "scales RoPE differently");
-  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "longrope"}}},
+  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "dynamic"}, {"factor", 2.0}}},
                                          {"sliding_attention", {{"rope_type", "default"}}}};
   expect_error(g, ErrorKind::Unsupported, "field 'rope_parameters.full_attention.rope_type'");
   g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
@@ -405,7 +448,7 @@ TEST(HfConfig, UnsupportedAndBadConfigs) {
   bad = base; bad["layer_types"] = {"full_attention"};
   expect_error(bad, ErrorKind::Corrupt, "layer_types");
   bad = base; bad["rope_scaling"] = {{"rope_type", "longrope"}};
-  expect_error(bad, ErrorKind::Unsupported, "longrope");
+  expect_error(bad, ErrorKind::Corrupt, "short_factor");
   bad = base; bad.erase("vocab_size");
   expect_error(bad, ErrorKind::Corrupt, "vocab_size");
   bad = base; bad["hidden_act"] = "relu2";

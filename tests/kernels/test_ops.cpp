@@ -304,6 +304,47 @@ TEST(Ops, RopeMatchesReference) {
   });
 }
 
+// transformers' longrope: inv_freq[i] = 1 / (factor[i] * theta^(2i/d)), cos and sin times the
+// attention factor.
+TEST(Ops, RopeLongRopeDividesEachFrequencyByItsFactor) {
+  for (int64_t rd : {2, 8, 32, 96}) {
+    RopeParams p;
+    p.theta = 10000;
+    p.scaling = RopeFreqScaling::LongRope;
+    p.attn_factor = 1.19;
+    for (int64_t i = 0; i < rd / 2; ++i) p.freq_divisors.push_back(1.0 + 0.37 * static_cast<double>(i));
+    double af = 0;
+    const std::vector<double> inv = ref::rope_inv_freq(p, rd, &af);
+    EXPECT_EQ(af, 1.19);
+    for (int64_t i = 0; i < rd / 2; ++i)
+      EXPECT_NEAR(inv[i], 1.0 / (p.freq_divisors[i] * std::pow(10000.0, 2.0 * i / rd)), 1e-15) << rd << " " << i;
+    // One head of rd dims, every pair (1, 0): rotated to af * (cos a, sin a).
+    const int32_t pos[1] = {1234};
+    std::vector<float> x(rd, 0.0f);
+    for (int64_t i = 0; i < rd / 2; ++i) x[i] = 1.0f;
+    auto want = x;
+    ref::rope(want.data(), pos, 1, 1, rd, rd, p);
+    for (int64_t i = 0; i < rd / 2; ++i) {
+      const double a = 1234.0 / (p.freq_divisors[i] * std::pow(10000.0, 2.0 * i / rd));
+      EXPECT_NEAR(want[i], 1.19 * std::cos(a), 1e-6);
+      EXPECT_NEAR(want[rd / 2 + i], 1.19 * std::sin(a), 1e-6);
+    }
+    for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+      std::vector<int32_t> ps = {0, 5, 4095, 77};
+      auto w = rope_input(4, 3, rd, rd), g = w;
+      ref::rope(w.data(), ps.data(), 4, 3, rd, rd, p);
+      rope(g.data(), ps.data(), 4, 3, rd, RopeTable(p, rd, 64), pool);
+      EXPECT_LT(nmse(w, g), 1e-12) << cfg << " rd=" << rd;
+    });
+  }
+  RopeParams bad;
+  bad.scaling = RopeFreqScaling::LongRope;
+  bad.freq_divisors = {1.0, 2.0};
+  EXPECT_THROW(RopeTable(bad, 8), Error);  // 2 divisors for 4 pairs
+  bad.freq_divisors = {1.0, -2.0, 1.0, 1.0};
+  EXPECT_THROW(RopeTable(bad, 8), Error);
+}
+
 TEST(Ops, RopeCachedTableGivesTheSameValues) {
   RopeParams p = params_for(RopePairing::HalfSplit, RopeFreqScaling::Yarn);
   const RopeTable plain(p, 64), cached(p, 64, 100);
