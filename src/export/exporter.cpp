@@ -209,10 +209,18 @@ std::vector<std::string> check_unused_tensors(const WeightSource& src, const Mod
     std::string list;
     for (size_t i = 0; i < u.refused.size() && i < 8; ++i) list += (i ? ", " : "") + u.refused[i];
     if (u.refused.size() > 8) list += ", ... (" + std::to_string(u.refused.size()) + " in all)";
+    // Biases are the common case: say which config key (or family fact) would have read them.
+    bool attn_bias = false, mlp_bias = false;
+    for (const std::string& n : u.refused) {
+      const bool bias = n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+      attn_bias = attn_bias || (bias && n.find("self_attn.") != std::string::npos);
+      mlp_bias = mlp_bias || (bias && n.find("mlp.") != std::string::npos);
+    }
+    std::string hint = "the config describes no part that reads them";
+    if (attn_bias) hint += "; attention biases are read only with attention_bias: true, and only where " + spec.family + "'s transformers modeling has them";
+    if (mlp_bias) hint += "; MLP biases are read only with mlp_bias: true";
     fail(ErrorKind::Unsupported, src.describe(),
-         "tensors the model does not use: " + list +
-             ". The config describes no part that reads them (a bias, a norm or a block ptn does not build?); "
-             "ptn refuses to drop weights silently");
+         "tensors the model does not use: " + list + " (" + hint + "); ptn refuses to drop weights silently");
   }
   for (const std::string& n : u.notes) log << n << "\n";
   return u.notes;

@@ -318,9 +318,9 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
     if (!known) out.refused.push_back(n);
   }
   for (const Part& p : parts)
-    if (p.count) out.notes.push_back(std::string(p.what) + " (" + std::to_string(p.count) + " tensors)");
+    if (p.count) out.notes.push_back(std::string(p.what) + " (" + std::to_string(p.count) + (p.count == 1 ? " tensor)" : " tensors)"));
   if (alias_left) out.notes.push_back(tied_alias + " left out: tie_word_embeddings is true, so the embedding is the classifier (as transformers ties them)");
-  if (inv_freq) out.notes.push_back("rotary_emb.inv_freq buffers left out: recomputed from the config (" + std::to_string(inv_freq) + " tensors)");
+  if (inv_freq) out.notes.push_back("rotary_emb.inv_freq buffers left out: recomputed from the config (" + std::to_string(inv_freq) + (inv_freq == 1 ? " tensor)" : " tensors)"));
   return out;
 }
 
