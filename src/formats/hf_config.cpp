@@ -512,7 +512,8 @@ void assign_rope(const Cfg& c, const FamilyInfo& fam, const RopeByKind& rk, Mode
 void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelSpec& s) {
   std::string act = c.string_or("hidden_activation", c.string_or("hidden_act", "silu"));
   if (act == "silu" || act == "swish") s.activation = Activation::SiLU;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") s.activation = Activation::GeLUTanh;
+  // gelu_new and gelu_fast are transformers' other spellings of the same tanh formula.
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu_new" || act == "gelu_fast") s.activation = Activation::GeLUTanh;
   else if (act == "gelu") s.activation = Activation::GeLU;
   else fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'", "activation '" + act + "' is not supported");
 

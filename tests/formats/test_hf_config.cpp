@@ -453,6 +453,12 @@ TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(bad, ErrorKind::Corrupt, "vocab_size");
   bad = base; bad["hidden_act"] = "relu2";
   expect_error(bad, ErrorKind::Unsupported, "relu2");
+  bad = base; bad["hidden_act"] = "quick_gelu";  // x sigmoid(1.702 x): neither GELU ptn has
+  expect_error(bad, ErrorKind::Unsupported, "quick_gelu");
+  bad = base; bad["hidden_act"] = "gelu_new";
+  EXPECT_EQ(model_spec_from_hf_config(bad, "cfg.json").activation, Activation::GeLUTanh);
+  bad["hidden_act"] = "gelu";
+  EXPECT_EQ(model_spec_from_hf_config(bad, "cfg.json").activation, Activation::GeLU);
 }
 
 }  // namespace
