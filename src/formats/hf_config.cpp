@@ -125,7 +125,7 @@ double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m
 // key or max_position_embeddings, as transformers' standardize_rope_params fills it in. Types ptn
 // cannot compute are refused by name.
 LayerRope parse_rope_dict(const Cfg& c, const json& d, const std::string& field, double theta_default, int64_t max_pos) {
-  if (!d.is_object()) c.bad(field.c_str(), "expected an object or null, found " + d.dump());
+  if (!d.is_object()) fail(ErrorKind::Corrupt, c.where + ": field '" + field + "'", "expected an object or null, found " + d.dump());
   Cfg r{d, c.where + ": " + field};
   LayerRope out;
   out.theta = r.number_or("rope_theta", theta_default);
@@ -439,8 +439,10 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     rk.nested = true;
     for (auto it = d->begin(); it != d->end(); ++it) {
       const std::string key = it.key();
-      LayerRope lr = parse_rope_dict(c, it.value(), field + "." + key, key == "sliding_attention" ? local_theta : top_theta,
-                                     s.max_position_embeddings);
+      const double theta = key == "sliding_attention" ? local_theta : top_theta;
+      // A null entry is the default RoPE at the kind's base (as Gemma 3's config class fills it).
+      LayerRope lr = it.value().is_null() ? LayerRope{theta, {}}
+                                          : parse_rope_dict(c, it.value(), field + "." + key, theta, s.max_position_embeddings);
       (key == "full_attention" ? rk.full : key == "sliding_attention" ? rk.sliding : rk.chunked) = lr;
       rk.given.insert(key);
     }

@@ -273,6 +273,8 @@ TEST(HfConfig, V5NestedGemma3RopeParametersGiveTheV4Spec) {
   v5["text_config"]["rope_parameters"]["full_attention"].erase("rope_theta");
   v5["text_config"]["rope_parameters"]["sliding_attention"].erase("rope_theta");
   expect_same_spec(a, model_spec_from_hf_config(v5, "v5.json"));
+  v5["text_config"]["rope_parameters"]["sliding_attention"] = nullptr;  // null entry: the default at the local base
+  expect_same_spec(a, model_spec_from_hf_config(v5, "v5.json"));
   v5["text_config"]["rope_local_base_freq"] = 20000.0;
   nlohmann::json v4b = v4;
   v4b["text_config"]["rope_local_base_freq"] = 20000.0;
