@@ -213,6 +213,32 @@ std::unique_ptr<WeightSource> open_source(const ExportOptions& o, std::string* h
   return src;
 }
 
+// Every source tensor is used or reported: known optional parts (a vision tower, a tied
+// classifier's alias) are left out with a note in the log and the provenance; anything else is
+// refused by name, since the model would otherwise run without a weight its source has.
+std::vector<std::string> check_unused_tensors(const WeightSource& src, const ModelSpec& spec, std::ostream& log) {
+  const UnusedTensors u = classify_unused_tensors(spec, src.unused_source_tensors());
+  if (!u.refused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < u.refused.size() && i < 8; ++i) list += (i ? ", " : "") + u.refused[i];
+    if (u.refused.size() > 8) list += ", ... (" + std::to_string(u.refused.size()) + " in all)";
+    // Biases are the common case: say which config key (or family fact) would have read them.
+    bool attn_bias = false, mlp_bias = false;
+    for (const std::string& n : u.refused) {
+      const bool bias = n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+      attn_bias = attn_bias || (bias && n.find("self_attn.") != std::string::npos);
+      mlp_bias = mlp_bias || (bias && n.find("mlp.") != std::string::npos);
+    }
+    std::string hint = "the config describes no part that reads them";
+    if (attn_bias) hint += "; attention biases are read only with attention_bias: true, and only where " + spec.family + "'s transformers modeling has them";
+    if (mlp_bias) hint += "; MLP biases are read only with mlp_bias: true";
+    fail(ErrorKind::Unsupported, src.describe(),
+         "tensors the model does not use: " + list + " (" + hint + "); ptn refuses to drop weights silently");
+  }
+  for (const std::string& n : u.notes) log << n << "\n";
+  return u.notes;
+}
+
 // Refuses windowed / chunked layers unless the cache op may honour them (off-graph cache).
 void check_attention_policies(const ModelSpec& spec, const ExportOptions& o) {
   std::vector<std::string> windowed;
@@ -359,7 +385,8 @@ std::optional<TokenizerSpec> load_tokenizer(WeightSource& src, const std::string
   return tok;
 }
 
-nlohmann::json provenance(const WeightSource& src, const ExportOptions& o, const ConvertedWeights& cw) {
+nlohmann::json provenance(const WeightSource& src, const ExportOptions& o, const ConvertedWeights& cw,
+                          const std::vector<std::string>& left_out) {
   const int64_t f16_converted = cw.f16_converted, lossy_converted = cw.lossy_converted, measured = cw.measured;
   nlohmann::json files = nlohmann::json::array();
   for (const auto& f : src.source_files()) files.push_back({{"path", f.path}, {"bytes", f.size}, {"sha256", f.sha256}});
@@ -370,6 +397,7 @@ nlohmann::json provenance(const WeightSource& src, const ExportOptions& o, const
                      {"seed", o.seed},
                      {"quantize", o.quantize.empty() ? "source types" : o.quantize},
                      {"command_line", o.command_line}};
+  if (!left_out.empty()) prov["left_out"] = left_out;
   if (o.f16_as_bf16 || o.golden_from_source) {
     // "f16->bf16" alone when that rule is the only lossy change the goldens see (verify has a
     // default threshold for it); otherwise the --quantize policy too.
@@ -428,12 +456,14 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
       << spec.hidden_size << ", heads " << spec.n_heads << "/" << spec.n_kv_heads << ", vocab " << spec.vocab_size
       << "\n";
 
+  for (const std::string& n : spec.source_notes) log << "note: " << n << "\n";
+  const std::vector<std::string> left_out = check_unused_tensors(*src, spec, log);
   check_attention_policies(spec, o);
   OpSupportReport rep;
   ProgramMeta meta = build_meta(spec, o, log, &rep);
   ConvertedWeights cw = convert_weights(*src, spec, meta, o, log);
   meta.tokenizer = load_tokenizer(*src, hf_dir, spec, o, log);
-  meta.provenance = provenance(*src, o, cw);
+  meta.provenance = provenance(*src, o, cw, left_out);
   std::map<std::string, Tensor> extra;
   if (o.samples > 0) add_golden_samples(o, &meta, cw, &extra);
 

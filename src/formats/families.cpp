@@ -18,10 +18,14 @@ constexpr HfLayerTensor kLlamaLayer[] = {
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"ffn_gate.bias", "mlp.gate_proj.bias"},
+    {"ffn_up.bias", "mlp.up_proj.bias"},
+    {"ffn_down.bias", "mlp.down_proj.bias"},
 };
 
 // Gemma 2/3: four norms per layer; HF's post_attention_layernorm is the sandwich norm.
@@ -36,6 +40,7 @@ constexpr HfLayerTensor kGemmaLayer[] = {
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"post_attention_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
@@ -50,9 +55,6 @@ constexpr HfLayerTensor kPhi3Layer[] = {
     {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
     {"attn_k.weight", "self_attn.qkv_proj.weight", RowPart::K},
     {"attn_v.weight", "self_attn.qkv_proj.weight", RowPart::V},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
@@ -70,6 +72,7 @@ constexpr HfLayerTensor kLlama4Layer[] = {
     {"attn_k.bias", "self_attn.k_proj.bias"},
     {"attn_v.bias", "self_attn.v_proj.bias"},
     {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "feed_forward.gate_proj.weight"},
     {"ffn_up.weight", "feed_forward.up_proj.weight"},
@@ -91,6 +94,20 @@ constexpr const char* kGemma3Defaults = R"({
   "sliding_window": 4096, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
   "tie_word_embeddings": true})";
 
+// The defaults of transformers' config classes for the keys ptn reads, where they differ from
+// ptn's generic ones (rms_norm_eps 1e-6, rope_theta 10000, no window).
+constexpr const char* kGemma2Defaults = R"({
+  "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
+  "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+  "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+  "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 256,
+  "sliding_window": 4096, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
+  "tie_word_embeddings": true})";
+constexpr const char* kMistralDefaults = R"({"sliding_window": 4096, "max_position_embeddings": 131072})";
+constexpr const char* kQwenDefaults = R"({"sliding_window": 4096, "max_window_layers": 28})";
+constexpr const char* kPhi3Defaults = R"({"rms_norm_eps": 1e-5})";
+constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
+
 // ---- the table ---------------------------------------------------------------------------------
 
 std::vector<FamilyInfo> make_table() {
@@ -104,24 +121,29 @@ std::vector<FamilyInfo> make_table() {
   };
   {
     FamilyInfo& f = row(Family::Llama, "llama", "Llama", {"LlamaForCausalLM"});
+    f.hf_mlp_bias = true;
     f.gguf_arch = "llama"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
   }
   {
     FamilyInfo& f = row(Family::Mistral, "mistral", "Mistral", {"MistralForCausalLM"});
     f.gguf_arch = "llama";  // written as, and read back as, Llama
+    f.attn_bias = AttnBias::None;
     f.hf_window = WindowRule::AllLayers;
+    f.hf_config_defaults = kMistralDefaults;
   }
   {
     FamilyInfo& f = row(Family::Qwen2, "qwen2", "Qwen2", {"Qwen2ForCausalLM"});
     f.gguf_arch = "qwen2"; f.gguf_reads = true;
-    f.attn_bias = true;
+    f.attn_bias = AttnBias::QkvAlways;
     f.hf_window = WindowRule::FromMaxWindowLayers;
+    f.hf_config_defaults = kQwenDefaults;
   }
   {
     FamilyInfo& f = row(Family::Qwen3, "qwen3", "Qwen3", {"Qwen3ForCausalLM"});
     f.gguf_arch = "qwen3"; f.gguf_reads = true;
     f.qk_norm = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
+    f.hf_config_defaults = kQwenDefaults;
   }
   {
     FamilyInfo& f = row(Family::Gemma2, "gemma2", "Gemma 2", {"Gemma2ForCausalLM"});
@@ -131,6 +153,7 @@ std::vector<FamilyInfo> make_table() {
     f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 46; f.logit_softcaps = true;
     f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
     f.hf_window = f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;
+    f.hf_config_defaults = kGemma2Defaults;
   }
   {
     FamilyInfo& f = row(Family::Gemma3, "gemma3", "Gemma 3", {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"});
@@ -147,11 +170,13 @@ std::vector<FamilyInfo> make_table() {
     FamilyInfo& f = row(Family::Phi3, "phi3", "Phi-3", {"Phi3ForCausalLM"});
     f.gguf_arch = "phi3"; f.gguf_reads = true; f.gguf_fused_qkv_gate_up = true;
     f.hf_names = names(kPhi3Layer);
+    f.attn_bias = AttnBias::None;
     f.hf_window = f.gguf_window = WindowRule::AllLayers;
+    f.hf_config_defaults = kPhi3Defaults;
   }
   {
     FamilyInfo& f = row(Family::SmolLM3, "smollm3", "SmolLM3", {"SmolLM3ForCausalLM"});
-    f.tie_by_default = true; f.nope_layers = true;
+    f.tie_by_default = true; f.nope_layers = true; f.hf_mlp_bias = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
   }
   {
@@ -160,6 +185,7 @@ std::vector<FamilyInfo> make_table() {
     f.hf_rejects_moe_layers = true;
     f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
     f.hf_window = WindowRule::ChunkOnRopeLayers;
+    f.hf_config_defaults = kLlama4Defaults;
   }
   auto unsupported = [&](Family id, const char* name, const char* hf, const char* why) {
     FamilyInfo& f = row(id, name, name, {hf});

@@ -41,6 +41,13 @@ enum class WindowRule {
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
 
+// Which attention projections carry biases, as the family's HF modeling builds them.
+enum class AttnBias {
+  None,        // never; config `attention_bias` is not read (Mistral, Phi-3)
+  QkvAlways,   // q/k/v always, o_proj never (Qwen2)
+  FromConfig,  // config `attention_bias` (default false) puts one on q/k/v and o_proj (LlamaAttention)
+};
+
 // Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
 // in one tensor each); Whole for an unfused tensor.
 enum class RowPart { Whole, Q, K, V, Gate, Up };
@@ -88,7 +95,8 @@ struct FamilyInfo {
   bool norm_weight_plus_one = false;  // RMSNorm scales by (1 + w): HF stores w, GGUF stores 1 + w (Gemma)
   bool sandwich_norms = false;        // post-attention and post-FFN norms too (Gemma)
   bool qk_norm = false;               // RMSNorm on each q and k head, always (Qwen3, Gemma 3)
-  bool attn_bias = false;             // q/k/v biases always (Qwen2); else config `attention_bias`
+  AttnBias attn_bias = AttnBias::FromConfig;
+  bool hf_mlp_bias = false;           // config `mlp_bias` puts biases on gate/up/down (LlamaMLP: Llama, SmolLM3); else refused
   bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)
   bool attn_temperature = false;      // NoPE-layer query temperature, config `attn_temperature_tuning` (Llama 4)
   EmbedScale embed_scale = EmbedScale::One;
@@ -108,8 +116,10 @@ struct FamilyInfo {
                                  // rope_local_base_freq / rope.freq_base_swa, default 10000)
   bool nope_layers = false;      // some layers skip RoPE: no_rope_layers, or every no_rope_layer_interval-th (SmolLM3, Llama 4)
 
-  // Defaults for absent config keys, as JSON text (Gemma 3 4B+ configs omit many
-  // text_config fields); empty for none.
+  // Defaults for absent config keys, as JSON text: the family's transformers config class
+  // where it differs from ptn's generic defaults (Gemma 2's window and soft-caps, Qwen's
+  // max_window_layers; Gemma 3 4B+ configs omit many text_config fields); empty for none. An
+  // explicit null in a config is None, not the default.
   const char* hf_config_defaults = "";
 };
 

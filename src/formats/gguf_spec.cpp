@@ -122,6 +122,8 @@ void read_rope_scaling(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
 void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
   s.attn_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  s.attn_output_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
+  s.mlp_bias = g.find_tensor("blk.0.ffn_down.bias") != nullptr;
   s.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   s.activation = fam.gguf_activation;
   s.sandwich_norms = fam.sandwich_norms;

@@ -381,14 +381,22 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
       w.set_string(k("rope.scaling.type"), "linear");
       w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
       break;
-    case RopeScalingType::Yarn:
+    case RopeScalingType::Yarn: {
+      // Only the keys ptn's GGUF import reads are written: refuse what they cannot carry.
+      const RopeScaling& rs = s.rope_scaling;
+      const double dflt = rs.factor > 1 ? 0.1 * std::log(static_cast<double>(rs.factor)) + 1.0 : 1.0;
+      if (std::fabs(rs.attn_factor - dflt) > 1e-6 || !rs.yarn_truncate || rs.beta_fast != 32.0f || rs.beta_slow != 1.0f)
+        fail(ErrorKind::Unsupported, path, "yarn with its own attention factor (mscale), beta_fast/beta_slow or truncate is not written as GGUF");
       w.set_string(k("rope.scaling.type"), "yarn");
       w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
       u32("rope.scaling.original_context_length", s.rope_scaling.original_max_position);
       break;
+    }
     case RopeScalingType::Llama3:
       if (!layout.gguf_rope_freqs) fail(ErrorKind::Unsupported, path, "llama3 rope scaling is written for the llama architecture only");
       break;
+    case RopeScalingType::LongRope:
+      fail(ErrorKind::Unsupported, path, "longrope scaling is not written as GGUF (llama.cpp keeps it as rope_factors tensors)");
   }
   int64_t window = 0;
   for (const auto& l : s.layers) if (l.kind == AttnKind::Window) window = l.span;

@@ -1,7 +1,10 @@
 #include "formats/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -20,11 +23,13 @@ using json = nlohmann::json;
 struct Cfg {
   const json& j;
   std::string where;
-  const json* defaults = nullptr;  // family defaults for absent keys (Gemma 3 text_config)
+  const json* defaults = nullptr;  // the family's config-class defaults for absent keys
 
+  // The value of k; nullptr when absent or null. An explicit null is None, as in transformers'
+  // config classes (Gemma 2's final_logit_softcapping: null turns it off), not the default.
   const json* find(const char* k) const {
     auto it = j.find(k);
-    if (it != j.end() && !it->is_null()) return &*it;
+    if (it != j.end()) return it->is_null() ? nullptr : &*it;
     if (defaults) {
       auto d = defaults->find(k);
       if (d != defaults->end() && !d->is_null()) return &*d;
@@ -84,37 +89,110 @@ const json* config_defaults(const FamilyInfo& fam) {
   return it == parsed.end() ? nullptr : &it->second;
 }
 
-RopeScaling parse_rope_scaling(const Cfg& c, int64_t max_pos) {
-  RopeScaling rs;
-  const json* v = c.find("rope_scaling");
-  if (!v) return rs;
-  if (!v->is_object()) c.bad("rope_scaling", "expected an object or null, found " + v->dump());
-  Cfg r{*v, c.where + ": rope_scaling"};
-  std::string type = r.string_or("rope_type", r.string_or("type", "default"));
-  if (type == "default") return rs;
+// One RoPE description: a base and its frequency scaling, from `rope_scaling` (v4),
+// `rope_parameters` (v5, flat) or one of its per-layer-type entries (v5, nested).
+struct LayerRope {
+  double theta = 10000.0;
+  RopeScaling scaling;
+};
+
+bool same_scaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor && a.original_max_position == b.original_max_position &&
+         a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.attn_factor == b.attn_factor &&
+         a.yarn_truncate == b.yarn_truncate && a.freq_divisors == b.freq_divisors;
+}
+
+// A list of positive numbers (longrope's short_factor / long_factor).
+std::vector<double> factor_list(const Cfg& r, const char* k) {
+  const json* v = r.find(k);
+  if (!v) r.bad(k, "missing (longrope needs it)");
+  if (!v->is_array() || v->empty() || v->size() > 65536) r.bad(k, "expected a non-empty list of numbers");
+  std::vector<double> out;
+  for (const json& x : *v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || !(x.get<double>() > 0)) r.bad(k, "element " + x.dump() + " is not a positive number");
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+// transformers' get_mscale: 0.1 * m * ln(scale) + 1, or 1 for scale <= 1.
+double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// Parses one RoPE dict `d` (rope_type / type and the keys that type reads). `field` names it in
+// errors ("rope_scaling", "rope_parameters", "rope_parameters.full_attention"). A missing
+// rope_theta is `theta_default`; a missing original_max_position_embeddings is the config's own
+// key or max_position_embeddings, as transformers' standardize_rope_params fills it in. Types ptn
+// cannot compute are refused by name.
+LayerRope parse_rope_dict(const Cfg& c, const json& d, const std::string& field, double theta_default, int64_t max_pos) {
+  if (!d.is_object()) fail(ErrorKind::Corrupt, c.where + ": field '" + field + "'", "expected an object or null, found " + d.dump());
+  Cfg r{d, c.where + ": " + field};
+  LayerRope out;
+  out.theta = r.number_or("rope_theta", theta_default);
+  if (!(out.theta > 0)) r.bad("rope_theta", "must be positive");
+  RopeScaling& rs = out.scaling;
+  const std::string type = r.string_or("rope_type", r.string_or("type", "default"));
+  if (type == "default") return out;
   rs.factor = static_cast<float>(r.number_or("factor", 1.0));
   if (!(rs.factor > 0)) r.bad("factor", "must be positive");
+  auto original = [&]() -> int64_t {
+    if (r.present("original_max_position_embeddings")) return r.integer("original_max_position_embeddings");
+    if (c.present("original_max_position_embeddings")) return c.integer("original_max_position_embeddings");
+    if (max_pos > 0) return max_pos;
+    r.bad("original_max_position_embeddings", "missing (and no max_position_embeddings to default to)");
+  };
   if (type == "linear") {
     rs.type = RopeScalingType::Linear;
   } else if (type == "llama3") {
     rs.type = RopeScalingType::Llama3;
     rs.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
     rs.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
-    rs.original_max_position = r.integer("original_max_position_embeddings");
+    rs.original_max_position = original();
     // Equal factors (Llama 4) leave no smooth band between the two wavelength limits.
     if (!(rs.high_freq_factor >= rs.low_freq_factor && rs.low_freq_factor > 0)) r.bad("high_freq_factor", "must be at least low_freq_factor (> 0)");
   } else if (type == "yarn") {
     rs.type = RopeScalingType::Yarn;
-    rs.original_max_position = r.integer_or("original_max_position_embeddings", max_pos, 1);
+    rs.original_max_position = original();
     rs.beta_fast = static_cast<float>(r.number_or("beta_fast", 32.0));
     rs.beta_slow = static_cast<float>(r.number_or("beta_slow", 1.0));
-    if (r.present("mscale") || r.present("mscale_all_dim"))
-      fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "yarn with mscale/mscale_all_dim is not supported");
-    rs.attn_factor = static_cast<float>(r.number_or("attention_factor", rs.factor > 1 ? 0.1 * std::log(rs.factor) + 1.0 : 1.0));
+    rs.yarn_truncate = r.boolean_or("truncate", true);
+    // attention_factor when given; else from mscale and mscale_all_dim when both are non-zero
+    // (DeepSeek's form), else from factor alone.
+    const double mscale = r.number_or("mscale", 0.0), mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
+    double af = mscale != 0 && mscale_all_dim != 0 ? yarn_mscale(rs.factor, mscale) / yarn_mscale(rs.factor, mscale_all_dim)
+                                                   : yarn_mscale(rs.factor, 1.0);
+    af = r.number_or("attention_factor", af);
+    if (!(af > 0)) r.bad("attention_factor", "must be positive");
+    rs.attn_factor = static_cast<float>(af);
+  } else if (type == "longrope") {
+    // Phi-3.5 / Phi-4-mini. transformers divides each pair's frequency by short_factor[i] while
+    // the sequence stays within original_max_position_embeddings and switches every position of
+    // a step to long_factor once the step reaches past it, which depends on how the sequence is
+    // split into steps. ptn computes the first regime exactly and bounds the positions to it
+    // (read_rope); long_factor is checked but not used.
+    rs.type = RopeScalingType::LongRope;
+    rs.freq_divisors = factor_list(r, "short_factor");
+    if (factor_list(r, "long_factor").size() != rs.freq_divisors.size()) r.bad("long_factor", "differs in length from short_factor");
+    rs.original_max_position = original();
+    // The attention factor, as transformers derives it: from max_position_embeddings /
+    // original_max_position_embeddings when the config has the latter (Phi-3), else `factor`.
+    double factor = r.number_or("factor", 1.0);
+    if (c.present("original_max_position_embeddings") && max_pos > 0) factor = static_cast<double>(max_pos) / static_cast<double>(rs.original_max_position);
+    rs.factor = static_cast<float>(factor > 0 ? factor : 1.0);
+    double af = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(rs.original_max_position)));
+    af = r.number_or("attention_factor", af);
+    if (!(af > 0)) r.bad("attention_factor", "must be positive");
+    rs.attn_factor = static_cast<float>(af);
+  } else if (type == "dynamic") {
+    // The base grows with the current sequence length past max_position_embeddings: not a
+    // function of the position alone, which is what ptn's RoPE op computes.
+    fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
+         "RoPE type '" + type + "' is not supported (default, linear, llama3, yarn and longrope are): its frequencies depend on the sequence length, not only on the position");
   } else {
-    fail(ErrorKind::Unsupported, c.where + ": rope_scaling", "rope scaling type '" + type + "' is not supported (linear, llama3, yarn are)");
+    fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".rope_type'",
+         "RoPE type '" + type + "' is not supported (default, linear, llama3, yarn and longrope are)");
   }
-  return rs;
+  return out;
 }
 
 std::vector<int64_t> int_list(const Cfg& c, const char* k, size_t n) {
@@ -167,7 +245,6 @@ void apply_window_rule(const Cfg& c, const FamilyInfo& fam, int64_t window, Mode
 void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   const size_t n = static_cast<size_t>(s.n_layers);
   s.layers.assign(n, LayerAttention{});
-  for (auto& l : s.layers) l.rope_theta = s.rope_theta;
   const int64_t window = c.present("sliding_window") ? c.integer("sliding_window", 1) : 0;
 
   if (fam.nope_layers) {  // RoPE on some layers only
@@ -203,11 +280,6 @@ void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     apply_window_rule(c, fam, window, s);
   }
 
-  if (fam.local_rope_base) {
-    const float local = static_cast<float>(c.number_or("rope_local_base_freq", 10000.0));
-    for (auto& l : s.layers)
-      if (l.kind == AttnKind::Window) { l.rope_theta = local; l.rope_scaling = false; }
-  }
 }
 
 // The source of one canonical per-layer tensor: a whole HF tensor, rows of a fused one, or
@@ -302,18 +374,139 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   }
 }
 
-// RoPE: rope_theta (or rope_parameters.rope_theta in newer configs), partial rotary, scaling.
-void read_rope(const Cfg& c, ModelSpec& s) {
-  double theta = c.number_or("rope_theta", 10000.0);
-  if (const json* rp = c.find("rope_parameters"); rp && rp->is_object() && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number())
-    theta = (*rp)["rope_theta"].get<double>();
-  if (!(theta > 0)) c.bad("rope_theta", "must be positive");
-  s.rope_theta = static_cast<float>(theta);
-  const double partial = c.number_or("partial_rotary_factor", 1.0);
+// RoPE per kind of layer: the v4 form (rope_theta + rope_scaling, Gemma 3's
+// rope_local_base_freq for its sliding layers) and the v5 form (rope_parameters, flat or nested
+// by layer type) give the same values.
+struct RopeByKind {
+  LayerRope full, sliding, chunked;
+  bool nested = false;  // rope_parameters keyed by layer type: every kind must have its entry
+  std::set<std::string> given;  // the nested form's keys
+};
+
+constexpr const char* kLayerTypeNames[] = {"full_attention", "sliding_attention", "chunked_attention"};
+
+bool keyed_by_layer_type(const json& d) {
+  if (!d.is_object() || d.empty()) return false;
+  for (auto it = d.begin(); it != d.end(); ++it)
+    if (std::find(std::begin(kLayerTypeNames), std::end(kLayerTypeNames), it.key()) == std::end(kLayerTypeNames)) return false;
+  return true;
+}
+
+// partial_rotary_factor: v5 may keep it inside rope_parameters (per layer type, too); ptn has one
+// rotary width per model.
+double partial_rotary(const Cfg& c, const json* d, bool nested) {
+  std::optional<double> found;
+  std::string found_at;
+  auto take = [&](const json& obj, const std::string& field) {
+    if (!obj.is_object() || !obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
+    Cfg r{obj, c.where + ": " + field};
+    const double v = r.number_or("partial_rotary_factor", 1.0);
+    if (found && *found != v)
+      fail(ErrorKind::Unsupported, c.where + ": field '" + field + ".partial_rotary_factor'",
+           "differs from " + found_at + " (" + std::to_string(*found) + "); ptn rotates the same width on every layer");
+    found = v;
+    found_at = field + ".partial_rotary_factor";
+  };
+  if (d && nested) {
+    for (auto it = d->begin(); it != d->end(); ++it) take(it.value(), "rope_parameters." + it.key());
+  } else if (d) {
+    take(*d, "rope_parameters");
+  }
+  if (c.present("partial_rotary_factor")) {
+    const double top = c.number_or("partial_rotary_factor", 1.0);
+    if (found && *found != top) c.bad("partial_rotary_factor", "differs from " + found_at + " (" + std::to_string(*found) + ")");
+    found = top;
+  }
+  return found.value_or(1.0);
+}
+
+RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
+  const double top_theta = c.number_or("rope_theta", 10000.0);
+  if (!(top_theta > 0)) c.bad("rope_theta", "must be positive");
+  // transformers 5 reads `rope_scaling` as an alias of `rope_parameters` and prefers it.
+  auto non_empty = [&](const char* k) -> const json* {
+    const json* v = c.find(k);
+    return v && !(v->is_object() && v->empty()) ? v : nullptr;
+  };
+  const json* scaling = non_empty("rope_scaling");
+  const json* params = non_empty("rope_parameters");
+  RopeByKind rk;
+  const json* d = scaling ? scaling : params;
+  const std::string field = scaling ? "rope_scaling" : "rope_parameters";
+  const double local_theta = fam.local_rope_base ? c.number_or("rope_local_base_freq", 10000.0) : top_theta;
+  if (fam.local_rope_base && !(local_theta > 0)) c.bad("rope_local_base_freq", "must be positive");
+  if (d && keyed_by_layer_type(*d)) {
+    rk.nested = true;
+    for (auto it = d->begin(); it != d->end(); ++it) {
+      const std::string key = it.key();
+      const double theta = key == "sliding_attention" ? local_theta : top_theta;
+      // A null entry is the default RoPE at the kind's base (as Gemma 3's config class fills it).
+      LayerRope lr = it.value().is_null() ? LayerRope{theta, {}}
+                                          : parse_rope_dict(c, it.value(), field + "." + key, theta, s.max_position_embeddings);
+      (key == "full_attention" ? rk.full : key == "sliding_attention" ? rk.sliding : rk.chunked) = lr;
+      rk.given.insert(key);
+    }
+  } else {
+    LayerRope lr = d ? parse_rope_dict(c, *d, field, top_theta, s.max_position_embeddings) : LayerRope{top_theta, {}};
+    rk.full = rk.sliding = rk.chunked = lr;
+    // Gemma 3: the scaling is the global layers'; sliding layers keep their own base, unscaled.
+    if (fam.local_rope_base) rk.sliding = LayerRope{local_theta, {}};
+  }
+  const double partial = partial_rotary(c, params && !scaling ? params : nullptr, rk.nested);
   if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
   if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
-  s.rope_scaling = parse_rope_scaling(c, s.max_position_embeddings);
+  for (const LayerRope* lr : {&rk.full, &rk.sliding, &rk.chunked})
+    if (lr->scaling.type == RopeScalingType::LongRope && static_cast<int64_t>(lr->scaling.freq_divisors.size()) != s.rope_dim / 2)
+      fail(ErrorKind::Corrupt, c.where + ": field '" + field + ".short_factor'",
+           "has " + std::to_string(lr->scaling.freq_divisors.size()) + " values for a rotary dimension of " + std::to_string(s.rope_dim) +
+               " (needs " + std::to_string(s.rope_dim / 2) + ")");
+  return rk;
+}
+
+// Each layer's RoPE base and scaling from its kind. ModelSpec holds one scaling and a flag per
+// layer for whether it applies, so kinds that scale differently are refused. Without any scaling
+// the flag stays as before: false only on the sliding layers of a family with a local base.
+void assign_rope(const Cfg& c, const FamilyInfo& fam, const RopeByKind& rk, ModelSpec& s) {
+  auto kind_name = [](const LayerAttention& l) {
+    return l.kind == AttnKind::Window ? "sliding_attention" : l.kind == AttnKind::Chunk ? "chunked_attention" : "full_attention";
+  };
+  auto rope_of = [&](const LayerAttention& l) -> const LayerRope& {
+    return l.kind == AttnKind::Window ? rk.sliding : l.kind == AttnKind::Chunk ? rk.chunked : rk.full;
+  };
+  const RopeScaling* scaling = nullptr;
+  std::string scaling_kind;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerAttention& l = s.layers[i];
+    const char* kind = kind_name(l);
+    if (!l.use_rope) continue;
+    if (rk.nested && !rk.given.count(kind))
+      fail(ErrorKind::Corrupt, c.where + ": field 'rope_parameters'",
+           std::string("has no entry for '") + kind + "' (layer " + std::to_string(i) + " is one)");
+    const RopeScaling& rs = rope_of(l).scaling;
+    if (rs.type == RopeScalingType::None) continue;
+    if (scaling && !same_scaling(*scaling, rs))
+      fail(ErrorKind::Unsupported, c.where + ": field 'rope_parameters." + kind + "'",
+           "scales RoPE differently from '" + scaling_kind + "'; ptn has one RoPE scaling per model");
+    scaling = &rs;
+    scaling_kind = kind;
+  }
+  for (LayerAttention& l : s.layers) {
+    const LayerRope& lr = rope_of(l);
+    l.rope_theta = static_cast<float>(lr.theta);
+    l.rope_scaling = scaling ? lr.scaling.type != RopeScalingType::None : !(fam.local_rope_base && l.kind == AttnKind::Window);
+  }
+  s.rope_theta = static_cast<float>(rk.full.theta);
+  s.rope_scaling = scaling ? *scaling : RopeScaling{};
+  if (s.rope_scaling.type == RopeScalingType::LongRope) {
+    const int64_t orig = s.rope_scaling.original_max_position;
+    if (s.max_position_embeddings == 0 || s.max_position_embeddings > orig) {
+      s.source_notes.push_back("longrope: positions limited to original_max_position_embeddings " + std::to_string(orig) +
+                               " (max_position_embeddings " + std::to_string(s.max_position_embeddings) +
+                               "); past it transformers switches whole steps to long_factor, which ptn does not express");
+      s.max_position_embeddings = orig;
+    }
+  }
 }
 
 // Activation, biases, norms, embedding and attention scales: the family's facts, and the
@@ -321,13 +514,22 @@ void read_rope(const Cfg& c, ModelSpec& s) {
 void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelSpec& s) {
   std::string act = c.string_or("hidden_activation", c.string_or("hidden_act", "silu"));
   if (act == "silu" || act == "swish") s.activation = Activation::SiLU;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") s.activation = Activation::GeLUTanh;
+  // gelu_new and gelu_fast are transformers' other spellings of the same tanh formula.
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu_new" || act == "gelu_fast") s.activation = Activation::GeLUTanh;
   else if (act == "gelu") s.activation = Activation::GeLU;
   else fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'", "activation '" + act + "' is not supported");
 
   s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : fam.tie_by_default);
-  s.attn_bias = fam.attn_bias ? true : c.boolean_or("attention_bias", false);
-  if (c.boolean_or("mlp_bias", false)) fail(ErrorKind::Unsupported, c.where + ": field 'mlp_bias'", "MLP biases are not supported");
+  switch (fam.attn_bias) {
+    case AttnBias::None: break;
+    case AttnBias::QkvAlways: s.attn_bias = true; break;
+    case AttnBias::FromConfig: s.attn_bias = s.attn_output_bias = c.boolean_or("attention_bias", false); break;
+  }
+  if (c.boolean_or("mlp_bias", false)) {
+    if (!fam.hf_mlp_bias)
+      fail(ErrorKind::Unsupported, c.where + ": field 'mlp_bias'", std::string(fam.display) + "'s MLP has no biases in transformers; this config cannot be run as written");
+    s.mlp_bias = true;
+  }
   s.qk_norm = fam.qk_norm;
   s.norm_weight_plus_one = fam.norm_weight_plus_one;
   s.sandwich_norms = fam.sandwich_norms;
@@ -357,9 +559,10 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   }
   Cfg c{*text, cwhere, config_defaults(fam)};
   read_dimensions(c, fam, s);
-  read_rope(c, s);
+  const RopeByKind rope = read_rope(c, fam, s);
   read_features(c, fam, root, s);
   fill_layers(c, fam, s);
+  assign_rope(c, fam, rope, s);
   fill_tensor_sources(fam, s);
   return s;
 }

@@ -10,6 +10,11 @@
 //   `sliding_window_pattern`, default 6); Llama 4 (ChunkOnRopeLayers): layers with RoPE
 //   (`no_rope_layers[i]` == 1) are chunked (`attention_chunk_size`), the others full without
 //   RoPE. SmolLM3's `no_rope_layers` zeros are NoPE layers.
+// RoPE is read from `rope_scaling` (transformers 4) or `rope_parameters` (transformers 5, flat or
+// keyed by layer type), which give the same spec; types ptn cannot compute (dynamic, longrope)
+// are refused by name. Biases follow the family row (AttnBias, hf_mlp_bias); absent keys take the
+// family's config-class defaults and an explicit null is None. See docs/cli.md, "What is read
+// from an HF directory".
 // Errors name the file (or `where`) and the field.
 #pragma once
 #include <nlohmann/json_fwd.hpp>

@@ -33,6 +33,7 @@ const char* rope_scaling_name(RopeScalingType t) {
     case RopeScalingType::Linear: return "linear";
     case RopeScalingType::Llama3: return "llama3";
     case RopeScalingType::Yarn: return "yarn";
+    case RopeScalingType::LongRope: return "longrope";
   }
   return "unknown";
 }
@@ -52,11 +53,13 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.attn_bias) { add("attn_q.bias"); add("attn_k.bias"); add("attn_v.bias"); }
     if (s.qk_norm) { add("attn_q_norm.weight"); add("attn_k_norm.weight"); }
     add("attn_output.weight");
+    if (s.attn_output_bias) add("attn_output.bias");
     if (s.sandwich_norms) add("post_attention_norm.weight");
     add("ffn_norm.weight");
     add("ffn_gate.weight");
     add("ffn_up.weight");
     add("ffn_down.weight");
+    if (s.mlp_bias) { add("ffn_gate.bias"); add("ffn_up.bias"); add("ffn_down.bias"); }
     if (s.sandwich_norms) add("post_ffw_norm.weight");
   }
   out.push_back("output_norm.weight");
@@ -88,6 +91,8 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (w == "ffn_down.weight") return {H, F};
   if (w == "attn_q.bias") return {q};
   if (w == "attn_k.bias" || w == "attn_v.bias") return {kv};
+  if (w == "attn_output.bias" || w == "ffn_down.bias") return {H};
+  if (w == "ffn_gate.bias" || w == "ffn_up.bias") return {F};
   if (w == "attn_q_norm.weight" || w == "attn_k_norm.weight") return {s.head_dim};
   return {};
 }
@@ -114,12 +119,23 @@ std::string describe_model_spec(const ModelSpec& s) {
     std::snprintf(b, sizeof b, " (factor %g, low %g, high %g, original %lld)", s.rope_scaling.factor, s.rope_scaling.low_freq_factor,
                   s.rope_scaling.high_freq_factor, (long long)s.rope_scaling.original_max_position);
     o += b;
+    if (s.rope_scaling.type == RopeScalingType::LongRope) {
+      std::snprintf(b, sizeof b, " (attention factor %g, %zu frequency divisors)", s.rope_scaling.attn_factor, s.rope_scaling.freq_divisors.size());
+      o += b;
+    }
+    if (s.rope_scaling.type == RopeScalingType::Yarn) {
+      std::snprintf(b, sizeof b, " (beta fast %g, slow %g, attention factor %g%s)", s.rope_scaling.beta_fast, s.rope_scaling.beta_slow,
+                    s.rope_scaling.attn_factor, s.rope_scaling.yarn_truncate ? "" : ", not truncated");
+      o += b;
+    }
   }
   o += "\n";
   std::string feats;
   auto feat = [&](bool on, const std::string& what) { if (on) feats += (feats.empty() ? "" : ", ") + what; };
   feat(s.tie_word_embeddings, "tied embeddings");
   feat(s.attn_bias, "q/k/v bias");
+  feat(s.attn_output_bias, "o_proj bias");
+  feat(s.mlp_bias, "MLP bias");
   feat(s.qk_norm, "q/k norm");
   feat(s.qk_l2_norm, "q/k L2 norm");
   feat(s.sandwich_norms, "sandwich norms");

@@ -26,7 +26,7 @@ struct LayerAttention {
   bool rope_scaling = true;  // ModelSpec::rope_scaling applies here (false: Gemma 3 local layers)
 };
 
-enum class RopeScalingType { None, Linear, Llama3, Yarn };
+enum class RopeScalingType { None, Linear, Llama3, Yarn, LongRope };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::None;
@@ -38,7 +38,11 @@ struct RopeScaling {
   // yarn
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;
-  float attn_factor = 1.0f;  // multiplies the attention scale (mscale); 1 when unused
+  float attn_factor = 1.0f;  // multiplies cos and sin (HF attention_factor, or from mscale / mscale_all_dim); 1 when unused
+  bool yarn_truncate = true;  // floor/ceil the ramp bounds (HF `truncate`)
+  // longrope: the per-pair frequency divisors (HF short_factor, rope_dim / 2 values); attn_factor
+  // multiplies cos and sin; original_max_position bounds the positions (see hf_config.cpp).
+  std::vector<double> freq_divisors;
 };
 
 enum class Activation { SiLU, GeLUTanh, GeLU };
@@ -70,7 +74,9 @@ struct ModelSpec {
   float embed_scale = 1.0f;           // Gemma: embeddings times sqrt(hidden_size)
 
   bool tie_word_embeddings = false;   // no output.weight: the embedding is the classifier
-  bool attn_bias = false;             // Qwen2: q/k/v projections carry biases
+  bool attn_bias = false;             // Qwen2, attention_bias: q/k/v projections carry biases
+  bool attn_output_bias = false;      // attention_bias (Llama, Qwen3, Gemma, SmolLM3, Llama 4): o_proj carries one
+  bool mlp_bias = false;              // mlp_bias (Llama, SmolLM3): gate/up/down projections carry biases
   bool qk_norm = false;               // Qwen3, Gemma 3: RMSNorm on each q and k head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
@@ -92,8 +98,9 @@ struct ModelSpec {
 // output.weight [vocab, hidden] (absent when tied), and per layer blk.N.:
 //   attn_norm, attn_q [Hq*D, hidden], attn_k / attn_v [Hkv*D, hidden], attn_output [hidden, Hq*D],
 //   attn_q.bias / attn_k.bias / attn_v.bias (attn_bias), attn_q_norm / attn_k_norm [D] (qk_norm),
-//   post_attention_norm (sandwich), ffn_norm, ffn_gate / ffn_up [ffn, hidden],
-//   ffn_down [hidden, ffn], post_ffw_norm (sandwich)   (all ".weight" unless noted).
+//   attn_output.bias [hidden] (attn_output_bias), post_attention_norm (sandwich), ffn_norm,
+//   ffn_gate / ffn_up [ffn, hidden], ffn_down [hidden, ffn], ffn_gate.bias / ffn_up.bias [ffn] and
+//   ffn_down.bias [hidden] (mlp_bias), post_ffw_norm (sandwich)   (all ".weight" unless noted).
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
 
 // Every canonical tensor the spec implies, in file order (embedding, layers, final norm, output).

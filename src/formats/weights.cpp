@@ -4,9 +4,11 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "formats/families.h"
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
 #include "formats/gguf_writer.h"
@@ -124,6 +126,16 @@ class MappedSource final : public WeightSource {
   }
   std::string source_path(const std::string& name) const { return gguf_ ? gguf_->path() : st_->file_of(name); }
 
+  std::vector<std::string> unused_source_tensors() const override {
+    if (!st_) return {};
+    std::set<std::string> used;
+    for (const auto& [n, r] : recipes_) used.insert(r.name);
+    std::vector<std::string> out;
+    for (const std::string& n : st_->names())
+      if (!used.count(n)) out.push_back(n);
+    return out;
+  }
+
   Tensor get(const std::string& name) const override {
     auto it = recipes_.find(name);
     if (it == recipes_.end()) fail(ErrorKind::InvalidArgument, description_ + ": tensor '" + name + "'", "no such tensor");
@@ -199,6 +211,18 @@ std::function<std::string(const std::string&)> hf_locator(const SafetensorsSet& 
   };
 }
 
+// A tied checkpoint may keep its embedding only as the classifier's alias (transformers writes
+// `lm_head.weight` for some models): read the embedding from there.
+void use_tied_alias(ModelSpec& s, const std::function<std::string(const std::string&)>& locate) {
+  if (!s.tie_word_embeddings || !s.tensor_sources.count("token_embd.weight")) return;
+  const FamilyInfo* fam = find_family(s.family);
+  if (!fam) return;
+  const std::string emb = s.tensor_sources.at("token_embd.weight");
+  if (!locate(emb).empty() || locate(fam->hf_names.output).empty()) return;
+  s.tensor_sources["token_embd.weight"] = fam->hf_names.output;
+  s.source_notes.push_back(std::string("tied embedding read from ") + fam->hf_names.output + " (the checkpoint has no " + emb + ")");
+}
+
 }  // namespace
 
 std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::string& gguf_weights) {
@@ -235,6 +259,7 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
     }
     src->st_ = SafetensorsSet::open_dir(path);
     src->description_ = "HF directory " + path;
+    use_tied_alias(src->spec_, hf_locator(*src->st_));
     src->resolve(hf_locator(*src->st_));
     return src;
   }
@@ -255,10 +280,48 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
     src->extra_files_.push_back(cfg);
     src->st_ = SafetensorsSet::open_file(path);
     src->description_ = "safetensors file " + path;
+    use_tied_alias(src->spec_, hf_locator(*src->st_));
     src->resolve(hf_locator(*src->st_));
     return src;
   }
   fail(ErrorKind::InvalidArgument, path, "not a GGUF file, a safetensors file or an HF model directory");
+}
+
+// ---- unused source tensors -----------------------------------------------------------------
+
+UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<std::string>& unused) {
+  // Known optional parts: the first name component (after a leading "model.") of a multimodal
+  // checkpoint's other towers, and what transformers recomputes or ties itself.
+  struct Part {
+    const char* what;
+    std::vector<std::string> roots;
+    int64_t count = 0;
+  };
+  std::vector<Part> parts = {
+      {"vision tower left out: text-only program", {"vision_tower", "vision_model", "multi_modal_projector", "visual", "vision_embed_tokens", "embed_vision", "image_newline"}},
+      {"audio tower left out: text-only program", {"audio_tower", "audio_model", "embed_audio"}},
+  };
+  const FamilyInfo* fam = find_family(spec.family);
+  const std::string tied_alias = fam ? fam->hf_names.output : "lm_head.weight";
+  bool alias_left = false;
+  int64_t inv_freq = 0;
+  UnusedTensors out;
+  auto ends = [](const std::string& s, const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
+  for (const std::string& n : unused) {
+    std::string rest = n.rfind("model.", 0) == 0 ? n.substr(6) : n;
+    const std::string root = rest.substr(0, rest.find('.'));
+    bool known = false;
+    for (Part& p : parts)
+      if (std::find(p.roots.begin(), p.roots.end(), root) != p.roots.end()) { ++p.count; known = true; }
+    if (!known && spec.tie_word_embeddings && (n == tied_alias || n == "language_model." + tied_alias)) { alias_left = known = true; }
+    if (!known && ends(n, ".rotary_emb.inv_freq")) { ++inv_freq; known = true; }
+    if (!known) out.refused.push_back(n);
+  }
+  for (const Part& p : parts)
+    if (p.count) out.notes.push_back(std::string(p.what) + " (" + std::to_string(p.count) + (p.count == 1 ? " tensor)" : " tensors)"));
+  if (alias_left) out.notes.push_back(tied_alias + " left out: tie_word_embeddings is true, so the embedding is the classifier (as transformers ties them)");
+  if (inv_freq) out.notes.push_back("rotary_emb.inv_freq buffers left out: recomputed from the config (" + std::to_string(inv_freq) + (inv_freq == 1 ? " tensor)" : " tensors)"));
+  return out;
 }
 
 }  // namespace ptn

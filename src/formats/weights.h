@@ -39,7 +39,19 @@ class WeightSource {
   virtual std::vector<SourceFile> source_files() const { return {}; }
   // A one-line description of the source ("GGUF file x.gguf", "HF directory d", ...).
   virtual std::string describe() const = 0;
+  // Tensors of the source files that no canonical tensor reads, sorted (safetensors sources;
+  // empty for GGUF and random weights).
+  virtual std::vector<std::string> unused_source_tensors() const { return {}; }
 };
+
+// Unused source tensors sorted into known optional parts, each left out with a note that says
+// so ("vision tower left out: text-only program (12 tensors)"), and the rest, which an exporter
+// must refuse: a weight ptn does not understand is never dropped silently.
+struct UnusedTensors {
+  std::vector<std::string> notes;
+  std::vector<std::string> refused;
+};
+UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<std::string>& unused);
 
 // Opens `path`: a GGUF file, an HF directory (config.json + safetensors), or a single
 // .safetensors file next to a config.json. If `gguf_weights` is given, `path` must be an HF

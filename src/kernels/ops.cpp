@@ -175,6 +175,7 @@ PTN_UNARY_OP(gelu_tanh)
 PTN_UNARY_OP(gelu_erf)
 PTN_BINARY_OP(swiglu)
 PTN_BINARY_OP(geglu)
+PTN_BINARY_OP(geglu_erf)
 PTN_BINARY_OP(add)
 PTN_BINARY_OP(mul)
 

@@ -27,7 +27,7 @@ namespace ptn {
 enum class RopePairing { Interleaved, HalfSplit };
 
 // Frequency scaling, following transformers' modeling_rope_utils.
-enum class RopeFreqScaling { None, Linear, Llama3, Yarn };
+enum class RopeFreqScaling { None, Linear, Llama3, Yarn, LongRope };
 
 struct RopeParams {
   double theta = 10000.0;  // base: inv_freq[i] = theta^(-2i / rope_dim)
@@ -55,6 +55,9 @@ struct RopeParams {
   double attn_factor = 0.0;
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
+  // LongRope: inv_freq[i] is divided by freq_divisors[i] (rope_dim / 2 values: the config's
+  // short_factor or long_factor list), and cos and sin are multiplied by attn_factor (0: 1).
+  std::vector<double> freq_divisors;
 };
 
 // The per-pair inverse frequencies (rad per position) and the cos/sin multiplier for a rotated
@@ -113,11 +116,14 @@ void softmax(float* x, int64_t rows, int64_t n, ThreadPool& pool = default_pool(
 void silu(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());       // x * sigmoid(x)
 void gelu_tanh(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());  // tanh approximation
 void gelu_erf(const float* x, float* y, int64_t n, ThreadPool& pool = default_pool());   // exact: x * Phi(x)
-// out = silu(gate) * up; out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh).
+// out = silu(gate) * up; out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh);
+// out = gelu_erf(gate) * up (HF "gelu", exact).
 void swiglu(const float* gate, const float* up, float* out, int64_t n,
             ThreadPool& pool = default_pool());
 void geglu(const float* gate, const float* up, float* out, int64_t n,
            ThreadPool& pool = default_pool());
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n,
+               ThreadPool& pool = default_pool());
 void add(const float* a, const float* b, float* out, int64_t n, ThreadPool& pool = default_pool());
 void mul(const float* a, const float* b, float* out, int64_t n, ThreadPool& pool = default_pool());
 void scale(const float* x, float s, float* out, int64_t n, ThreadPool& pool = default_pool());
@@ -147,6 +153,7 @@ void gelu_tanh(const float* x, float* y, int64_t n);
 void gelu_erf(const float* x, float* y, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void geglu(const float* gate, const float* up, float* out, int64_t n);
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 void scale(const float* x, float s, float* out, int64_t n);

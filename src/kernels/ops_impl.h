@@ -160,6 +160,10 @@ void k_geglu(const float* g, const float* u, float* y, int64_t n) {
   map2<V>(g, u, y, n, [](typename V::R a, typename V::R b) { return V::mul(gelu_tanh_v<V>(a), b); });
 }
 template <class V>
+void k_geglu_erf(const float* g, const float* u, float* y, int64_t n) {
+  map2<V>(g, u, y, n, [](typename V::R a, typename V::R b) { return V::mul(gelu_erf_v<V>(a), b); });
+}
+template <class V>
 void k_add(const float* a, const float* b, float* y, int64_t n) {
   map2<V>(a, b, y, n, [](typename V::R p, typename V::R q) { return V::add(p, q); });
 }
@@ -198,7 +202,7 @@ template <class V>
 constexpr OpsKernels make_ops_kernels() {
   return OpsKernels{&k_rms_norm<V>, &k_layer_norm<V>, &k_softmax<V>, &k_silu<V>,
                     &k_gelu_tanh<V>, &k_gelu_erf<V>, &k_swiglu<V>, &k_geglu<V>,
-                    &k_add<V>, &k_mul<V>, &k_scale<V>, &k_softcap<V>, &k_rotate<V>};
+                    &k_geglu_erf<V>, &k_add<V>, &k_mul<V>, &k_scale<V>, &k_softcap<V>, &k_rotate<V>};
 }
 
 }  // namespace

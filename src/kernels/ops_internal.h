@@ -38,6 +38,7 @@ struct OpsKernels {
   void (*gelu_erf)(const float* x, float* y, int64_t n);
   void (*swiglu)(const float* g, const float* u, float* y, int64_t n);
   void (*geglu)(const float* g, const float* u, float* y, int64_t n);
+  void (*geglu_erf)(const float* g, const float* u, float* y, int64_t n);
   void (*add)(const float* a, const float* b, float* y, int64_t n);
   void (*mul)(const float* a, const float* b, float* y, int64_t n);
   void (*scale)(const float* x, float s, float* y, int64_t n);

@@ -88,6 +88,14 @@ void check_rope_params(const char* op, const RopeParams& p, int64_t rope_dim) {
       bad(op, "attn_factor=" + num(p.attn_factor) + " mscale=" + num(p.mscale) +
                   " mscale_all_dim=" + num(p.mscale_all_dim) + ": must be finite, attn_factor >= 0");
   }
+  if (p.scaling == RopeFreqScaling::LongRope) {
+    if (static_cast<int64_t>(p.freq_divisors.size()) != rope_dim / 2)
+      bad(op, "longrope has " + num(static_cast<int64_t>(p.freq_divisors.size())) + " frequency divisors for rope_dim=" +
+                  num(rope_dim) + ": needs rope_dim / 2");
+    for (double d : p.freq_divisors)
+      if (!std::isfinite(d) || d <= 0) bad(op, "longrope frequency divisor " + num(d) + ": must be finite and > 0");
+    if (!std::isfinite(p.attn_factor) || p.attn_factor < 0) bad(op, "attn_factor=" + num(p.attn_factor) + ": must be finite, >= 0");
+  }
 }
 
 void check_embedding(const char* op, const void* table, DType type, int64_t vocab, int64_t dim,
@@ -237,6 +245,11 @@ std::vector<double> rope_inv_freq(const RopeParams& p, int64_t rope_dim, double*
       }
       break;
     }
+    case RopeFreqScaling::LongRope:
+      // Each pair's frequency divided by its own factor (transformers' longrope).
+      for (int64_t i = 0; i < half; ++i) inv[i] /= p.freq_divisors[i];
+      if (p.attn_factor > 0) af = p.attn_factor;
+      break;
   }
   if (attn_factor != nullptr) *attn_factor = af;
   return inv;
@@ -308,6 +321,10 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 void geglu(const float* gate, const float* up, float* out, int64_t n) {
   kdetail::check_n("geglu", n, gate, up, out);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_tanh_d(gate[i]) * up[i]);
+}
+void geglu_erf(const float* gate, const float* up, float* out, int64_t n) {
+  kdetail::check_n("geglu_erf", n, gate, up, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_erf_d(gate[i]) * up[i]);
 }
 void add(const float* a, const float* b, float* out, int64_t n) {
   kdetail::check_n("add", n, a, b, out);

@@ -50,6 +50,8 @@ struct Builder {
                         {"beta_fast", rs.beta_fast},
                         {"beta_slow", rs.beta_slow},
                         {"attn_factor", rs.attn_factor}};
+    if (scaled && rs.type == RopeScalingType::Yarn && !rs.yarn_truncate) a["truncate"] = false;  // absent: true
+    if (scaled && rs.type == RopeScalingType::LongRope) a["freq_divisors"] = rs.freq_divisors;
     return g.add_node(OpType::Rope, {x, pos}, act(name, heads * s.head_dim), {}, a);
   }
 
@@ -72,7 +74,7 @@ struct Builder {
   }
 
   // Self-attention of layer l on the residual x: norm, q/k/v (biases, q/k norms), RoPE or the
-  // NoPE temperature, update_and_attend (or the static cache), output projection, post-norm.
+  // NoPE temperature, update_and_attend (or the static cache), output projection (bias), post-norm.
   int32_t attention(int64_t l, int32_t x) {
     const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
     const LayerAttention& la = s.layers[l];
@@ -115,22 +117,23 @@ struct Builder {
       g.add_node(OpType::CacheWrite, {vbi, v, pos}, Value{}, {}, {{"layer", l}});
       a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), {}, aa);
     }
-    int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"));
+    int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"), s.attn_output_bias);
     if (s.sandwich_norms) ao = norm(ao, t("post_attention_norm.weight"), H, nm("attn_post"));
     return ao;
   }
 
-  // Gated MLP of layer l on the residual x: norm, gate/up, SwiGLU or GeGLU, down, post-norm.
+  // Gated MLP of layer l on the residual x: norm, gate/up, SwiGLU or GeGLU (tanh or exact erf,
+  // the node's "activation"), down (biases with mlp_bias), post-norm.
   int32_t glu_ffn(int64_t l, int32_t x) {
     const int64_t H = s.hidden_size, I = s.intermediate_size;
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
     int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
-    int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"));
-    int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"));
+    int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"), s.mlp_bias);
+    int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"), s.mlp_bias);
     int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
                            act(nm("glu"), I), {}, {{"activation", activation_name(s.activation)}});
-    int32_t d = linear(m, t("ffn_down.weight"), H, nm("ffn_out"));
+    int32_t d = linear(m, t("ffn_down.weight"), H, nm("ffn_out"), s.mlp_bias);
     if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
     return d;
   }

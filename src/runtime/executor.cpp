@@ -58,6 +58,7 @@ struct NodePlan {
   const float* norm_w = nullptr;
   float eps = 0, scalar = 1, cap = 0;
   bool plus_one = false;
+  bool gelu_erf = false;  // GeGLU: exact GELU ("activation": "gelu") instead of the tanh approximation
   int64_t group = 0;
   int64_t heads = 0, kv_heads = 0, head_dim = 0, head_dim_v = 0, rope_dim = 0, layer = 0;
   RopeParams rope;
@@ -196,13 +197,17 @@ void plan_rope(const NodeCheck& c, NodePlan& np) {
   rp.scaling = sc == "linear"   ? RopeFreqScaling::Linear
                : sc == "llama3" ? RopeFreqScaling::Llama3
                : sc == "yarn"   ? RopeFreqScaling::Yarn
+               : sc == "longrope" ? RopeFreqScaling::LongRope
                                 : RopeFreqScaling::None;
+  if (sc != "none" && sc != "linear" && sc != "llama3" && sc != "yarn" && sc != "longrope") c.bad("unknown scaling '" + sc + "'");
+  rp.freq_divisors = c.attr<std::vector<double>>("freq_divisors", {});
   rp.factor = c.attr<double>("factor", 1.0);
   rp.low_freq_factor = c.attr<double>("low_freq_factor", 1.0);
   rp.high_freq_factor = c.attr<double>("high_freq_factor", 4.0);
   rp.original_max_position = c.attr<int64_t>("original_max_position", 0);
   rp.beta_fast = c.attr<double>("beta_fast", 32.0);
   rp.beta_slow = c.attr<double>("beta_slow", 1.0);
+  rp.yarn_truncate = c.attr<bool>("truncate", true);
   const double af = c.attr<double>("attn_factor", 1.0);
   rp.attn_factor = af == 1.0 ? 0.0 : af;
   if (rp.scaling != RopeFreqScaling::None && !(rp.factor > 0.0)) c.bad("scaling factor must be > 0");
@@ -308,8 +313,14 @@ NodePlan plan_node(const NodeCheck& c) {
     case OpType::CacheWrite: plan_cache_write(c); break;
     case OpType::Add:
     case OpType::Mul:
-    case OpType::SwiGLU:
-    case OpType::GeGLU: plan_binary(c); break;
+    case OpType::SwiGLU: plan_binary(c); break;
+    case OpType::GeGLU: {
+      plan_binary(c);
+      const std::string a = c.attr<std::string>("activation", "gelu_tanh");
+      if (a != "gelu_tanh" && a != "gelu") c.bad("activation must be gelu_tanh or gelu");
+      np.gelu_erf = a == "gelu";
+      break;
+    }
     case OpType::Scale:
     case OpType::Softcap: plan_scale_softcap(c, np); break;
     case OpType::AttnTemperature: plan_attn_temperature(c, np); break;
@@ -335,6 +346,7 @@ struct OpTable {
   void (*mul)(const float* a, const float* b, float* out, int64_t n, ThreadPool& pool);
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
+  void (*geglu_erf)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
   void (*scale)(const float* x, float s, float* out, int64_t n, ThreadPool& pool);
   void (*softcap)(float* x, int64_t n, float cap, ThreadPool& pool);
 };
@@ -358,6 +370,7 @@ const OpTable kReferenceOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::mul(a, b, out, n); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::swiglu(a, b, out, n); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::geglu(a, b, out, n); },
+    [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::geglu_erf(a, b, out, n); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool&) { ref::scale(x, s, out, n); },
     [](float* x, int64_t n, float cap, ThreadPool&) { ref::softcap(x, n, cap); },
 };
@@ -381,6 +394,7 @@ const OpTable kOptimizedOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { mul(a, b, out, n, pool); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { swiglu(a, b, out, n, pool); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { geglu(a, b, out, n, pool); },
+    [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { geglu_erf(a, b, out, n, pool); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool& pool) { scale(x, s, out, n, pool); },
     [](float* x, int64_t n, float cap, ThreadPool& pool) { softcap(x, n, cap, pool); },
 };
@@ -758,7 +772,7 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
     case OpType::Add: op.add(f32(np.in[0]), f32(np.in[1]), out, n_el, tp); break;
     case OpType::Mul: op.mul(f32(np.in[0]), f32(np.in[1]), out, n_el, tp); break;
     case OpType::SwiGLU: op.swiglu(f32(np.in[0]), f32(np.in[1]), out, n_el, tp); break;
-    case OpType::GeGLU: op.geglu(f32(np.in[0]), f32(np.in[1]), out, n_el, tp); break;
+    case OpType::GeGLU: (np.gelu_erf ? op.geglu_erf : op.geglu)(f32(np.in[0]), f32(np.in[1]), out, n_el, tp); break;
     case OpType::Scale: op.scale(f32(np.in[0]), np.scalar, out, n_el, tp); break;
     case OpType::Softcap:
       std::memcpy(out, f32(np.in[0]), static_cast<size_t>(n_el) * 4);

@@ -43,8 +43,11 @@ int inspect_ptn_file(const std::string& path) {
               activation_name(s.activation), s.rope_theta, rope_scaling_name(s.rope_scaling.type),
               s.rope_scaling.factor);
   std::printf("  tied embeddings %s, attention bias %s, q/k norm %s, sandwich norms %s, softcap attn %g final %g\n",
-              s.tie_word_embeddings ? "yes" : "no", s.attn_bias ? "yes" : "no", s.qk_norm ? "yes" : "no",
+              s.tie_word_embeddings ? "yes" : "no",
+              s.attn_bias ? (s.attn_output_bias ? "q/k/v/o" : "q/k/v") : (s.attn_output_bias ? "o" : "no"),
+              s.qk_norm ? "yes" : "no",
               s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
+  if (s.mlp_bias) std::printf("  MLP bias yes\n");
   std::printf("\ncache spec (per layer: kv heads x head dim k/v, policy):\n");
   for (size_t l = 0; l < m.cache_spec.layers.size(); ++l) {
     const auto& c = m.cache_spec.layers[l];

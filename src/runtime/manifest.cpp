@@ -75,7 +75,7 @@ json spec_to_json(const ModelSpec& s) {
   json layers = json::array();
   for (const auto& l : s.layers)
     layers.push_back({{"kind", attn_kind_name(l.kind)}, {"span", l.span}, {"use_rope", l.use_rope}, {"rope_theta", l.rope_theta}});
-  return {{"family", s.family},
+  json j = {{"family", s.family},
           {"architecture", s.architecture},
           {"vocab_size", s.vocab_size},
           {"hidden_size", s.hidden_size},
@@ -101,6 +101,10 @@ json spec_to_json(const ModelSpec& s) {
           {"qk_norm", s.qk_norm},
           {"sandwich_norms", s.sandwich_norms},
           {"layers", layers}};
+  // Written only when set, so that files without them keep their bytes.
+  if (s.attn_output_bias) j["attn_output_bias"] = true;
+  if (s.mlp_bias) j["mlp_bias"] = true;
+  return j;
 }
 
 ModelSpec spec_from_json(const json& j, const std::string& where) {
@@ -127,6 +131,7 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.rope_scaling.type = rs == "linear" ? RopeScalingType::Linear
                         : rs == "llama3" ? RopeScalingType::Llama3
                         : rs == "yarn"   ? RopeScalingType::Yarn
+                        : rs == "longrope" ? RopeScalingType::LongRope
                                          : RopeScalingType::None;
   s.rope_scaling.factor = get<float>(j, "rope_factor", where, 1.f);
   s.attn_scale = get<float>(j, "attn_scale", where, 0.f);
@@ -135,6 +140,8 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.embed_scale = get<float>(j, "embed_scale", where, 1.f);
   s.tie_word_embeddings = get<bool>(j, "tie_word_embeddings", where, false);
   s.attn_bias = get<bool>(j, "attn_bias", where, false);
+  s.attn_output_bias = get<bool>(j, "attn_output_bias", where, false);
+  s.mlp_bias = get<bool>(j, "mlp_bias", where, false);
   s.qk_norm = get<bool>(j, "qk_norm", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
   if (!j.contains("layers") || !j["layers"].is_array() || static_cast<int64_t>(j["layers"].size()) != s.n_layers)

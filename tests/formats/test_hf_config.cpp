@@ -193,6 +193,247 @@ void expect_error(const nlohmann::json& j, ErrorKind kind, const std::string& ne
   }
 }
 
+nlohmann::json fixture(const std::string& name) {
+  return nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/" + name));
+}
+
+// Every field of the spec that the graph or the cache reads, per layer too.
+void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
+  EXPECT_EQ(describe_model_spec(a), describe_model_spec(b));
+  EXPECT_EQ(a.rope_dim, b.rope_dim);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  const RopeScaling &x = a.rope_scaling, &y = b.rope_scaling;
+  EXPECT_EQ(x.type, y.type);
+  EXPECT_EQ(x.factor, y.factor);
+  EXPECT_EQ(x.low_freq_factor, y.low_freq_factor);
+  EXPECT_EQ(x.high_freq_factor, y.high_freq_factor);
+  EXPECT_EQ(x.original_max_position, y.original_max_position);
+  EXPECT_EQ(x.beta_fast, y.beta_fast);
+  EXPECT_EQ(x.beta_slow, y.beta_slow);
+  EXPECT_EQ(x.attn_factor, y.attn_factor);
+  EXPECT_EQ(x.yarn_truncate, y.yarn_truncate);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].kind, b.layers[i].kind) << i;
+    EXPECT_EQ(a.layers[i].span, b.layers[i].span) << i;
+    EXPECT_EQ(a.layers[i].use_rope, b.layers[i].use_rope) << i;
+    EXPECT_EQ(a.layers[i].rope_theta, b.layers[i].rope_theta) << i;
+    EXPECT_EQ(a.layers[i].rope_scaling, b.layers[i].rope_scaling) << i;
+  }
+  EXPECT_EQ(a.tensor_sources, b.tensor_sources);
+}
+
+// transformers 5 writes rope_parameters (theta inside) instead of rope_theta + rope_scaling.
+TEST(HfConfig, V5FlatRopeParametersGiveTheV4Spec) {
+  nlohmann::json v4 = fixture("llama3.2-1b.json");
+  nlohmann::json v5 = v4;
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const ModelSpec a = model_spec_from_hf_config(v4, "v4.json"), b = model_spec_from_hf_config(v5, "v5.json");
+  EXPECT_EQ(b.rope_scaling.type, RopeScalingType::Llama3);
+  EXPECT_EQ(b.rope_scaling.original_max_position, 8192);
+  expect_same_spec(a, b);
+  // original_max_position_embeddings may stay outside (standardize_rope_params moves it in).
+  v5["rope_parameters"].erase("original_max_position_embeddings");
+  v5["original_max_position_embeddings"] = 8192;
+  expect_same_spec(a, model_spec_from_hf_config(v5, "v5.json"));
+  // partial_rotary_factor inside rope_parameters.
+  nlohmann::json p4 = v4, p5 = v5;
+  p4["partial_rotary_factor"] = 0.5;
+  p5["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  EXPECT_EQ(model_spec_from_hf_config(p5, "v5.json").rope_dim, 32);
+  expect_same_spec(model_spec_from_hf_config(p4, "v4.json"), model_spec_from_hf_config(p5, "v5.json"));
+  // A default-type rope_parameters only moves the base.
+  nlohmann::json q = fixture("qwen3-0.6b.json");
+  nlohmann::json q5 = q;
+  q5.erase("rope_theta");
+  q5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", q["rope_theta"]}};
+  expect_same_spec(model_spec_from_hf_config(q, "v4.json"), model_spec_from_hf_config(q5, "v5.json"));
+}
+
+// Gemma 3 in transformers 5: one entry per layer type, the linear x8 on the global layers only.
+TEST(HfConfig, V5NestedGemma3RopeParametersGiveTheV4Spec) {
+  nlohmann::json v4 = fixture("gemma3-4b-layer-types.json");
+  nlohmann::json v5 = v4;
+  v5["text_config"].erase("rope_scaling");
+  v5["text_config"]["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1000000.0}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  const ModelSpec a = model_spec_from_hf_config(v4, "v4.json"), b = model_spec_from_hf_config(v5, "v5.json");
+  EXPECT_EQ(b.rope_scaling.type, RopeScalingType::Linear);
+  EXPECT_FLOAT_EQ(b.rope_scaling.factor, 8.0f);
+  EXPECT_FLOAT_EQ(b.layers[0].rope_theta, 10000.0f);  // sliding: local base, unscaled
+  EXPECT_FALSE(b.layers[0].rope_scaling);
+  EXPECT_FLOAT_EQ(b.layers[1].rope_theta, 1000000.0f);  // global: scaled
+  EXPECT_TRUE(b.layers[1].rope_scaling);
+  expect_same_spec(a, b);
+  // Bases left out of the entries come from rope_theta / rope_local_base_freq (or the defaults).
+  v5["text_config"]["rope_parameters"]["full_attention"].erase("rope_theta");
+  v5["text_config"]["rope_parameters"]["sliding_attention"].erase("rope_theta");
+  expect_same_spec(a, model_spec_from_hf_config(v5, "v5.json"));
+  v5["text_config"]["rope_parameters"]["sliding_attention"] = nullptr;  // null entry: the default at the local base
+  expect_same_spec(a, model_spec_from_hf_config(v5, "v5.json"));
+  v5["text_config"]["rope_local_base_freq"] = 20000.0;
+  nlohmann::json v4b = v4;
+  v4b["text_config"]["rope_local_base_freq"] = 20000.0;
+  expect_same_spec(model_spec_from_hf_config(v4b, "v4.json"), model_spec_from_hf_config(v5, "v5.json"));
+  // The 1B (no scaling): v4 and v5 agree too.
+  nlohmann::json g = fixture("gemma3-1b.json");
+  nlohmann::json g5 = g;
+  g5.erase("rope_theta");
+  g5.erase("rope_local_base_freq");
+  g5.erase("rope_scaling");
+  g5["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", g.value("rope_theta", 1000000.0)}}},
+                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", g.value("rope_local_base_freq", 10000.0)}}}};
+  expect_same_spec(model_spec_from_hf_config(g, "v4.json"), model_spec_from_hf_config(g5, "v5.json"));
+}
+
+TEST(HfConfig, YarnWithMscaleAndTruncate) {
+  nlohmann::json c = fixture("qwen2.5-0.5b.json");
+  c.erase("rope_scaling");
+  c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 40.0}, {"mscale", 1.0},
+                          {"mscale_all_dim", 0.707}, {"original_max_position_embeddings", 4096}, {"beta_fast", 16}};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Yarn);
+  // (0.1 * 1 * ln 40 + 1) / (0.1 * 0.707 * ln 40 + 1)
+  EXPECT_NEAR(s.rope_scaling.attn_factor, (0.1 * std::log(40.0) + 1) / (0.1 * 0.707 * std::log(40.0) + 1), 1e-6);
+  EXPECT_FLOAT_EQ(s.rope_scaling.beta_fast, 16.0f);
+  EXPECT_TRUE(s.rope_scaling.yarn_truncate);
+  c["rope_parameters"]["truncate"] = false;
+  c["rope_parameters"]["attention_factor"] = 1.25;
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_FALSE(s.rope_scaling.yarn_truncate);
+  EXPECT_FLOAT_EQ(s.rope_scaling.attn_factor, 1.25f);
+}
+
+// Phi-3.5 mini's longrope: short_factor divides the frequencies, the attention factor comes from
+// max_position_embeddings / original_max_position_embeddings, and positions stop at the original
+// context (past it transformers switches whole steps to long_factor).
+TEST(HfConfig, LongRopeUsesShortFactorsWithinTheOriginalContext) {
+  nlohmann::json v4 = fixture("phi3-mini-4k.json");  // head_dim 96: 48 pairs
+  std::vector<double> shorts, longs;
+  for (int i = 0; i < 48; ++i) { shorts.push_back(1.0 + 0.01 * i); longs.push_back(1.5 + 0.5 * i); }
+  v4["max_position_embeddings"] = 131072;
+  v4["original_max_position_embeddings"] = 4096;
+  v4["rope_scaling"] = {{"type", "longrope"}, {"short_factor", shorts}, {"long_factor", longs}};
+  ModelSpec s = model_spec_from_hf_config(v4, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::LongRope);
+  EXPECT_EQ(s.rope_scaling.freq_divisors, shorts);
+  EXPECT_NEAR(s.rope_scaling.attn_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-6);
+  EXPECT_EQ(s.max_position_embeddings, 4096);
+  bool noted = false;
+  for (const auto& n : s.source_notes) noted = noted || n.find("positions limited to original_max_position_embeddings 4096") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The v5 form gives the same spec.
+  nlohmann::json v5 = v4;
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", v4.value("rope_theta", 10000.0)}, {"short_factor", shorts},
+                           {"long_factor", longs}, {"original_max_position_embeddings", 4096}};
+  expect_same_spec(s, model_spec_from_hf_config(v5, "v5.json"));
+  // Phi-4-mini: partial rotary 0.75 of 128 -> 48 pairs as well.
+  nlohmann::json p4 = v4;
+  p4["hidden_size"] = 3072;
+  p4["num_attention_heads"] = 24;
+  p4["num_key_value_heads"] = 8;
+  p4["partial_rotary_factor"] = 0.75;
+  EXPECT_EQ(model_spec_from_hf_config(p4, "cfg.json").rope_dim, 96);
+  p4["partial_rotary_factor"] = 0.5;
+  expect_error(p4, ErrorKind::Corrupt, "field 'rope_scaling.short_factor'");
+  nlohmann::json bad = v4;
+  bad["rope_scaling"]["long_factor"] = {1.0};
+  expect_error(bad, ErrorKind::Corrupt, "long_factor");
+  bad["rope_scaling"].erase("long_factor");
+  expect_error(bad, ErrorKind::Corrupt, "long_factor");
+  bad = v4;
+  bad["rope_scaling"]["short_factor"][3] = -1.0;
+  expect_error(bad, ErrorKind::Corrupt, "short_factor");
+}
+
+TEST(HfConfig, BiasesFollowEachFamilysModeling) {
+  nlohmann::json l = fixture("llama3.2-1b.json");
+  l["attention_bias"] = true;
+  ModelSpec s = model_spec_from_hf_config(l, "cfg.json");
+  EXPECT_TRUE(s.attn_bias);
+  EXPECT_TRUE(s.attn_output_bias);  // LlamaAttention: o_proj too
+  EXPECT_EQ(s.tensor_sources.at("blk.2.attn_output.bias"), "model.layers.2.self_attn.o_proj.bias");
+  EXPECT_FALSE(s.mlp_bias);
+  l["mlp_bias"] = true;
+  s = model_spec_from_hf_config(l, "cfg.json");
+  EXPECT_TRUE(s.mlp_bias);
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_gate.bias"), "model.layers.0.mlp.gate_proj.bias");
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_down.bias"), "model.layers.0.mlp.down_proj.bias");
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.0.ffn_up.bias"), (std::vector<int64_t>{8192}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.0.attn_output.bias"), (std::vector<int64_t>{2048}));
+  ModelSpec q = load("qwen2-window.json");  // Qwen2: q/k/v always, o_proj never
+  EXPECT_TRUE(q.attn_bias);
+  EXPECT_FALSE(q.attn_output_bias);
+  EXPECT_EQ(q.tensor_sources.count("blk.0.attn_output.bias"), 0u);
+  nlohmann::json m = fixture("mistral-7b.json");  // MistralAttention has no biases at all
+  m["attention_bias"] = true;
+  s = model_spec_from_hf_config(m, "cfg.json");
+  EXPECT_FALSE(s.attn_bias);
+  EXPECT_FALSE(s.attn_output_bias);
+  nlohmann::json g = fixture("gemma2-2b.json");
+  g["attention_bias"] = true;
+  s = model_spec_from_hf_config(g, "cfg.json");
+  EXPECT_TRUE(s.attn_output_bias);
+}
+
+TEST(HfConfig, RefusedRopeAndBiasFormsNameTheField) {
+  nlohmann::json base = fixture("qwen2-window.json");
+  auto with = [&](const char* key, nlohmann::json v) { nlohmann::json c = base; c[key] = std::move(v); return c; };
+  expect_error(with("rope_scaling", {{"rope_type", "su"}}), ErrorKind::Unsupported, "field 'rope_scaling.rope_type'");
+  expect_error(with("rope_parameters", {{"rope_type", "dynamic"}, {"rope_theta", 10000.0}}), ErrorKind::Unsupported,
+               "field 'rope_parameters.rope_type'");
+  expect_error(with("rope_parameters", {{"rope_type", "dynamic"}, {"factor", 2.0}}), ErrorKind::Unsupported, "'dynamic'");
+  expect_error(with("rope_parameters", {{"type", "ntk-by-parts"}}), ErrorKind::Unsupported, "'ntk-by-parts'");
+  nlohmann::json g = fixture("gemma3-4b-layer-types.json");
+  g["text_config"].erase("rope_scaling");
+  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}}},
+                                         {"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  expect_error(g, ErrorKind::Unsupported, "scales RoPE differently");
+  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "dynamic"}, {"factor", 2.0}}},
+                                         {"sliding_attention", {{"rope_type", "default"}}}};
+  expect_error(g, ErrorKind::Unsupported, "field 'rope_parameters.full_attention.rope_type'");
+  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
+  expect_error(g, ErrorKind::Corrupt, "no entry for 'sliding_attention'");
+  g["text_config"]["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}}},
+                                         {"sliding_attention", {{"rope_type", "default"}}}};
+  g["text_config"]["partial_rotary_factor"] = 1.0;
+  expect_error(g, ErrorKind::Corrupt, "partial_rotary_factor");
+  expect_error(with("mlp_bias", true), ErrorKind::Unsupported, "field 'mlp_bias'");
+}
+
+// Absent keys take the defaults of the family's transformers config class; null is None.
+TEST(HfConfig, DefaultsAreTheConfigClasses) {
+  nlohmann::json g = fixture("gemma2-2b.json");
+  for (const char* k : {"sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}) g.erase(k);
+  ModelSpec s = model_spec_from_hf_config(g, "cfg.json");
+  EXPECT_EQ(s.layers[0].kind, AttnKind::Window);
+  EXPECT_EQ(s.layers[0].span, 4096);
+  EXPECT_FLOAT_EQ(s.attn_logit_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(s.final_logit_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(s.attn_scale, 1.0f / 16.0f);
+  g["final_logit_softcapping"] = nullptr;
+  EXPECT_FLOAT_EQ(model_spec_from_hf_config(g, "cfg.json").final_logit_softcap, 0.0f);
+  nlohmann::json m = fixture("mistral-7b.json");
+  m.erase("sliding_window");
+  EXPECT_EQ(model_spec_from_hf_config(m, "cfg.json").layers[5].span, 4096);
+  m["sliding_window"] = nullptr;
+  EXPECT_EQ(kinds(model_spec_from_hf_config(m, "cfg.json")), std::string(32, 'F'));
+  nlohmann::json q = fixture("qwen2.5-0.5b.json");  // 24 layers
+  q["use_sliding_window"] = true;
+  q["num_hidden_layers"] = 30;
+  q.erase("max_window_layers");
+  EXPECT_EQ(kinds(model_spec_from_hf_config(q, "cfg.json")), std::string(28, 'F') + "WW");
+  nlohmann::json p = fixture("phi3-mini-4k.json");
+  p.erase("rms_norm_eps");
+  EXPECT_FLOAT_EQ(model_spec_from_hf_config(p, "cfg.json").norm_eps, 1e-5f);
+}
+
 TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), ErrorKind::Unsupported, "FalconForCausalLM");
   expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
@@ -209,11 +450,17 @@ TEST(HfConfig, UnsupportedAndBadConfigs) {
   bad = base; bad["layer_types"] = {"full_attention"};
   expect_error(bad, ErrorKind::Corrupt, "layer_types");
   bad = base; bad["rope_scaling"] = {{"rope_type", "longrope"}};
-  expect_error(bad, ErrorKind::Unsupported, "longrope");
+  expect_error(bad, ErrorKind::Corrupt, "short_factor");
   bad = base; bad.erase("vocab_size");
   expect_error(bad, ErrorKind::Corrupt, "vocab_size");
   bad = base; bad["hidden_act"] = "relu2";
   expect_error(bad, ErrorKind::Unsupported, "relu2");
+  bad = base; bad["hidden_act"] = "quick_gelu";  // x sigmoid(1.702 x): neither GELU ptn has
+  expect_error(bad, ErrorKind::Unsupported, "quick_gelu");
+  bad = base; bad["hidden_act"] = "gelu_new";
+  EXPECT_EQ(model_spec_from_hf_config(bad, "cfg.json").activation, Activation::GeLUTanh);
+  bad["hidden_act"] = "gelu";
+  EXPECT_EQ(model_spec_from_hf_config(bad, "cfg.json").activation, Activation::GeLU);
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ json small(const std::string& family) {
     base["attention_chunk_size"] = 16;
     base["moe_layers"] = json::array();
   }
+  if (family == "llama-bias") {  // LlamaAttention's o_proj bias and LlamaMLP's biases
+    base["architectures"] = {"LlamaForCausalLM"};
+    base["attention_bias"] = true;
+    base["mlp_bias"] = true;
+  }
   if (family == "smollm3") { base["architectures"] = {"SmolLM3ForCausalLM"}; base["no_rope_layer_interval"] = 3; }
   return base;
 }
@@ -130,6 +135,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   EXPECT_EQ(g.n_kv_heads, s.n_kv_heads);
   EXPECT_EQ(g.head_dim, s.head_dim);
   EXPECT_EQ(g.attn_bias, s.attn_bias);
+  EXPECT_EQ(g.attn_output_bias, s.attn_output_bias);
+  EXPECT_EQ(g.mlp_bias, s.mlp_bias);
   EXPECT_EQ(g.qk_norm, s.qk_norm);
   EXPECT_EQ(g.tie_word_embeddings, s.tie_word_embeddings);
   EXPECT_FLOAT_EQ(g.attn_logit_softcap, s.attn_logit_softcap);
@@ -155,7 +162,7 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
-                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3"));
+                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "llama-bias"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

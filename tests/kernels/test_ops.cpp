@@ -159,7 +159,7 @@ TEST(Ops, ActivationsMatchReference) {
                      {"gelu_erf", gelu_erf, ref::gelu_erf}};
   struct B { const char* name; BinaryOp op; BinaryRef ref; };
   const B binary[] = {{"swiglu", swiglu, ref::swiglu}, {"geglu", geglu, ref::geglu},
-                      {"add", add, ref::add}, {"mul", mul, ref::mul}};
+                      {"geglu_erf", geglu_erf, ref::geglu_erf}, {"add", add, ref::add}, {"mul", mul, ref::mul}};
   for_each_config([&](ThreadPool& pool, const std::string& cfg) {
     for (int64_t n : kLens) {
       auto x = random_vec(n, n, -8, 8);
@@ -218,6 +218,41 @@ TEST(Ops, ActivationDefinitions) {
   EXPECT_NEAR(c[1], 30 * std::tanh(-1.0 / 30), 1e-6);
 }
 
+// HF "gelu" is exact (erf), "gelu_pytorch_tanh" the approximation; GeGLU must keep them apart at
+// every SIMD level, reference and optimized alike. Expected values from std::erf and std::tanh.
+TEST(Ops, GegluErfIsExactGelu) {
+  std::vector<float> gate, up;
+  for (int i = 0; i < 67; ++i) {  // crosses vector widths; spans the region where the two differ most
+    gate.push_back(-6.0f + 0.19f * static_cast<float>(i));
+    up.push_back(0.5f + 0.01f * static_cast<float>(i));
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<double> exact(n), approx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    exact[i] = 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0))) * up[i];
+    approx[i] = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * up[i];
+  }
+  double max_gap = 0;
+  for (int64_t i = 0; i < n; ++i) max_gap = std::max(max_gap, std::fabs(exact[i] - approx[i]));
+  ASSERT_GT(max_gap, 1e-4);  // the two definitions are distinguishable at this tolerance
+  std::vector<float> got(n);
+  ref::geglu_erf(gate.data(), up.data(), got.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], exact[i], 1e-6 + 1e-6 * std::fabs(exact[i])) << "reference, gate " << gate[i];
+  for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+    std::vector<float> y(n);
+    geglu_erf(gate.data(), up.data(), y.data(), n, pool);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], exact[i], 2e-6 + 2e-6 * std::fabs(exact[i])) << cfg << ", gate " << gate[i];
+  });
+}
+
+TEST(Ops, SoftcapDefinition) {
+  float c[2] = {100.0f, -1.0f};
+  softcap(c, 2, 30.0f);
+  EXPECT_NEAR(c[0], 30 * std::tanh(100.0 / 30), 1e-5);
+  EXPECT_NEAR(c[1], 30 * std::tanh(-1.0 / 30), 1e-6);
+}
+
 // ---- RoPE ----
 
 std::vector<float> rope_input(int64_t rows, int64_t heads, int64_t hd, uint64_t seed) {
@@ -267,6 +302,47 @@ TEST(Ops, RopeMatchesReference) {
       }
     }
   });
+}
+
+// transformers' longrope: inv_freq[i] = 1 / (factor[i] * theta^(2i/d)), cos and sin times the
+// attention factor.
+TEST(Ops, RopeLongRopeDividesEachFrequencyByItsFactor) {
+  for (int64_t rd : {2, 8, 32, 96}) {
+    RopeParams p;
+    p.theta = 10000;
+    p.scaling = RopeFreqScaling::LongRope;
+    p.attn_factor = 1.19;
+    for (int64_t i = 0; i < rd / 2; ++i) p.freq_divisors.push_back(1.0 + 0.37 * static_cast<double>(i));
+    double af = 0;
+    const std::vector<double> inv = ref::rope_inv_freq(p, rd, &af);
+    EXPECT_EQ(af, 1.19);
+    for (int64_t i = 0; i < rd / 2; ++i)
+      EXPECT_NEAR(inv[i], 1.0 / (p.freq_divisors[i] * std::pow(10000.0, 2.0 * i / rd)), 1e-15) << rd << " " << i;
+    // One head of rd dims, every pair (1, 0): rotated to af * (cos a, sin a).
+    const int32_t pos[1] = {1234};
+    std::vector<float> x(rd, 0.0f);
+    for (int64_t i = 0; i < rd / 2; ++i) x[i] = 1.0f;
+    auto want = x;
+    ref::rope(want.data(), pos, 1, 1, rd, rd, p);
+    for (int64_t i = 0; i < rd / 2; ++i) {
+      const double a = 1234.0 / (p.freq_divisors[i] * std::pow(10000.0, 2.0 * i / rd));
+      EXPECT_NEAR(want[i], 1.19 * std::cos(a), 1e-6);
+      EXPECT_NEAR(want[rd / 2 + i], 1.19 * std::sin(a), 1e-6);
+    }
+    for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+      std::vector<int32_t> ps = {0, 5, 4095, 77};
+      auto w = rope_input(4, 3, rd, rd), g = w;
+      ref::rope(w.data(), ps.data(), 4, 3, rd, rd, p);
+      rope(g.data(), ps.data(), 4, 3, rd, RopeTable(p, rd, 64), pool);
+      EXPECT_LT(nmse(w, g), 1e-12) << cfg << " rd=" << rd;
+    });
+  }
+  RopeParams bad;
+  bad.scaling = RopeFreqScaling::LongRope;
+  bad.freq_divisors = {1.0, 2.0};
+  EXPECT_THROW(RopeTable(bad, 8), Error);  // 2 divisors for 4 pairs
+  bad.freq_divisors = {1.0, -2.0, 1.0, 1.0};
+  EXPECT_THROW(RopeTable(bad, 8), Error);
 }
 
 TEST(Ops, RopeCachedTableGivesTheSameValues) {
