@@ -374,8 +374,9 @@ TEST(Attention, TileRowsEqualOneRowAtATime) {
           const std::string what = std::string(dtype_name(type)) + " d=" + std::to_string(c.d) + " softcap=" +
                                    std::to_string(c.softcap) + " nq=" + std::to_string(nq) + " " + cfg;
           EXPECT_LT(nmse(want, got), 1e-10) << what;
-          if (nq > 1)
+          if (nq > 1) {
             for (int64_t e = 0; e < c.dv; ++e) EXPECT_EQ(got[(nq - 1) * c.dv + e], 0.0f) << "row that sees nothing, " << what;
+          }
         }
       });
     }
