@@ -29,6 +29,7 @@ struct ServeArgs {
   int64_t parallel = 64;
   int64_t block_size = 16;
   std::string api_key;
+  std::vector<std::string> cors_origins;
   std::string model_name;
   std::string template_file;
   bool parse_special = false;
@@ -93,6 +94,8 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("parallel"), a->parallel, "sequences generating at once (default 64)");
   c->add_option(opt("block-size"), a->block_size, "tokens per KV block (default 16)");
   c->add_option(opt("api-key"), a->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  c->add_option(opt("cors-origin"), a->cors_origins,
+                "let a browser page from this origin call the API (e.g. http://localhost:3000; '*' for any; repeatable)");
   c->add_option(opt("model-name"), a->model_name, "model id reported and accepted (default: the file's name)");
   c->add_option(opt("chat-template"), a->template_file,
                 "a Jinja chat template file for /v1/chat/completions instead of the program's");
@@ -123,6 +126,11 @@ std::function<int()> setup(CLI::App& app) {
     so.host = a->host;
     so.port = a->port;
     so.api_key = a->api_key;
+    for (const auto& o : a->cors_origins)
+      if (o != "*" && o.find("://") == std::string::npos)
+        ptn::fail(ptn::ErrorKind::InvalidArgument, "--cors-origin",
+                  "'" + o + "' is not an origin (scheme://host[:port], or '*')");
+    so.cors_origins = a->cors_origins;
     so.model_name = a->model_name;
     so.parse_special = a->parse_special;
     if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);

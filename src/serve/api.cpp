@@ -128,12 +128,13 @@ void check_fields(const json& body, bool chat) {
   }
 }
 
-// A seed from the system's random source, for requests that give none.
+// A seed from the system's random source, for requests that give none. At most 2^53 - 1, so
+// that a JavaScript client reads the returned seed exactly and can replay the reply with it.
 uint64_t random_seed() {
   static std::random_device rd;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((uint64_t{1} << 53) - 1);
 }
 
 void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
@@ -633,6 +634,7 @@ std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
   else
     choice["text"] = "";
   c["choices"] = json::array({choice});
+  if (seed_) c["seed"] = *seed_;
   out.push_back(std::move(c));
   return out;
 }
@@ -687,6 +689,7 @@ json ResponseBuilder::response(const Event& d) const {
   }
   r["choices"] = json::array({choice});
   r["usage"] = usage(d);
+  if (seed_) r["seed"] = *seed_;
   return r;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -79,6 +80,8 @@ class ResponseBuilder {
   // the chunk with the finish_reason. The usage chunk, when asked, follows them.
   std::vector<nlohmann::json> final_chunks(const Event& done);
   nlohmann::json usage_chunk(const Event& done) const;
+  // The sampling seed, returned as "seed" in the response and the last streamed chunk.
+  void set_seed(uint64_t seed) { seed_ = seed; }
   // Non-streaming: add a Delta, then the whole response for the Done event.
   void add(const Event& delta);
   nlohmann::json response(const Event& done) const;
@@ -104,6 +107,7 @@ class ResponseBuilder {
   int64_t created_;
   int logprobs_;
   bool sent_role_ = false;
+  std::optional<uint64_t> seed_;
   std::string text_;
   nlohmann::json lp_tokens_ = nlohmann::json::array(), lp_values_ = nlohmann::json::array(),
                  lp_top_ = nlohmann::json::array(), lp_offsets_ = nlohmann::json::array(),

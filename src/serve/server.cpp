@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include <cctype>
+
 #include <httplib.h>
 
 #include <sys/socket.h>
@@ -21,6 +23,28 @@ bool keys_equal(const std::string& presented, const std::string& expected) {
     diff |= a ^ static_cast<unsigned char>(expected[i]);
   }
   return diff == 0;
+}
+
+std::string bearer_token(const std::string& authorization) {
+  // The scheme is case-insensitive (RFC 7235): "Bearer", "bearer", "BEARER", then spaces.
+  size_t i = 0;
+  while (i < authorization.size() && authorization[i] == ' ') ++i;
+  static const std::string scheme = "bearer";
+  if (authorization.size() < i + scheme.size() + 1) return "";
+  for (size_t k = 0; k < scheme.size(); ++k)
+    if (std::tolower(static_cast<unsigned char>(authorization[i + k])) != scheme[k]) return "";
+  i += scheme.size();
+  if (authorization[i] != ' ') return "";
+  while (i < authorization.size() && authorization[i] == ' ') ++i;
+  size_t end = authorization.size();
+  while (end > i && authorization[end - 1] == ' ') --end;
+  return authorization.substr(i, end - i);
+}
+
+bool cors_allows(const std::vector<std::string>& origins, const std::string& origin) {
+  for (const auto& o : origins)
+    if (o == "*" || o == origin) return true;
+  return false;
 }
 
 namespace {
@@ -105,11 +129,31 @@ void Server::routes() {
   });
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS: an allowed Origin gets the headers on every reply, and its preflight (OPTIONS, which
+    // carries no credentials) is answered here, before authentication.
+    const std::string origin = req.get_header_value("Origin");
+    const bool cors = !origin.empty() && cors_allows(opt_.cors_origins, origin);
+    if (cors) {
+      res.set_header("Access-Control-Allow-Origin", opt_.cors_origins.size() == 1 && opt_.cors_origins[0] == "*" ? "*" : origin);
+      res.set_header("Vary", "Origin");
+    }
+    if (req.method == "OPTIONS") {
+      if (cors) {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+      } else {
+        send_error(res, origin.empty() ? 405 : 403, "invalid_request_error",
+                   origin.empty() ? "OPTIONS is only answered to a browser's CORS preflight"
+                                  : "origin '" + origin.substr(0, 200) + "' is not allowed (ptn serve --cors-origin)");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    const std::string presented = auth.rfind(prefix, 0) == 0 ? auth.substr(prefix.size()) : std::string();
-    if (keys_equal(presented, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    if (keys_equal(bearer_token(req.get_header_value("Authorization")), opt_.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, 401, "invalid_request_error", "missing or wrong API key (send 'Authorization: Bearer <key>')",
                "", "invalid_api_key");
     close_after_reply(res);  // the request body was not read
@@ -248,6 +292,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
                                                    pr.gen.logprobs, pr.tools, pr.reasoning);
+  builder->set_seed(pr.gen.sampling.seed);
   // The connection's socket, to notice a client that goes away before its result is ready
   // (-1 if it cannot be found: then only the timeout ends an abandoned request).
   const int sock = current_connection_socket();

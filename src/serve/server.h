@@ -12,6 +12,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "serve/api.h"
@@ -30,6 +31,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;                        // empty: no authentication
+  std::vector<std::string> cors_origins;      // origins a browser may call from ("*": any); empty: no CORS
   std::string model_name;                     // empty: the program's name
   std::string chat_template;                  // Jinja source; empty: the program's own
   bool parse_special = false;                 // control-token text in requests becomes control tokens
@@ -84,5 +86,9 @@ class Server {
 // Constant-time comparison of a presented key with the expected one (time depends only on
 // the expected key's length).
 bool keys_equal(const std::string& presented, const std::string& expected);
+// The credentials of an "Authorization: Bearer KEY" header, the scheme in any case; "" if none.
+std::string bearer_token(const std::string& authorization);
+// Whether --cors-origin lets `origin` call (an exact origin, or "*").
+bool cors_allows(const std::vector<std::string>& origins, const std::string& origin);
 
 }  // namespace ptn::serve

@@ -532,6 +532,69 @@ TEST_F(ServeTest, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_TRUE(serve::keys_equal("abc", "abc"));
   EXPECT_FALSE(serve::keys_equal("abcd", "abc"));
   EXPECT_FALSE(serve::keys_equal("", "abc"));
+  // The scheme is matched in any case (RFC 7235); the key is not.
+  auto lower = post(r, "/v1/completions", body, {{"Authorization", "bearer  s3cret-key"}});
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200);
+  auto upper_key = post(r, "/v1/completions", body, {{"Authorization", "BEARER S3CRET-KEY"}});
+  ASSERT_TRUE(upper_key);
+  EXPECT_EQ(upper_key->status, 401);
+  EXPECT_EQ(serve::bearer_token("Bearer abc"), "abc");
+  EXPECT_EQ(serve::bearer_token("BeArEr   abc "), "abc");
+  EXPECT_EQ(serve::bearer_token("Basic abc"), "");
+  EXPECT_EQ(serve::bearer_token("Bearerabc"), "");
+  EXPECT_EQ(serve::bearer_token("Bearer"), "");
+}
+
+// --cors-origin: an allowed origin's preflight is answered (before authentication) and every
+// reply carries Access-Control-Allow-Origin; another origin gets neither.
+TEST_F(ServeTest, CorsOriginsAreAllowedByName) {
+  serve::ServerOptions o;
+  o.api_key = "k";
+  o.cors_origins = {"http://localhost:3000"};
+  o.engine.capacity_tokens = 1024;
+  Running r(*plain_path_, o);
+  auto c = r.client();
+  httplib::Headers pre = {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "POST"},
+                          {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto res = c.Options("/v1/chat/completions", pre);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  EXPECT_NE(res->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 3}};
+  res = post(r, "/v1/completions", body, {{"Origin", "http://localhost:3000"}, {"Authorization", "Bearer k"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  res = post(r, "/v1/completions", body, {{"Origin", "http://localhost:3000"}});  // errors carry it too
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  res = c.Options("/v1/chat/completions", {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403);
+  EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+  res = post(r, "/v1/completions", body, {{"Origin", "http://evil.example"}, {"Authorization", "Bearer k"}});
+  ASSERT_TRUE(res);
+  EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+}
+
+// The seed of a request without one is returned, and replays the same reply.
+TEST_F(ServeTest, TheSeedIsReturnedAndReplays) {
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 1.0}};
+  const json a = post_ok(*srv_, "/v1/completions", body);
+  ASSERT_TRUE(a.contains("seed")) << a.dump();
+  const uint64_t seed = a["seed"].get<uint64_t>();
+  EXPECT_LT(seed, uint64_t{1} << 53);  // exact in a JavaScript number
+  json again = body;
+  again["seed"] = seed;
+  const json b = post_ok(*srv_, "/v1/completions", again);
+  EXPECT_EQ(b["seed"], a["seed"]);
+  EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["text"]);
+  const json c = post_ok(*srv_, "/v1/completions", body);
+  EXPECT_NE(c["seed"], a["seed"]);
 }
 
 TEST_F(ServeTest, FullQueueGets503WithRetryAfter) {
