@@ -212,7 +212,7 @@ void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedReq
     r.gen.stop = std::move(stops);
   }
 
-  if (get_int(body, "n", 1, INT64_MAX, 1) != 1) throw bad("n", "only n = 1 is supported");
+  r.gen.n = static_cast<int>(get_int(body, "n", 1, kMaxChoices, 1));
   if (get_int(body, "best_of", 1, INT64_MAX, 1) != 1) throw bad("best_of", "only best_of = 1 is supported");
   if (chat) {
     const bool lp = get_bool(body, "logprobs", false);
@@ -582,13 +582,13 @@ json ResponseBuilder::chunk(const Event& e) {
     if (delta.empty() && !want_lp) return nullptr;
     sent_role_ = true;
     json c = base("chat.completion.chunk");
-    c["choices"] = json::array({{{"index", 0}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+    c["choices"] = json::array({{{"index", index_}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", nullptr}}});
     return c;
   }
   const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
   if (e.text.empty() && !want_lp && (sent_role_ || !chat_)) return nullptr;
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  json choice = {{"index", index_}, {"finish_reason", nullptr}};
   if (chat_) {
     json delta = {{"content", e.text}};
     if (!sent_role_) delta["role"] = "assistant";
@@ -607,7 +607,7 @@ std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
   std::vector<json> out;
   auto delta_chunk = [&](json delta) {
     json c = base("chat.completion.chunk");
-    c["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    c["choices"] = json::array({{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
     out.push_back(std::move(c));
   };
   Parsed p;
@@ -628,7 +628,7 @@ std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
     }
   }
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, processed() ? &p.out : nullptr)}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, processed() ? &p.out : nullptr)}};
   if (chat_)
     choice["delta"] = json::object();
   else
@@ -663,7 +663,7 @@ void ResponseBuilder::add(const Event& e) {
 
 json ResponseBuilder::response(const Event& d) const {
   json r = base(chat_ ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
+  json choice = {{"index", index_}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
   if (processed()) {
     const Parsed p = parse_reply(/*trim=*/true);
     const ToolOutput& t = p.out;

@@ -33,6 +33,9 @@ nlohmann::json error_body(const std::string& message, const std::string& type, c
 // so a deeply nested body cannot exhaust the stack). Throws ApiError 400.
 nlohmann::json parse_body(const std::string& body, int max_depth = 64);
 
+// Most choices one request may ask for (`n`); the engine also caps it at --parallel.
+inline constexpr int64_t kMaxChoices = 64;
+
 // What the request handlers need to know about the model.
 struct ModelInfo {
   std::string name;
@@ -82,6 +85,8 @@ class ResponseBuilder {
   nlohmann::json usage_chunk(const Event& done) const;
   // The sampling seed, returned as "seed" in the response and the last streamed chunk.
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // The choice this builder makes (n > 1: one builder per choice).
+  void set_index(int index) { index_ = index; }
   // Non-streaming: add a Delta, then the whole response for the Done event.
   void add(const Event& delta);
   nlohmann::json response(const Event& done) const;
@@ -108,6 +113,7 @@ class ResponseBuilder {
   int logprobs_;
   bool sent_role_ = false;
   std::optional<uint64_t> seed_;
+  int index_ = 0;
   std::string text_;
   nlohmann::json lp_tokens_ = nlohmann::json::array(), lp_values_ = nlohmann::json::array(),
                  lp_top_ = nlohmann::json::array(), lp_offsets_ = nlohmann::json::array(),

@@ -38,6 +38,8 @@ struct Engine::Seq {
   std::unique_ptr<grammar::GrammarProcessor> constraint;  // the request's grammar, if any
   std::vector<TokenOut> pending;
   Clock::time_point last_token;
+  int index = 0;  // the choice this sequence generates
+  int forks = 0;  // choices still to fork from it when its prompt is done
 };
 
 Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -86,6 +88,10 @@ std::shared_ptr<Channel> Engine::submit(GenRequest request) {
   s->req = std::move(request);
   s->ch = std::make_shared<Channel>();
   s->tokens = s->req.prompt;
+  if (s->req.n < 1 || s->req.n > opt_.max_running)
+    ptn::fail(ErrorKind::InvalidArgument, "n", "must be 1.." + std::to_string(opt_.max_running) +
+                                                   " (the sequences this server runs at once, --parallel)");
+  s->forks = s->req.n - 1;
   auto ch = s->ch;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -176,6 +182,8 @@ void Engine::admit() {
   auto* paged = dynamic_cast<PagedCache*>(cache_.get());
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_running) {
     Seq& s = *waiting_.front();
+    // A request for n choices runs n sequences once its prompt is done: room for all of them.
+    if (static_cast<int64_t>(running_.size()) + 1 + s.forks > opt_.max_running) return;
     try {
       cache_->add_sequence(s.id);
       const int64_t reused = cache_->reuse_prefix(s.id, s.tokens);
@@ -271,12 +279,21 @@ void Engine::step_once() {
       ptn::fail(ErrorKind::Internal, "serve", "the step returned " + std::to_string(n_out) + " logit rows for " +
                                                   std::to_string(order.size()) + " sequences");
     bool any_done = false;
+    std::vector<std::unique_ptr<Seq>> forked;
     for (size_t i = 0; i < order.size(); ++i) {
       Seq& s = *order[i].first;
       s.computed += order[i].second;
       if (s.computed == static_cast<int64_t>(s.tokens.size())) {
+        const float* row = logits + static_cast<int64_t>(i) * vocab_;
         try {
-          sample(s, logits + static_cast<int64_t>(i) * vocab_);
+          // The prompt of an n-choice request is done: its other choices start from here.
+          std::vector<std::unique_ptr<Seq>> kids;
+          if (s.forks > 0) kids = fork_choices(s);
+          sample(s, row);
+          for (auto& k : kids) {
+            sample(*k, row);
+            if (k->ch) forked.push_back(std::move(k));
+          }
         } catch (const std::exception& e) {  // this request fails; the others go on
           fail(s, 500, "server_error", std::string("generation failed: ") + e.what());
         }
@@ -286,8 +303,49 @@ void Engine::step_once() {
     if (any_done)
       running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& s) { return s->ch == nullptr; }),
                      running_.end());
+    for (auto& k : forked) running_.push_back(std::move(k));
     return;
   }
+}
+
+std::vector<std::unique_ptr<Engine::Seq>> Engine::fork_choices(Seq& parent) {
+  std::vector<std::unique_ptr<Seq>> kids;
+  for (int i = 1; i <= parent.forks; ++i) {
+    auto k = std::make_unique<Seq>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      k->id = next_id_;
+      next_id_ = next_id_ == INT32_MAX ? 1 : next_id_ + 1;
+    }
+    k->req = parent.req;
+    k->req.sampling.seed = parent.req.sampling.seed + static_cast<uint64_t>(i);
+    k->index = i;
+    k->ch = parent.ch;
+    k->tokens = parent.tokens;
+    k->computed = parent.computed;
+    k->cached = parent.cached;
+    k->last_token = parent.last_token;
+    k->gen = std::make_unique<gen::Generator>(tok_, vocab_, k->req.params(),
+                                              context_ - static_cast<int64_t>(k->req.prompt.size()));
+    if (k->req.grammar) {
+      k->constraint = std::make_unique<grammar::GrammarProcessor>(k->req.grammar, trie_, tok_);
+      k->gen->set_logit_processor(k->constraint.get());
+    }
+    try {
+      cache_->fork(parent.id, k->id);  // shares the prompt's blocks
+    } catch (...) {
+      for (auto& done : kids) {  // undo the forks made so far; the caller fails the request
+        cache_->clear(done->id);
+        --active_;
+      }
+      throw;
+    }
+    k->in_cache = true;
+    ++active_;
+    kids.push_back(std::move(k));
+  }
+  parent.forks = 0;
+  return kids;
 }
 
 void Engine::sample(Seq& s, const float* logits) {
@@ -322,6 +380,7 @@ void Engine::sample(Seq& s, const float* logits) {
 void Engine::emit(Seq& s, const std::string& text) {
   Event e;
   e.kind = Event::Kind::Delta;
+  e.index = s.index;
   e.text = text;
   e.tokens = std::move(s.pending);
   s.pending.clear();
@@ -332,6 +391,7 @@ void Engine::finish(Seq& s, const std::string& reason, const std::string& last_t
   emit(s, last_text);
   Event d;
   d.kind = Event::Kind::Done;
+  d.index = s.index;
   d.finish_reason = reason;
   d.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
   d.completion_tokens = s.generated;
@@ -347,6 +407,7 @@ void Engine::fail(Seq& s, int status, const std::string& type, const std::string
   if (s.ch == nullptr) return;
   Event e;
   e.kind = Event::Kind::Error;
+  e.index = s.index;
   e.status = status;
   e.error_type = type;
   e.message = message;

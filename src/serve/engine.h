@@ -5,7 +5,10 @@
 // Each iteration packs one decode row for every running sequence whose prompt is done, then
 // prompt rows of the others (chunked prefill), within max_batch_tokens rows, runs one
 // Executor::step, and samples one token for every sequence whose rows are all computed.
-// Prompts reuse cached prefix blocks (KVCache::reuse_prefix). Admission waits while the cache
+// Prompts reuse cached prefix blocks (KVCache::reuse_prefix). A request for n choices computes
+// its prompt once: when the prompt is done its sequence is forked n - 1 times (the children share
+// its KV blocks; a shared partial block is copied on the first write) and every choice samples
+// its first token from the same logits. Admission waits while the cache
 // cannot hold a new prompt; when a step does not fit, the youngest running sequence is
 // preempted (its blocks freed, its tokens recomputed when it is admitted again).
 #pragma once
@@ -45,6 +48,7 @@ struct GenRequest {
   std::vector<std::string> stop;  // up to 4 non-empty strings, cut from the output
   int logprobs = -1;              // -1: none; else the number of top alternatives (0..20)
   std::shared_ptr<const grammar::Grammar> grammar;  // the output must follow it (nullptr: free)
+  int n = 1;                      // choices sampled from the one prompt (1..max_running); choice i uses seed + i
   Clock::time_point arrival = Clock::now();
 
   // The generation it asks for; the stop rules are those of every front end (gen::Generator).
@@ -67,6 +71,7 @@ struct TokenOut {
 struct Event {
   enum class Kind { Delta, Done, Error };
   Kind kind = Kind::Delta;
+  int index = 0;                // the choice (0..n-1) the event belongs to
   std::string text;             // Delta: new output text (stop strings held back and cut)
   std::vector<TokenOut> tokens; // Delta: the tokens generated since the last Delta
   // Done:
@@ -134,6 +139,7 @@ class Engine {
   void admit();
   void step_once();
   void sample(Seq& s, const float* logits);
+  std::vector<std::unique_ptr<Seq>> fork_choices(Seq& parent);
   void emit(Seq& s, const std::string& text);
   void finish(Seq& s, const std::string& reason, const std::string& last_text);
   void fail(Seq& s, int status, const std::string& type, const std::string& message);

@@ -285,14 +285,23 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
       res.set_header("Retry-After", "1");
       send_error(res, 503, "server_error", e.detail(), "", "server_busy");
     } else {
-      send_error(res, 400, "invalid_request_error", e.what());
+      send_error(res, 400, "invalid_request_error", e.what(), e.where() == "n" ? "n" : "");
     }
     return;
   }
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-  auto builder = std::make_shared<ResponseBuilder>(chat, model_, id, static_cast<int64_t>(std::time(nullptr)),
-                                                   pr.gen.logprobs, pr.tools, pr.reasoning);
-  builder->set_seed(pr.gen.sampling.seed);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  // One builder per choice (n > 1: events carry the choice's index).
+  auto builders = std::make_shared<std::vector<std::unique_ptr<ResponseBuilder>>>();
+  for (int i = 0; i < pr.gen.n; ++i) {
+    builders->push_back(std::make_unique<ResponseBuilder>(chat, model_, id, created, pr.gen.logprobs, pr.tools, pr.reasoning));
+    builders->back()->set_seed(pr.gen.sampling.seed);
+    builders->back()->set_index(i);
+  }
+  const int n = pr.gen.n;
+  auto builder_of = [builders](const Event& e) -> ResponseBuilder& {
+    return *(*builders)[e.index >= 0 && e.index < static_cast<int>(builders->size()) ? e.index : 0];
+  };
   // The connection's socket, to notice a client that goes away before its result is ready
   // (-1 if it cannot be found: then only the timeout ends an abandoned request).
   const int sock = current_connection_socket();
@@ -300,6 +309,10 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
     const auto end = arrival + std::chrono::seconds(opt_.request_timeout_s);
     auto next_check = Clock::now();
     Event e;
+    std::vector<json> choices(static_cast<size_t>(n));
+    json reply;
+    int64_t completion_tokens = 0;
+    int done = 0;
     for (;;) {
       const bool got = ch->pop(&e, std::chrono::milliseconds(50));
       if (Clock::now() >= next_check) {  // (events may arrive every millisecond: check by time)
@@ -319,24 +332,39 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
         continue;
       }
       if (e.kind == Event::Kind::Delta) {
-        builder->add(e);
+        builder_of(e).add(e);
       } else if (e.kind == Event::Kind::Error) {
+        ch->cancel();  // the other choices of the request stop too
         send_error(res, e.status, e.error_type, e.message);
         return;
       } else {
-        res.set_content(dump(builder->response(e)), "application/json");
+        json r = builder_of(e).response(e);
+        choices[static_cast<size_t>(std::clamp(e.index, 0, n - 1))] = r["choices"][0];
+        completion_tokens += e.completion_tokens;
+        if (reply.is_null()) reply = std::move(r);
+        if (++done < n) continue;
+        // One response: every choice in index order, usage over all of them (the prompt once).
+        reply["choices"] = choices;
+        reply["usage"]["completion_tokens"] = completion_tokens;
+        reply["usage"]["total_tokens"] = reply["usage"]["prompt_tokens"].get<int64_t>() + completion_tokens;
+        res.set_content(dump(reply), "application/json");
         return;
       }
     }
   }
   const bool include_usage = pr.include_usage;
-  auto finished = std::make_shared<bool>(false);
+  struct StreamState {
+    bool finished = false;
+    int done = 0;
+    int64_t completion_tokens = 0;
+  };
+  auto st = std::make_shared<StreamState>();
   res.set_header("Cache-Control", "no-cache");
   ++open_streams_;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [ch, builder, include_usage, finished, sock](size_t, httplib::DataSink& sink) {
-        if (*finished) return false;
+      [ch, builders, builder_of, include_usage, st, sock, n](size_t, httplib::DataSink& sink) {
+        if (st->finished) return false;
         if (!sink.is_writable()) {
           ch->cancel();
           return false;
@@ -353,22 +381,30 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
         }
         std::string out;
         if (e.kind == Event::Kind::Delta) {
-          json c = builder->chunk(e);
+          json c = builder_of(e).chunk(e);
           if (!c.is_null()) out = sse(c);
         } else if (e.kind == Event::Kind::Error) {
+          ch->cancel();
           out = sse(error_body(e.message, e.error_type, "", "")) + "data: [DONE]\n\n";
-          *finished = true;
+          st->finished = true;
         } else {
-          for (const auto& c : builder->final_chunks(e)) out += sse(c);
-          if (include_usage) out += sse(builder->usage_chunk(e));
-          out += "data: [DONE]\n\n";
-          *finished = true;
+          for (const auto& c : builder_of(e).final_chunks(e)) out += sse(c);
+          st->completion_tokens += e.completion_tokens;
+          if (++st->done == n) {  // every choice has ended
+            if (include_usage) {
+              Event total = e;
+              total.completion_tokens = st->completion_tokens;
+              out += sse(builder_of(e).usage_chunk(total));
+            }
+            out += "data: [DONE]\n\n";
+            st->finished = true;
+          }
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) {
           ch->cancel();
           return false;
         }
-        if (*finished) sink.done();
+        if (st->finished) sink.done();
         return true;
       },
       [this, ch](bool success) {

@@ -179,7 +179,7 @@ await check('structured output: json_schema (strict), streamed and not', async (
 await check('errors map to the client error classes', async () => {
   await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'hi' }),
                        (e) => e instanceof OpenAI.NotFoundError && e.status === 404);
-  await assert.rejects(client.completions.create({ model, prompt: 'hi', n: 2 }),
+  await assert.rejects(client.completions.create({ model, prompt: 'hi', n: 65 }),
                        (e) => e instanceof OpenAI.BadRequestError && e.param === 'n');
   await assert.rejects(client.chat.completions.create({ model, messages: [], max_tokens: 2 }),
                        (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages');

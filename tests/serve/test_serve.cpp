@@ -270,7 +270,7 @@ TEST_F(ServeTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
       {R"({"prompt": "hi", "temperature": -1})", 400, "temperature"},
       {R"({"prompt": "hi", "top_p": 0})", 400, "top_p"},
       {R"({"prompt": "hi", "top_k": -2})", 400, "top_k"},
-      {R"({"prompt": "hi", "n": 2})", 400, "n"},
+      {R"({"prompt": "hi", "n": 65})", 400, "n"},
       {R"({"prompt": "hi", "stop": ["a","b","c","d","e"]})", 400, "stop"},
       {R"({"prompt": "hi", "stop": 7})", 400, "stop"},
       {R"({"prompt": "hi", "logit_bias": {"99999": 1}})", 400, "logit_bias"},
@@ -579,6 +579,78 @@ TEST_F(ServeTest, CorsOriginsAreAllowedByName) {
   res = post(r, "/v1/completions", body, {{"Origin", "http://evil.example"}, {"Authorization", "Bearer k"}});
   ASSERT_TRUE(res);
   EXPECT_FALSE(res->has_header("Access-Control-Allow-Origin"));
+}
+
+// n > 1: one prompt, n choices sampled with seeds seed, seed + 1, ...: choice i equals the
+// single request with seed + i, streamed or not; the prompt counts once in usage; the forked
+// sequences' blocks all return.
+TEST_F(ServeTest, SeveralChoicesShareOnePrompt) {
+  const json one = {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 1.0}, {"seed", 40}};
+  std::vector<std::string> alone;
+  int64_t completion = 0;
+  for (int i = 0; i < 3; ++i) {
+    json b = one;
+    b["seed"] = 40 + i;
+    const json r = post_ok(*srv_, "/v1/completions", b);
+    alone.push_back(r["choices"][0]["text"]);
+    completion += r["usage"]["completion_tokens"].get<int64_t>();
+  }
+  json three = one;
+  three["n"] = 3;
+  const json r = post_ok(*srv_, "/v1/completions", three);
+  ASSERT_EQ(r["choices"].size(), 3u) << r.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["text"], alone[i]) << i;
+  }
+  EXPECT_NE(alone[0], alone[1]);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], post_ok(*srv_, "/v1/completions", one)["usage"]["prompt_tokens"]);
+  EXPECT_EQ(r["usage"]["completion_tokens"], completion);
+  // Streamed: the chunks of each index join to the same texts; usage once at the end.
+  three["stream"] = true;
+  three["stream_options"] = {{"include_usage", true}};
+  auto res = post(*srv_, "/v1/completions", three);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  std::vector<std::string> texts(3);
+  std::vector<int> finishes(3, 0);
+  int usage_chunks = 0;
+  std::istringstream in(res->body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const json c = json::parse(line.substr(6));
+    if (c.contains("usage") && !c["usage"].is_null()) {
+      ++usage_chunks;
+      EXPECT_EQ(c["usage"]["completion_tokens"], completion);
+    }
+    for (const auto& ch : c["choices"]) {
+      const int i = ch["index"];
+      ASSERT_TRUE(i >= 0 && i < 3);
+      texts[i] += ch["text"].get<std::string>();
+      finishes[i] += !ch["finish_reason"].is_null();
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(texts[i], alone[i]) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+  EXPECT_EQ(usage_chunks, 1);
+  EXPECT_TRUE(settles_to_zero(*srv_, "ptn_kv_blocks_used"));
+  // Chat too, and more choices than sequences run at once is refused by name.
+  const json chat = post_ok(*chat_, "/v1/chat/completions",
+                            {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 4},
+                             {"n", 2}, {"seed", 3}});
+  ASSERT_EQ(chat["choices"].size(), 2u);
+  EXPECT_EQ(chat["choices"][1]["index"], 1);
+  serve::ServerOptions o;
+  o.engine.capacity_tokens = 1024;
+  o.engine.max_running = 2;
+  Running small(*plain_path_, o);
+  auto big = post(small, "/v1/completions", {{"prompt", "Once"}, {"n", 3}});
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 400);
+  EXPECT_EQ(json::parse(big->body)["error"]["param"], "n") << big->body;
 }
 
 // The seed of a request without one is returned, and replays the same reply.
