@@ -6,7 +6,10 @@
 #include "cli/runtime_flags.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "generate/session_generate.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
 #include "runtime/session.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -24,7 +27,22 @@ struct RunArgs {
   bool print_ids = false;
   bool no_bos_stop = false;
   bool print_finish = false;
+  std::string grammar_file, json_schema_file;
 };
+
+// The output constraint of --grammar-file (GBNF) or --json-schema-file, null when neither.
+std::shared_ptr<const ptn::grammar::Grammar> output_grammar(const RunArgs& a) {
+  using namespace ptn;
+  if (!a.grammar_file.empty() && !a.json_schema_file.empty())
+    fail(ErrorKind::InvalidArgument, "--grammar-file", "give --grammar-file or --json-schema-file, not both");
+  if (!a.grammar_file.empty())
+    return std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf(read_text_file(a.grammar_file, 256u << 10), a.grammar_file));
+  if (!a.json_schema_file.empty())
+    return std::make_shared<const grammar::Grammar>(
+        grammar::json_schema_grammar(std::string_view(read_text_file(a.json_schema_file, 256u << 10))));
+  return nullptr;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -46,11 +64,15 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop,
               "keep generating when the model emits BOS (by default a BOS ends the text, as llama2.c does)");
   c->add_flag(opt("print-finish"), a->print_finish, "print why the generation ended to stderr (finish: eog|bos|...)");
+  c->add_option(opt("grammar-file"), a->grammar_file, "constrain the output to this GBNF grammar (docs/grammar.md)");
+  c->add_option(opt("json-schema-file"), a->json_schema_file,
+                "constrain the output to JSON following this JSON Schema (the subset of docs/grammar.md)");
   return [a] {
     using namespace ptn;
     cli::apply_threads_flag(a->threads);
     cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
+    const auto constraint_grammar = output_grammar(*a);  // checked before the model loads
     auto t_load = std::chrono::steady_clock::now();
     auto program = cli::load_model("run", a->model);
     if (!program->meta().tokenizer)
@@ -86,6 +108,12 @@ std::function<int()> setup(CLI::App& app) {
     auto t_gen = std::chrono::steady_clock::now();
     if (a->n_predict > 0) {  // -n 0 runs the prompt only
       gen::Generator g(*tok, program->meta().spec.vocab_size, gp, gen::session_room(session));
+      std::unique_ptr<grammar::GrammarProcessor> constraint;
+      if (constraint_grammar) {
+        constraint = std::make_unique<grammar::GrammarProcessor>(
+            constraint_grammar, std::make_shared<const grammar::TokenTrie>(*tok), *tok);
+        g.set_logit_processor(constraint.get());
+      }
       finish = gen::generate_on_session(session, g, logits, [](const gen::StepResult& st) {
         std::fwrite(st.text.data(), 1, st.text.size(), stdout);
         std::fflush(stdout);
