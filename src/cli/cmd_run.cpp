@@ -103,17 +103,17 @@ std::function<int()> setup(CLI::App& app) {
     const float* logits = session.feed(ids);
     const double prompt_s = seconds_since(t_prompt);
 
+    // The vocabulary index of the grammar is built before the generation is timed.
+    std::unique_ptr<grammar::GrammarProcessor> constraint;
+    if (constraint_grammar)
+      constraint = std::make_unique<grammar::GrammarProcessor>(
+          constraint_grammar, std::make_shared<const grammar::TokenTrie>(*tok), *tok);
     std::vector<int32_t> generated;
     gen::Finish finish = gen::Finish::MaxTokens;
     auto t_gen = std::chrono::steady_clock::now();
     if (a->n_predict > 0) {  // -n 0 runs the prompt only
       gen::Generator g(*tok, program->meta().spec.vocab_size, gp, gen::session_room(session));
-      std::unique_ptr<grammar::GrammarProcessor> constraint;
-      if (constraint_grammar) {
-        constraint = std::make_unique<grammar::GrammarProcessor>(
-            constraint_grammar, std::make_shared<const grammar::TokenTrie>(*tok), *tok);
-        g.set_logit_processor(constraint.get());
-      }
+      if (constraint) g.set_logit_processor(constraint.get());
       finish = gen::generate_on_session(session, g, logits, [](const gen::StepResult& st) {
         std::fwrite(st.text.data(), 1, st.text.size(), stdout);
         std::fflush(stdout);
