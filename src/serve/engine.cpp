@@ -180,10 +180,13 @@ void Engine::drop_cancelled() {
 
 void Engine::admit() {
   auto* paged = dynamic_cast<PagedCache*>(cache_.get());
-  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_running) {
+  // Sequences running, and those the n-choice requests among them will fork when their prompt is done.
+  int64_t taken = static_cast<int64_t>(running_.size());
+  for (const auto& r : running_) taken += r->forks;
+  while (!waiting_.empty() && taken < opt_.max_running) {
     Seq& s = *waiting_.front();
     // A request for n choices runs n sequences once its prompt is done: room for all of them.
-    if (static_cast<int64_t>(running_.size()) + 1 + s.forks > opt_.max_running) return;
+    if (taken + 1 + s.forks > opt_.max_running) return;
     try {
       cache_->add_sequence(s.id);
       const int64_t reused = cache_->reuse_prefix(s.id, s.tokens);
@@ -226,6 +229,7 @@ void Engine::admit() {
       --queued_;
       continue;
     }
+    taken += 1 + s.forks;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     --queued_;
