@@ -116,10 +116,13 @@ def inv_freq_and_scale(params, dim, cfg):
             out = np.where(mid, (1 - smooth) * out / factor + smooth * out, out)
         return out, 1.0
     if kind == "yarn":
-        # transformers' YaRN: with original_max_position_embeddings in the rope parameters, the
-        # scale is max_position_embeddings / original_max_position_embeddings, not `factor`.
-        if "original_max_position_embeddings" in params:
-            factor = max_pos / params["original_max_position_embeddings"]
+        # With original_max_position_embeddings in the rope parameters, the transformers versions
+        # read for this scale by max_position_embeddings / original_max_position_embeddings instead
+        # of `factor` (transformers issue 38224 reports a change since): the oracle takes only
+        # configs where the two agree.
+        if "original_max_position_embeddings" in params and max_pos / params["original_max_position_embeddings"] != factor:
+            raise SystemExit("yarn: factor differs from max_position_embeddings / original_max_position_embeddings; "
+                             "transformers versions disagree on which applies")
         def mscale(s, m=1.0):
             return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
         ms, ms_all = params.get("mscale"), params.get("mscale_all_dim")
