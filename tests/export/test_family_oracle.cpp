@@ -5,6 +5,8 @@
 // chunk / NoPE layers, RoPE scalings, v4 and v5 config forms) with random weights whose norms and
 // biases are far from 1 and 0, exported by ptn and run by the optimized executor with the paged
 // cache: a prompt longer than every window as one step (every row's logits), then one token a step.
+// Where the family has a GGUF architecture that can express the case, the same weights also go
+// through ptn's GGUF writer and GGUF import and must match the oracle as well.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "core/fp16.h"
 #include "export_test_util.h"
 #include "formats/families.h"
+#include "formats/gguf_writer.h"
 #include "formats/random_weights.h"
 #include "formats/safetensors.h"
 #include "formats/synth.h"
@@ -26,7 +29,7 @@ using json = nlohmann::json;
 using Rows = std::vector<std::vector<double>>;
 
 constexpr int kWindow = 5;  // sliding windows; chunks are kWindow + 1
-const std::vector<int32_t> kTokens = {1, 17, 42, 5, 90, 3, 71, 8, 61, 12, 7, 88, 4, 55, 33, 9, 77, 2, 18, 40};
+const std::vector<int32_t> kTokens = {1, 17, 42, 5, 90, 3, 271, 8, 61, 212, 7, 88, 4, 155, 33, 9, 277, 2, 18, 240};
 constexpr size_t kPrompt = 12;  // the first step; the other tokens follow one a step
 
 // ---- the oracle's interpreter ----------------------------------------------------------------
@@ -154,7 +157,8 @@ struct Case {
 };
 
 json base(const char* arch, int64_t layers) {
-  return {{"architectures", {arch}}, {"vocab_size", 96}, {"hidden_size", 48}, {"intermediate_size", 80},
+  return {{"architectures", {arch}}, {"vocab_size", 288},  // room for the GGUF writer's placeholder vocabulary
+          {"hidden_size", 48}, {"intermediate_size", 80},
           {"num_hidden_layers", layers}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
           {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", false}};
 }
@@ -183,13 +187,16 @@ std::vector<Case> cases() {
   json mistral = merged(base("MistralForCausalLM", 2), {{"sliding_window", kWindow}, {"rope_theta", 10000.0}});
   mistral.erase("head_dim");
   c.push_back({"mistral", mistral, DType::F16, {{{"sliding_window", nullptr}}}});
-  // Mistral-Nemo style: head_dim * heads != hidden.
-  c.push_back({"mistral_head_dim", merged(base("MistralForCausalLM", 2), {{"head_dim", 24}, {"sliding_window", kWindow}})});
+  // Mistral-Nemo style: head_dim * heads != hidden, no window (an explicit null).
+  c.push_back({"mistral_head_dim", merged(base("MistralForCausalLM", 2), {{"head_dim", 24}, {"sliding_window", nullptr}}),
+               DType::F32, {{{"sliding_window", kWindow}}}});
   // Qwen2: q/k/v biases (no o_proj bias), windows from max_window_layers on.
   c.push_back({"qwen2", merged(base("Qwen2ForCausalLM", 3), {{"rope_theta", 1000000.0}, {"use_sliding_window", true},
                                                             {"sliding_window", kWindow}, {"max_window_layers", 1},
                                                             {"tie_word_embeddings", true}, {"rms_norm_eps", 1e-6}}),
                DType::F32, {{{"max_window_layers", 2}}}});
+  // Qwen2 without windows (expressible as GGUF).
+  c.push_back({"qwen2_full", merged(base("Qwen2ForCausalLM", 2), {{"rope_theta", 1000000.0}})});
   // Qwen2 with explicit layer_types (v5 form: authoritative over max_window_layers), one kv head.
   c.push_back({"qwen2_layer_types", merged(base("Qwen2ForCausalLM", 3),
                                            {{"num_key_value_heads", 1}, {"use_sliding_window", true}, {"sliding_window", kWindow},
@@ -286,7 +293,7 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
   ASSERT_FALSE(python.empty()) << "no python3 with numpy (tried " << tried
                                << "): the family oracle needs Debian's python3-numpy; run `make deps`";
   TempDir d;
-  std::set<std::string> families;
+  std::set<std::string> families, gguf_families;
   uint64_t seed = 100;
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.name);
@@ -317,13 +324,39 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
       EXPECT_GT(e, 1e-9) << patch.dump() << " does not change the logits: the case does not exercise it";
       least_change = least_change == 0 ? e : std::min(least_change, e);
     }
-    std::printf("[ oracle   ] %-16s NMSE optimized+paged %.1e, reference %.1e; smallest feature change %.1e\n",
+    std::printf("[ oracle   ] %-17s NMSE optimized+paged %.1e, reference %.1e; smallest feature change %.1e\n",
                 k.name.c_str(), e_opt, e_ref, least_change);
+
+    // The same weights through ptn's GGUF writer and GGUF import, where the family has a GGUF
+    // architecture that can express the config; a refusal must name what is missing.
+    const std::string gguf = dir + "/model.gguf";
+    std::string refused;
+    try {
+      const TokenizerSpec tok = placeholder_tokenizer(p->meta().spec.vocab_size);
+      GgufModelOptions go;
+      go.tokenizer = &tok;
+      write_model_gguf(*open_weights(dir), gguf, go);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) {
+      std::printf("[ oracle   ] %-17s GGUF: refused: %s\n", k.name.c_str(), refused.c_str());
+      continue;
+    }
+    ExportOptions og = o;
+    og.model = gguf;
+    const double e_gguf = nmse(ptn_logits(export_in_memory(og, log), ExecMode::Optimized, "paged"), want);
+    gguf_families.insert(p->meta().spec.family);
+    std::printf("[ oracle   ] %-17s GGUF: NMSE optimized+paged %.1e\n", k.name.c_str(), e_gguf);
+    EXPECT_LT(e_gguf, 1e-10) << "exported through ptn's GGUF writer and importer";
   }
   // Every family ptn builds has a case here.
   for (const FamilyInfo& f : all_families()) {
     if (f.block != Block::Unsupported) {
       EXPECT_TRUE(families.count(f.name)) << f.name << " has no oracle case";
+    }
+    if (*f.gguf_arch) {
+      EXPECT_TRUE(gguf_families.count(f.name)) << f.name << " has no oracle case that goes through GGUF";
     }
   }
 }
