@@ -60,7 +60,7 @@ bool ends_with(const std::string& s, const std::string& t) {
 // writer; values from here): matrices of standard deviation 1/sqrt(columns), the embedding 1,
 // norm weights 1 +- 0.3 (Gemma: 0 +- 0.3, its norms scale by 1 + w), biases +- 0.3; stored as `dtype`.
 std::string make_model(const TempDir& d, const std::string& name, const json& config, DType dtype, uint64_t seed,
-                       bool embedding_as_lm_head) {
+                       bool embedding_as_lm_head, bool multimodal_names) {
   const std::string dir = d / name;
   write_hf_directory(*random_weights(model_spec_from_hf_config(config, name), 1), config, dir, DType::F32);
   const std::string family = model_spec_from_hf_config(config, name).family;
@@ -87,8 +87,9 @@ std::string make_model(const TempDir& d, const std::string& name, const json& co
       else if (dtype == DType::BF16) t.data_as<uint16_t>()[i] = f32_to_bf16(v[i]);
       else t.data_as<uint16_t>()[i] = f32_to_fp16(v[i]);
     }
-    const bool alias = embedding_as_lm_head && n == "model.embed_tokens.weight";
-    entries.push_back({alias ? "lm_head.weight" : n, dtype, shape, [t] { return t; }});
+    std::string stored = embedding_as_lm_head && n == "model.embed_tokens.weight" ? "lm_head.weight" : n;
+    if (multimodal_names && stored.rfind("model.", 0) == 0) stored = "model.language_model." + stored.substr(6);
+    entries.push_back({stored, dtype, shape, [t] { return t; }});
   }
   st.reset();
   write_safetensors(dir + "/model.safetensors", entries);
@@ -154,6 +155,7 @@ struct Case {
   // exercised by these sizes and tokens, not passed by both sides alike.
   std::vector<json> must_matter = {};
   bool embedding_as_lm_head = false;  // a tied embedding stored only under its alias lm_head.weight
+  bool multimodal_names = false;      // text tensors under model.language_model. (transformers 5's multimodal classes)
 };
 
 json base(const char* arch, int64_t layers) {
@@ -242,6 +244,22 @@ std::vector<Case> cases() {
                                         {"rope_parameters", {{"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1000000.0}}},
                                                              {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}}}),
                DType::F32, {{{"layer_types", {"sliding_attention", "sliding_attention", "sliding_attention", "full_attention"}}}}});
+  // Gemma 3 4B+ as transformers 5 saves it: Gemma3ForConditionalGeneration, a text_config that
+  // leaves most keys to Gemma3TextConfig's defaults (pattern 6, local base 10000, query scalar
+  // 256, tied), text tensors under model.language_model.
+  {
+    json text = {{"model_type", "gemma3_text"}, {"vocab_size", 288}, {"hidden_size", 48}, {"intermediate_size", 80},
+                 {"num_hidden_layers", 7}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+                 {"sliding_window", kWindow}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}};
+    json mm = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"}, {"text_config", text}};
+    Case g;
+    g.name = "gemma3_multimodal";
+    g.config = mm;
+    g.dtype = DType::BF16;
+    g.must_matter = {{{"text_config", {{"sliding_window_pattern", 2}}}}, {{"text_config", {{"query_pre_attn_scalar", 16}}}}};
+    g.multimodal_names = true;
+    c.push_back(g);
+  }
   // Phi-3: fused qkv_proj and gate_up_proj, every layer windowed, half the head rotated.
   json phi3 = merged(base("Phi3ForCausalLM", 2), {{"sliding_window", kWindow}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}});
   phi3.erase("head_dim");
@@ -297,7 +315,7 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
   uint64_t seed = 100;
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.name);
-    const std::string dir = make_model(d, k.name, k.config, k.dtype, ++seed, k.embedding_as_lm_head);
+    const std::string dir = make_model(d, k.name, k.config, k.dtype, ++seed, k.embedding_as_lm_head, k.multimodal_names);
     ExportOptions o = base_options(dir, "");
     o.samples = 0;
     o.max_seq_length = 32;

@@ -5,7 +5,8 @@ Written for ptn's tests from the math of Hugging Face transformers' modeling cla
 ptn's is used, and no code of transformers is copied):
   LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
   linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-  Gemma2ForCausalLM, Gemma3ForCausalLM (text), Phi3ForCausalLM, SmolLM3ForCausalLM and the dense
+  Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
+  Phi3ForCausalLM, SmolLM3ForCausalLM and the dense
   layers of Llama4ForCausalLM; the masks of transformers' masking_utils (causal, sliding window
   `kv > q - W`, chunked `kv // C == q // C`); each family's config-class defaults for the keys
   read here, and both config forms (v4 rope_theta + rope_scaling, v5 rope_parameters, flat or
@@ -74,7 +75,8 @@ FAMILY_DEFAULTS = {
 }
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
-         "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3", "Llama4ForCausalLM": "llama4"}
+         "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
+         "Llama4ForCausalLM": "llama4"}
 
 
 class Config:
@@ -356,7 +358,15 @@ def main(argv):
     model_dir, ids, out = argv[1], [int(t) for t in argv[2].split(",")], argv[3]
     with open(model_dir + "/config.json") as f:
         cfg = Config(json.load(f))
-    W = read_safetensors(model_dir + "/model.safetensors")
+    W = {}
+    for name, a in read_safetensors(model_dir + "/model.safetensors").items():
+        # Multimodal classes keep the text model under model.language_model. (transformers 5) or
+        # language_model.model. (4.x); vision tensors are not read.
+        for old, new in (("model.language_model.", "model."), ("language_model.model.", "model."),
+                         ("language_model.lm_head.", "lm_head.")):
+            if name.startswith(old):
+                name = new + name[len(old):]
+        W[name] = a
     with np.errstate(over="ignore"):
         logits = forward(cfg, W, ids)
     np.ascontiguousarray(logits, dtype="<f8").tofile(out)
