@@ -57,9 +57,21 @@ void llama3_from_rope_freqs(const GgufFile& g, ModelSpec& s) {
       double smooth = (rs.original_max_position / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
       expect = 1 / ((1 - smooth) / factor + smooth);
     }
-    if (std::fabs(expect - f[k]) > 1e-3 * expect)
-      fail(ErrorKind::Unsupported, g.path() + ": tensor 'rope_freqs.weight'",
-           "element " + std::to_string(k) + " = " + std::to_string(f[k]) + " does not match llama3 rope scaling (low 1, high 4, original context 8192)");
+    if (std::fabs(expect - f[k]) > 1e-3 * expect) {
+      // Other llama3 parameters (a short original context, Llama 4's equal low and high
+      // factors): llama.cpp divides each pair's frequency by its factor, and so does ptn's
+      // per-pair divisor scaling (the one longrope uses, with attention factor 1).
+      RopeScaling fr;
+      fr.type = RopeScalingType::LongRope;
+      for (int64_t j = 0; j < t.dim(0); ++j) {
+        if (!std::isfinite(f[j]) || !(f[j] > 0))
+          fail(ErrorKind::Corrupt, g.path() + ": tensor 'rope_freqs.weight'", "element " + std::to_string(j) + " = " + std::to_string(f[j]) + " is not a positive factor");
+        fr.freq_divisors.push_back(f[j]);
+      }
+      s.rope_scaling = fr;
+      s.source_notes.push_back("rope_freqs.weight applied as per-pair frequency divisors (it is not llama3 scaling with low 1, high 4, original context 8192)");
+      return;
+    }
   }
   s.rope_scaling = rs;
   s.source_notes.push_back("rope_freqs.weight matched llama3 rope scaling with factor " + std::to_string(factor));

@@ -246,6 +246,12 @@ std::string gguf_arch_for(const ModelSpec& s) {
            std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
+  // GGUF has no activation key: the architecture fixes it (Gemma's tanh GELU), so another one
+  // would be read back, by ptn and by llama.cpp, as the architecture's.
+  if (s.activation != layout.gguf_activation)
+    fail(ErrorKind::Unsupported, "GGUF output",
+         std::string("activation '") + activation_name(s.activation) + "' cannot be expressed: the '" + arch + "' GGUF architecture runs '" +
+             activation_name(layout.gguf_activation) + "'");
   return arch;
 }
 

@@ -295,8 +295,10 @@ std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfL
     case RowPart::Gate: return format_tensor_source({hf, 0, F, 0});
     case RowPart::Up: return format_tensor_source({hf, F, 2 * F, 0});
   }
-  if (fam.hf_qk_interleaved && canon == "attn_q.weight") return format_tensor_source({hf, -1, -1, s.n_heads});
-  if (fam.hf_qk_interleaved && canon == "attn_k.weight") return format_tensor_source({hf, -1, -1, s.n_kv_heads});
+  // The q/k biases (attention_bias) are rows of the same outputs: permuted like the weights.
+  const bool is_q = canon == "attn_q.weight" || canon == "attn_q.bias", is_k = canon == "attn_k.weight" || canon == "attn_k.bias";
+  if (fam.hf_qk_interleaved && is_q) return format_tensor_source({hf, -1, -1, s.n_heads});
+  if (fam.hf_qk_interleaved && is_k) return format_tensor_source({hf, -1, -1, s.n_kv_heads});
   return hf;
 }
 

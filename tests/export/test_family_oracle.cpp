@@ -1,0 +1,383 @@
+// Every family ptn builds, against a forward pass that ptn did not compute: tests/oracle/hf_forward.py,
+// written in float64 NumPy from the math of Hugging Face's modeling classes, reads the same
+// config.json and model.safetensors and writes the logits of every position. Each case is a tiny
+// config that keeps its family's features (biases, q/k norms, soft-caps, sandwich norms, window /
+// chunk / NoPE layers, RoPE scalings, v4 and v5 config forms) with random weights whose norms and
+// biases are far from 1 and 0, exported by ptn and run by the optimized executor with the paged
+// cache: a prompt longer than every window as one step (every row's logits), then one token a step.
+// Where the family has a GGUF architecture that can express the case, the same weights also go
+// through ptn's GGUF writer and GGUF import and must match the oracle as well.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "core/fp16.h"
+#include "export_test_util.h"
+#include "formats/families.h"
+#include "formats/gguf_writer.h"
+#include "formats/random_weights.h"
+#include "formats/safetensors.h"
+#include "formats/synth.h"
+
+namespace ptn::testing {
+namespace {
+
+using json = nlohmann::json;
+using Rows = std::vector<std::vector<double>>;
+
+constexpr int kWindow = 5;  // sliding windows; chunks are kWindow + 1
+const std::vector<int32_t> kTokens = {1, 17, 42, 5, 90, 3, 271, 8, 61, 212, 7, 88, 4, 155, 33, 9, 277, 2, 18, 240};
+constexpr size_t kPrompt = 12;  // the first step; the other tokens follow one a step
+
+// ---- the oracle's interpreter ----------------------------------------------------------------
+
+bool runs(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+// A python3 that imports numpy: $PTN_PYTHON, python3 on PATH, or Debian's own interpreter (the
+// one Debian's python3-numpy, installed by `make deps`, serves) when PATH leads elsewhere.
+std::string python_with_numpy(std::string* tried) {
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv("PTN_PYTHON")) candidates.push_back(p);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const std::string& c : candidates) {
+    *tried += (tried->empty() ? "" : ", ") + c;
+    if (runs(c + " -c 'import numpy'")) return c;
+  }
+  return "";
+}
+
+// ---- a case's HF directory -------------------------------------------------------------------
+
+bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+// `config` as an HF directory with random values in every tensor (names and shapes from ptn's
+// writer; values from here): matrices of standard deviation 1/sqrt(columns), the embedding 1,
+// norm weights 1 +- 0.3 (Gemma: 0 +- 0.3, its norms scale by 1 + w), biases +- 0.3; stored as `dtype`.
+std::string make_model(const TempDir& d, const std::string& name, const json& config, DType dtype, uint64_t seed,
+                       bool embedding_as_lm_head, bool multimodal_names) {
+  const std::string dir = d / name;
+  write_hf_directory(*random_weights(model_spec_from_hf_config(config, name), 1), config, dir, DType::F32);
+  const std::string family = model_spec_from_hf_config(config, name).family;
+  const bool plus_one = family == "gemma2" || family == "gemma3";
+  auto st = SafetensorsSet::open_file(dir + "/model.safetensors");
+  std::mt19937_64 rng(seed);
+  auto u = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0; };  // uniform [-1, 1)
+  std::vector<SafetensorsEntry> entries;
+  for (const std::string& n : st->names()) {
+    Tensor src = st->tensor(n);
+    const std::vector<int64_t> shape = src.shape();
+    std::vector<float> v(static_cast<size_t>(src.numel()));
+    if (ends_with(n, "norm.weight")) {
+      for (float& x : v) x = static_cast<float>((plus_one ? 0.0 : 1.0) + 0.3 * u());
+    } else if (ends_with(n, ".bias")) {
+      for (float& x : v) x = static_cast<float>(0.3 * u());
+    } else {
+      const double sd = n == "model.embed_tokens.weight" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(shape.back()));
+      for (float& x : v) x = static_cast<float>(std::sqrt(3.0) * sd * u());
+    }
+    Tensor t = Tensor::zeros(dtype, shape);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (dtype == DType::F32) t.data_as<float>()[i] = v[i];
+      else if (dtype == DType::BF16) t.data_as<uint16_t>()[i] = f32_to_bf16(v[i]);
+      else t.data_as<uint16_t>()[i] = f32_to_fp16(v[i]);
+    }
+    std::string stored = embedding_as_lm_head && n == "model.embed_tokens.weight" ? "lm_head.weight" : n;
+    if (multimodal_names && stored.rfind("model.", 0) == 0) stored = "model.language_model." + stored.substr(6);
+    entries.push_back({stored, dtype, shape, [t] { return t; }});
+  }
+  st.reset();
+  write_safetensors(dir + "/model.safetensors", entries);
+  return dir;
+}
+
+// The oracle's logits of every position of kTokens.
+Rows oracle_logits(const std::string& python, const std::string& dir, int64_t vocab) {
+  std::string ids;
+  for (int32_t t : kTokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  const std::string out = dir + "/oracle_logits.f64";
+  const std::string script = std::string(PTN_SOURCE_DIR) + "/tests/oracle/hf_forward.py";
+  const std::string cmd = python + " " + script + " " + dir + " " + ids + " " + out;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out, std::ios::binary);
+  std::vector<double> flat(kTokens.size() * static_cast<size_t>(vocab));
+  f.read(reinterpret_cast<char*>(flat.data()), static_cast<std::streamsize>(flat.size() * sizeof(double)));
+  EXPECT_TRUE(f.good() && f.peek() == EOF) << out << ": not " << flat.size() << " float64 values";
+  Rows r;
+  for (size_t i = 0; i < kTokens.size(); ++i) r.emplace_back(flat.begin() + i * vocab, flat.begin() + (i + 1) * vocab);
+  return r;
+}
+
+// ptn's logits of every position: the prompt as one step (every row), then one token a step.
+Rows ptn_logits(const std::shared_ptr<const Program>& p, ExecMode mode, const std::string& cache_kind) {
+  Executor exec(p, mode, static_cast<int64_t>(kPrompt));
+  const int64_t vocab = exec.vocab_size();
+  auto cache = make_cache(cache_kind, p->meta().cache_spec, cache_options(DType::F32, 64, 4));
+  CacheScope scope(exec, *cache);
+  cache->add_sequence(0);
+  StepBatch b;
+  for (size_t i = 0; i < kPrompt; ++i) b.rows.push_back({0, static_cast<int32_t>(i), kTokens[i]});
+  int64_t n = 0;
+  const float* l = exec.step(b, OutputRows::All, &n);
+  EXPECT_EQ(n, static_cast<int64_t>(kPrompt));
+  Rows out;
+  for (int64_t r = 0; r < n; ++r) out.emplace_back(l + r * vocab, l + (r + 1) * vocab);
+  for (size_t i = kPrompt; i < kTokens.size(); ++i) {
+    l = exec.step(StepBatch{{{0, static_cast<int32_t>(i), kTokens[i]}}}, OutputRows::LastPerSequence, &n);
+    out.emplace_back(l, l + vocab);
+  }
+  return out;
+}
+
+double nmse(const Rows& got, const Rows& want) {
+  double num = 0, den = 0;
+  for (size_t r = 0; r < want.size(); ++r)
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      num += (got[r][i] - want[r][i]) * (got[r][i] - want[r][i]);
+      den += want[r][i] * want[r][i];
+    }
+  return num / den;
+}
+
+// ---- the cases -------------------------------------------------------------------------------
+
+struct Case {
+  std::string name;
+  json config;
+  DType dtype = DType::F32;  // how the safetensors stores the weights
+  // JSON merge patches of `config` that must change the logits (null removes a key) by more than
+  // the 1e-10 pass threshold can miss (NMSE > 1e-9): proof that the family's features are
+  // exercised by these sizes and tokens, not passed by both sides alike.
+  std::vector<json> must_matter = {};
+  bool embedding_as_lm_head = false;  // a tied embedding stored only under its alias lm_head.weight
+  bool multimodal_names = false;      // text tensors under model.language_model. (transformers 5's multimodal classes)
+};
+
+json base(const char* arch, int64_t layers) {
+  return {{"architectures", {arch}}, {"vocab_size", 288},  // room for the GGUF writer's placeholder vocabulary
+          {"hidden_size", 48}, {"intermediate_size", 80},
+          {"num_hidden_layers", layers}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+          {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", false}};
+}
+
+json merged(json a, const json& b) {
+  a.update(b);
+  return a;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  const json llama3 = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 16}};
+  // Llama 3: rope scaling with a short original context (it changes these positions), o_proj and MLP biases.
+  c.push_back({"llama3", merged(base("LlamaForCausalLM", 2), {{"rope_theta", 10000.0}, {"rope_scaling", llama3},
+                                                             {"attention_bias", true}, {"mlp_bias", true}}),
+               DType::F32, {{{"rope_scaling", nullptr}}}});
+  c.push_back({"llama3_v5", merged(base("LlamaForCausalLM", 2),
+                                   {{"rope_parameters", merged(llama3, {{"rope_theta", 10000.0}})}, {"attention_bias", true}}),
+               DType::F32, {{{"rope_parameters", {{"factor", 2.0}}}}}});
+  // Llama stored in BF16, tied embedding, no head_dim key.
+  json l16 = merged(base("LlamaForCausalLM", 2), {{"tie_word_embeddings", true}, {"rope_theta", 500.0}});
+  l16.erase("head_dim");
+  c.push_back({"llama_bf16_tied", l16, DType::BF16});
+  // Mistral: every layer windowed, F16 storage.
+  json mistral = merged(base("MistralForCausalLM", 2), {{"sliding_window", kWindow}, {"rope_theta", 10000.0}});
+  mistral.erase("head_dim");
+  c.push_back({"mistral", mistral, DType::F16, {{{"sliding_window", nullptr}}}});
+  // Mistral-Nemo style: head_dim * heads != hidden, no window (an explicit null).
+  c.push_back({"mistral_head_dim", merged(base("MistralForCausalLM", 2), {{"head_dim", 24}, {"sliding_window", nullptr}}),
+               DType::F32, {{{"sliding_window", kWindow}}}});
+  // Qwen2: q/k/v biases (no o_proj bias), windows from max_window_layers on.
+  c.push_back({"qwen2", merged(base("Qwen2ForCausalLM", 3), {{"rope_theta", 1000000.0}, {"use_sliding_window", true},
+                                                            {"sliding_window", kWindow}, {"max_window_layers", 1},
+                                                            {"tie_word_embeddings", true}, {"rms_norm_eps", 1e-6}}),
+               DType::F32, {{{"max_window_layers", 2}}}});
+  // Qwen2 without windows (expressible as GGUF).
+  c.push_back({"qwen2_full", merged(base("Qwen2ForCausalLM", 2), {{"rope_theta", 1000000.0}})});
+  // Qwen2 with explicit layer_types (v5 form: authoritative over max_window_layers), one kv head.
+  c.push_back({"qwen2_layer_types", merged(base("Qwen2ForCausalLM", 3),
+                                           {{"num_key_value_heads", 1}, {"use_sliding_window", true}, {"sliding_window", kWindow},
+                                            {"max_window_layers", 3},
+                                            {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+                                            {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100000.0}}}}),
+               DType::F32, {{{"layer_types", nullptr}}}});
+  // Qwen3: q/k norms, head_dim * heads != hidden, attention_bias, YaRN (factor 4 =
+  // max_position_embeddings / original_max_position_embeddings, as transformers derives it).
+  c.push_back({"qwen3", merged(base("Qwen3ForCausalLM", 2),
+                               {{"rope_theta", 1000000.0}, {"attention_bias", true},
+                                {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}}}}),
+               DType::F32, {{{"rope_scaling", nullptr}}}});
+  // Gemma 2: soft-caps small enough to bite, sandwich norms, sqrt(hidden) embedding scale,
+  // query_pre_attn_scalar != head_dim, local/global layers.
+  c.push_back({"gemma2", merged(base("Gemma2ForCausalLM", 4),
+                                {{"hidden_activation", "gelu_pytorch_tanh"}, {"query_pre_attn_scalar", 24}, {"sliding_window", kWindow},
+                                 {"attn_logit_softcapping", 3.0}, {"final_logit_softcapping", 5.0}, {"rms_norm_eps", 1e-6}}),
+               DType::F32,
+               {{{"attn_logit_softcapping", 30.0}}, {{"final_logit_softcapping", 50.0}}, {{"query_pre_attn_scalar", 16}},
+                {{"sliding_window", 12}}}});
+  c.back().config.erase("tie_word_embeddings");  // Gemma2Config ties by default
+  // Gemma 2 with exact (erf) GELU and attention_bias on q/k/v/o.
+  c.push_back({"gemma2_erf_bias", merged(base("Gemma2ForCausalLM", 2),
+                                         {{"hidden_activation", "gelu"}, {"query_pre_attn_scalar", 16}, {"sliding_window", kWindow},
+                                          {"attention_bias", true}, {"tie_word_embeddings", true}}),
+               DType::F32, {{{"hidden_activation", "gelu_pytorch_tanh"}}}});
+  // Gemma 2 as its config class fills it: window 4096, soft-caps 50 and 30, tied.
+  json g2d = merged(base("Gemma2ForCausalLM", 2), {{"query_pre_attn_scalar", 16}});
+  g2d.erase("tie_word_embeddings");
+  c.push_back({"gemma2_defaults", g2d, DType::F32, {{{"final_logit_softcapping", 1e6}}}});
+  // Gemma 3 (v4 form): q/k norms, local base on sliding layers, linear x8 on the global ones,
+  // pattern 3, no soft-caps.
+  const json g3 = merged(base("Gemma3ForCausalLM", 4),
+                         {{"hidden_activation", "gelu_pytorch_tanh"}, {"query_pre_attn_scalar", 16}, {"sliding_window", kWindow},
+                          {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true}});
+  c.push_back({"gemma3", merged(g3, {{"sliding_window_pattern", 3}, {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                                     {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}}),
+               DType::F32, {{{"rope_scaling", nullptr}}, {{"rope_local_base_freq", 1000000.0}}, {{"sliding_window_pattern", 2}}}});
+  // Gemma 3 (v5 form): layer_types and rope_parameters keyed by layer type, attention_bias.
+  c.push_back({"gemma3_v5", merged(g3, {{"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "full_attention"}},
+                                        {"attention_bias", true},
+                                        {"rope_parameters", {{"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1000000.0}}},
+                                                             {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}}}),
+               DType::F32, {{{"layer_types", {"sliding_attention", "sliding_attention", "sliding_attention", "full_attention"}}}}});
+  // Gemma 3 4B+ as transformers 5 saves it: Gemma3ForConditionalGeneration, a text_config that
+  // leaves most keys to Gemma3TextConfig's defaults (pattern 6, local base 10000, query scalar
+  // 256, tied), text tensors under model.language_model.
+  {
+    json text = {{"model_type", "gemma3_text"}, {"vocab_size", 288}, {"hidden_size", 48}, {"intermediate_size", 80},
+                 {"num_hidden_layers", 7}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+                 {"sliding_window", kWindow}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}};
+    json mm = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"}, {"text_config", text}};
+    Case g;
+    g.name = "gemma3_multimodal";
+    g.config = mm;
+    g.dtype = DType::BF16;
+    g.must_matter = {{{"text_config", {{"sliding_window_pattern", 2}}}}, {{"text_config", {{"query_pre_attn_scalar", 16}}}}};
+    g.multimodal_names = true;
+    c.push_back(g);
+  }
+  // Phi-3: fused qkv_proj and gate_up_proj, every layer windowed, half the head rotated.
+  json phi3 = merged(base("Phi3ForCausalLM", 2), {{"sliding_window", kWindow}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}});
+  phi3.erase("head_dim");
+  c.push_back({"phi3", phi3, DType::F32, {{{"partial_rotary_factor", 1.0}}, {{"sliding_window", nullptr}}}});
+  // Phi-3.5 style longrope (the short factors: positions within the original context), the
+  // attention factor from max_position_embeddings / original_max_position_embeddings.
+  json longrope = merged(base("Phi3ForCausalLM", 2), {{"rope_theta", 10000.0}, {"original_max_position_embeddings", 64},
+                                                      {"rope_scaling", {{"type", "longrope"},
+                                                                        {"short_factor", {1.0, 1.3, 1.9, 2.6, 3.5, 4.4, 6.0, 8.0}},
+                                                                        {"long_factor", std::vector<double>(8, 4.0)}}}});
+  longrope.erase("head_dim");
+  longrope["hidden_size"] = 64;
+  c.push_back({"phi3_longrope", longrope, DType::F32, {{{"rope_scaling", nullptr}}}});
+  // SmolLM3: NoPE layers, windows from max_window_layers on, tied by default, biases.
+  json smol = merged(base("SmolLM3ForCausalLM", 4),
+                     {{"no_rope_layers", {1, 1, 0, 1}}, {"use_sliding_window", true}, {"sliding_window", kWindow},
+                      {"max_window_layers", 2}, {"rope_theta", 2000000.0}, {"attention_bias", true}, {"mlp_bias", true}});
+  smol.erase("tie_word_embeddings");
+  c.push_back({"smollm3", smol, DType::F32, {{{"no_rope_layers", {1, 1, 1, 1}}}, {{"use_sliding_window", false}}}});
+  // SmolLM3, v5 rope_parameters, every 4th layer NoPE by no_rope_layer_interval, tied embedding
+  // stored only as lm_head.weight (replaced below).
+  json smol5 = merged(base("SmolLM3ForCausalLM", 4), {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 50000.0}}},
+                                                     {"no_rope_layer_interval", 2}, {"tie_word_embeddings", true}});
+  c.push_back({"smollm3_v5", smol5, DType::BF16, {{{"no_rope_layer_interval", 4}}}, /*embedding_as_lm_head=*/true});
+  // Llama 4 dense: chunked RoPE layers, a NoPE layer every 4th with the attention temperature
+  // (floor_scale small so it varies here), weightless q/k norm, interleaved RoPE rows, llama3 scaling.
+  c.push_back({"llama4", merged(base("Llama4ForCausalLM", 4),
+                                {{"intermediate_size_mlp", 80}, {"intermediate_size", 112}, {"attention_chunk_size", kWindow + 1},
+                                 {"num_local_experts", 1}, {"moe_layers", json::array()}, {"use_qk_norm", true},
+                                 {"attn_temperature_tuning", true}, {"floor_scale", 4}, {"attn_scale", 0.1}, {"rope_theta", 500000.0},
+                                 {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 16.0}, {"low_freq_factor", 1.0},
+                                                   {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 32}}}}),
+               DType::F32,
+               {{{"floor_scale", 8192}}, {{"use_qk_norm", false}}, {{"attention_chunk_size", 64}}, {{"rope_scaling", nullptr}}}});
+  // Llama 4 dense, v5 rope_parameters, an explicit no_rope_layers list, attention_bias.
+  c.push_back({"llama4_v5", merged(base("Llama4ForCausalLM", 4),
+                                   {{"intermediate_size_mlp", 80}, {"attention_chunk_size", kWindow + 1}, {"moe_layers", json::array()},
+                                    {"no_rope_layers", {1, 0, 1, 1}}, {"floor_scale", 3}, {"attention_bias", true},
+                                    {"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                                                         {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                                         {"original_max_position_embeddings", 32}}}}),
+               DType::F32, {{{"no_rope_layers", {1, 1, 1, 0}}}, {{"attn_temperature_tuning", false}}}});
+  return c;
+}
+
+TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
+  std::string tried;
+  const std::string python = python_with_numpy(&tried);
+  ASSERT_FALSE(python.empty()) << "no python3 with numpy (tried " << tried
+                               << "): the family oracle needs Debian's python3-numpy; run `make deps`";
+  TempDir d;
+  std::set<std::string> families, gguf_families;
+  uint64_t seed = 100;
+  for (const Case& k : cases()) {
+    SCOPED_TRACE(k.name);
+    const std::string dir = make_model(d, k.name, k.config, k.dtype, ++seed, k.embedding_as_lm_head, k.multimodal_names);
+    ExportOptions o = base_options(dir, "");
+    o.samples = 0;
+    o.max_seq_length = 32;
+    o.progress = false;
+    if (k.dtype != DType::F32) o.quantize = "f32";  // ptn computes in f32: the stored values, exactly
+    std::ostringstream log;
+    auto p = export_in_memory(o, log);
+    families.insert(p->meta().spec.family);
+    const Rows want = oracle_logits(python, dir, p->meta().spec.vocab_size);
+    const Rows opt = ptn_logits(p, ExecMode::Optimized, "paged");
+    const Rows ref = ptn_logits(p, ExecMode::Reference, "reference");
+    ASSERT_EQ(opt.size(), want.size());
+    const double e_opt = nmse(opt, want), e_ref = nmse(ref, want);
+    EXPECT_LT(e_opt, 1e-10) << "optimized executor against the oracle";
+    EXPECT_LT(e_ref, 1e-10) << "reference executor against the oracle";
+    double least_change = 0;
+    for (const json& patch : k.must_matter) {
+      json changed = k.config;
+      changed.merge_patch(patch);
+      const std::string cdir = write_config(d, k.name + "_changed", changed);
+      fs::copy_file(dir + "/model.safetensors", cdir + "/model.safetensors", fs::copy_options::overwrite_existing);
+      o.model = cdir;
+      const double e = nmse(ptn_logits(export_in_memory(o, log), ExecMode::Reference, "reference"), want);
+      EXPECT_GT(e, 1e-9) << patch.dump() << " does not change the logits: the case does not exercise it";
+      least_change = least_change == 0 ? e : std::min(least_change, e);
+    }
+    std::printf("[ oracle   ] %-17s NMSE optimized+paged %.1e, reference %.1e; smallest feature change %.1e\n",
+                k.name.c_str(), e_opt, e_ref, least_change);
+
+    // The same weights through ptn's GGUF writer and GGUF import, where the family has a GGUF
+    // architecture that can express the config; a refusal must name what is missing.
+    const std::string gguf = dir + "/model.gguf";
+    std::string refused;
+    try {
+      const TokenizerSpec tok = placeholder_tokenizer(p->meta().spec.vocab_size);
+      GgufModelOptions go;
+      go.tokenizer = &tok;
+      write_model_gguf(*open_weights(dir), gguf, go);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) {
+      std::printf("[ oracle   ] %-17s GGUF: refused: %s\n", k.name.c_str(), refused.c_str());
+      continue;
+    }
+    ExportOptions og = o;
+    og.model = gguf;
+    const double e_gguf = nmse(ptn_logits(export_in_memory(og, log), ExecMode::Optimized, "paged"), want);
+    gguf_families.insert(p->meta().spec.family);
+    std::printf("[ oracle   ] %-17s GGUF: NMSE optimized+paged %.1e\n", k.name.c_str(), e_gguf);
+    EXPECT_LT(e_gguf, 1e-10) << "exported through ptn's GGUF writer and importer";
+  }
+  // Every family ptn builds has a case here.
+  for (const FamilyInfo& f : all_families()) {
+    if (f.block != Block::Unsupported) {
+      EXPECT_TRUE(families.count(f.name)) << f.name << " has no oracle case";
+    }
+    if (*f.gguf_arch) {
+      EXPECT_TRUE(gguf_families.count(f.name)) << f.name << " has no oracle case that goes through GGUF";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ptn::testing

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""An independent forward pass of the decoder families ptn builds, in float64 with NumPy.
+
+Written for ptn's tests from the math of Hugging Face transformers' modeling classes (nothing of
+ptn's is used, and no code of transformers is copied):
+  LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
+  linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+  Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
+  Phi3ForCausalLM, SmolLM3ForCausalLM and the dense
+  layers of Llama4ForCausalLM; the masks of transformers' masking_utils (causal, sliding window
+  `kv > q - W`, chunked `kv // C == q // C`); each family's config-class defaults for the keys
+  read here, and both config forms (v4 rope_theta + rope_scaling, v5 rope_parameters, flat or
+  keyed by layer type).
+
+Usage: hf_forward.py MODEL_DIR TOKEN_IDS OUT
+  MODEL_DIR  a directory with config.json and model.safetensors (F32, BF16 or F16 tensors)
+  TOKEN_IDS  comma-separated token ids, run as one sequence from position 0
+  OUT        written as float64 little-endian logits, [len(TOKEN_IDS), vocab] row-major
+"""
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+
+
+# ---- safetensors: u64 header length, JSON header, raw little-endian data --------------------
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        raw = blob[base + start:base + end]
+        dtype, shape = info["dtype"], info["shape"]
+        if dtype == "F32":
+            a = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif dtype == "F16":
+            a = np.frombuffer(raw, dtype="<f2").astype(np.float64)
+        elif dtype == "BF16":
+            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        else:
+            raise SystemExit(f"{path}: tensor {name}: dtype {dtype} not handled by the oracle")
+        out[name] = a.reshape(shape)
+    return out
+
+
+# ---- configuration: each family's config-class defaults ------------------------------------
+
+COMMON = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu", "attention_bias": False,
+          "mlp_bias": False, "tie_word_embeddings": False, "sliding_window": None, "partial_rotary_factor": 1.0}
+FAMILY_DEFAULTS = {
+    "llama": {},
+    "mistral": {"sliding_window": 4096},
+    "qwen2": {"sliding_window": 4096, "max_window_layers": 28, "use_sliding_window": False},
+    "qwen3": {"sliding_window": 4096, "max_window_layers": 28, "use_sliding_window": False},
+    "smollm3": {"sliding_window": None, "max_window_layers": 28, "use_sliding_window": False,
+                "no_rope_layer_interval": 4, "tie_word_embeddings": True},
+    "gemma2": {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "tie_word_embeddings": True},
+    "gemma3": {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
+               "final_logit_softcapping": None, "attn_logit_softcapping": None, "tie_word_embeddings": True},
+    "phi3": {"rms_norm_eps": 1e-5, "sliding_window": None},
+    "llama4": {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192, "use_qk_norm": True,
+               "attn_temperature_tuning": True, "floor_scale": 8192, "attn_scale": 0.1,
+               "no_rope_layer_interval": 4},
+}
+ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+         "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
+         "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
+         "Llama4ForCausalLM": "llama4"}
+
+
+class Config:
+    def __init__(self, root):
+        self.family = ARCHS[root["architectures"][0]]
+        self.raw = dict(root.get("text_config", root))
+        if "tie_word_embeddings" not in self.raw and "tie_word_embeddings" in root:
+            self.raw["tie_word_embeddings"] = root["tie_word_embeddings"]
+        self.defaults = dict(COMMON, **FAMILY_DEFAULTS[self.family])
+
+    def get(self, key, default=None):
+        if key in self.raw:
+            return self.raw[key]  # an explicit null stays None
+        return self.defaults.get(key, default)
+
+
+# ---- RoPE: inverse frequencies and the cos/sin scale of each rope type ----------------------
+
+def inv_freq_and_scale(params, dim, cfg):
+    """params: {"rope_type", "rope_theta", ...}; dim: rotated dimensions per head."""
+    base = float(params["rope_theta"])
+    kind = params.get("rope_type", params.get("type", "default"))
+    exps = np.arange(0, dim, 2, dtype=np.float64) / dim
+    inv = 1.0 / base ** exps
+    max_pos = cfg.get("max_position_embeddings")
+    orig = params.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings", max_pos))
+    if kind == "default":
+        return inv, 1.0
+    factor = float(params.get("factor", 1.0))
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "llama3":
+        lo, hi = float(params.get("low_freq_factor", 1.0)), float(params.get("high_freq_factor", 4.0))
+        wavelen = 2 * math.pi / inv
+        out = np.where(wavelen > orig / lo, inv / factor, inv)
+        if hi != lo:
+            smooth = (orig / wavelen - lo) / (hi - lo)
+            mid = (wavelen >= orig / hi) & (wavelen <= orig / lo)
+            out = np.where(mid, (1 - smooth) * out / factor + smooth * out, out)
+        return out, 1.0
+    if kind == "yarn":
+        # With original_max_position_embeddings in the rope parameters, the transformers versions
+        # read for this scale by max_position_embeddings / original_max_position_embeddings instead
+        # of `factor` (transformers issue 38224 reports a change since): the oracle takes only
+        # configs where the two agree.
+        if "original_max_position_embeddings" in params and max_pos / params["original_max_position_embeddings"] != factor:
+            raise SystemExit("yarn: factor differs from max_position_embeddings / original_max_position_embeddings; "
+                             "transformers versions disagree on which applies")
+        def mscale(s, m=1.0):
+            return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+        ms, ms_all = params.get("mscale"), params.get("mscale_all_dim")
+        attn = params.get("attention_factor")
+        if attn is None:
+            attn = mscale(factor, ms) / mscale(factor, ms_all) if ms and ms_all else mscale(factor)
+        beta_fast, beta_slow = float(params.get("beta_fast") or 32), float(params.get("beta_slow") or 1)
+
+        def corr_dim(rotations):  # the dimension whose wavelength makes `rotations` turns in orig
+            return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+        low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+        if params.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        out = (inv / factor) * (1 - extrapolation) + inv * extrapolation
+        return out, float(attn)
+    if kind == "longrope":
+        # Positions within original_max_position_embeddings only: the short factors.
+        ext = np.asarray(params["short_factor"], dtype=np.float64)
+        if "original_max_position_embeddings" in cfg.raw:
+            factor = max_pos / cfg.raw["original_max_position_embeddings"]
+        attn = params.get("attention_factor")
+        if attn is None:
+            attn = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        return 1.0 / (ext * base ** exps), float(attn)
+    raise SystemExit(f"rope type {kind} not handled by the oracle")
+
+
+def rope_params_by_layer_type(cfg):
+    """{layer type: rope params} from rope_parameters (v5) or rope_theta / rope_scaling (v4)."""
+    kinds = ("full_attention", "sliding_attention", "chunked_attention")
+    p = cfg.get("rope_parameters")
+    if p and all(k in kinds for k in p):
+        out = {}
+        for k, v in p.items():
+            out[k] = v if v is not None else {"rope_type": "default", "rope_theta": (
+                cfg.get("rope_local_base_freq") if k == "sliding_attention" else cfg.get("rope_theta"))}
+        return out
+    if p:
+        return {k: p for k in kinds}
+    full = dict(cfg.get("rope_scaling") or {"rope_type": "default"})
+    full["rope_theta"] = cfg.get("rope_theta")
+    out = {k: full for k in kinds}
+    if cfg.family == "gemma3":  # local layers: their own base, never scaled
+        out["sliding_attention"] = {"rope_type": "default", "rope_theta": cfg.get("rope_local_base_freq")}
+    return out
+
+
+# ---- layers: attention type and RoPE use ----------------------------------------------------
+
+def layer_plan(cfg, n):
+    fam = cfg.family
+    use_rope = [True] * n
+    if fam in ("smollm3", "llama4"):
+        nrl = cfg.get("no_rope_layers")
+        if nrl:
+            use_rope = [bool(x) for x in nrl]
+        else:
+            k = cfg.get("no_rope_layer_interval")
+            use_rope = [(i + 1) % k != 0 for i in range(n)]
+    types = cfg.get("layer_types")
+    if not types:
+        window = cfg.get("sliding_window")
+        if fam in ("qwen2", "qwen3", "smollm3"):
+            w = window if cfg.get("use_sliding_window") else None
+            types = ["sliding_attention" if w is not None and i >= cfg.get("max_window_layers") else "full_attention"
+                     for i in range(n)]
+        elif fam in ("mistral", "phi3"):
+            types = ["sliding_attention" if window is not None else "full_attention"] * n
+        elif fam == "gemma2":
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+        elif fam == "gemma3":
+            pat = cfg.get("sliding_window_pattern")
+            types = ["sliding_attention" if (i + 1) % pat else "full_attention" for i in range(n)]
+        elif fam == "llama4":
+            types = ["chunked_attention" if r else "full_attention" for r in use_rope]
+        else:
+            types = ["full_attention"] * n
+    return types, use_rope
+
+
+def mask(kind, T, cfg):
+    q = np.arange(T)[:, None]
+    k = np.arange(T)[None, :]
+    m = k <= q
+    if kind == "sliding_attention":
+        m &= k > q - cfg.get("sliding_window")
+    elif kind == "chunked_attention":
+        c = cfg.get("attention_chunk_size")
+        m &= (k // c) == (q // c)
+    return m
+
+
+# ---- the forward ----------------------------------------------------------------------------
+
+def rms(x, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def act(name, x):
+    if name in ("silu", "swish"):
+        return x / (1 + np.exp(-x))
+    if name in ("gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu_fast"):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    if name == "gelu":
+        erf = np.vectorize(math.erf)
+        return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+    raise SystemExit(f"activation {name} not handled by the oracle")
+
+
+def rotate_half_split(x, cos, sin, rot):
+    """x [T, H, D]: the first `rot` dims rotated in half-split pairs (i, i + rot/2)."""
+    xr, rest = x[..., :rot], x[..., rot:]
+    a, b = xr[..., :rot // 2], xr[..., rot // 2:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return np.concatenate([a * c - b * s, b * c + a * s, rest], axis=-1)
+
+
+def rotate_interleaved(x, cos, sin):
+    """Llama 4: pairs (2i, 2i+1) as complex numbers times e^(i theta)."""
+    a, b = x[..., 0::2], x[..., 1::2]
+    c, s = cos[:, None, :], sin[:, None, :]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = a * s + b * c
+    return out
+
+
+def forward(cfg, W, ids):
+    fam = cfg.family
+    g = cfg.get
+    H, L, Hq = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
+    Hkv = g("num_key_value_heads") or Hq
+    D = g("head_dim") or H // Hq
+    eps = g("rms_norm_eps")
+    gemma = fam in ("gemma2", "gemma3")
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+
+    def norm(x, w):
+        return rms(x, eps) * ((1.0 + w) if gemma else w)
+
+    def lin(x, name, bias=True):
+        y = x @ W[name + ".weight"].T
+        if bias and name + ".bias" in W:
+            y = y + W[name + ".bias"]
+        return y
+
+    types, use_rope = layer_plan(cfg, L)
+    rope_by_type = rope_params_by_layer_type(cfg)
+    rot = int(D * (g("partial_rotary_factor") or 1.0))
+    act_name = g("hidden_activation") if gemma else g("hidden_act")
+    scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
+    cap = g("attn_logit_softcapping") if gemma else None
+
+    x = W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
+    if gemma:
+        x = x * math.sqrt(H)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = norm(x, W[p + "input_layernorm.weight"])
+        if fam == "phi3":
+            qkv = lin(h, p + "self_attn.qkv_proj")
+            q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
+        else:
+            q, k, v = (lin(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
+        q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)
+        if fam in ("qwen3", "gemma3"):
+            q = norm(q, W[p + "self_attn.q_norm.weight"])
+            k = norm(k, W[p + "self_attn.k_norm.weight"])
+        if use_rope[l]:
+            inv, mult = inv_freq_and_scale(rope_by_type[types[l]], rot, cfg)
+            ang = pos[:, None] * inv[None, :]
+            cos, sin = np.cos(ang) * mult, np.sin(ang) * mult
+            if fam == "llama4":
+                q, k = rotate_interleaved(q, cos, sin), rotate_interleaved(k, cos, sin)
+                if g("use_qk_norm"):  # Llama4TextL2Norm: no weight, on RoPE layers only
+                    q, k = rms(q, eps), rms(k, eps)
+            else:
+                q, k = rotate_half_split(q, cos, sin, rot), rotate_half_split(k, cos, sin, rot)
+        elif fam == "llama4" and g("attn_temperature_tuning"):
+            temp = np.log1p(np.floor((pos + 1) / g("floor_scale"))) * g("attn_scale") + 1
+            q = q * temp[:, None, None]
+        m = mask(types[l], T, cfg)
+        out = np.empty((T, Hq, D))
+        for hq in range(Hq):
+            kv = hq // (Hq // Hkv)
+            s = (q[:, hq, :] @ k[:, kv, :].T) * scale
+            if cap:
+                s = np.tanh(s / cap) * cap
+            s = np.where(m, s, -np.inf)
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s = s / s.sum(axis=-1, keepdims=True)
+            out[:, hq, :] = s @ v[:, kv, :]
+        a = lin(out.reshape(T, Hq * D), p + "self_attn.o_proj")
+        if gemma:
+            a = norm(a, W[p + "post_attention_layernorm.weight"])
+            f_in = norm(x + a, W[p + "pre_feedforward_layernorm.weight"])
+        else:
+            f_in = norm(x + a, W[p + "post_attention_layernorm.weight"])
+        x = x + a
+        mlp = p + ("feed_forward." if fam == "llama4" else "mlp.")
+        if fam == "phi3":
+            gu = lin(f_in, mlp + "gate_up_proj")
+            half = gu.shape[1] // 2
+            gate, up = gu[:, :half], gu[:, half:]
+        else:
+            gate, up = lin(f_in, mlp + "gate_proj"), lin(f_in, mlp + "up_proj")
+        f = lin(act(act_name, gate) * up, mlp + "down_proj")
+        if gemma:
+            f = norm(f, W[p + "post_feedforward_layernorm.weight"])
+        x = x + f
+    x = norm(x, W["model.norm.weight"])
+    tied = g("tie_word_embeddings")
+    # A tied embedding may be stored only under its alias lm_head.weight.
+    head = W.get("model.embed_tokens.weight" if tied else "lm_head.weight", W.get("lm_head.weight"))
+    logits = x @ head.T
+    final_cap = g("final_logit_softcapping") if gemma else None
+    if final_cap:
+        logits = np.tanh(logits / final_cap) * final_cap
+    return logits
+
+
+def main(argv):
+    if len(argv) != 4:
+        raise SystemExit(__doc__)
+    model_dir, ids, out = argv[1], [int(t) for t in argv[2].split(",")], argv[3]
+    with open(model_dir + "/config.json") as f:
+        cfg = Config(json.load(f))
+    W = {}
+    for name, a in read_safetensors(model_dir + "/model.safetensors").items():
+        # Multimodal classes keep the text model under model.language_model. (transformers 5) or
+        # language_model.model. (4.x); vision tensors are not read.
+        for old, new in (("model.language_model.", "model."), ("language_model.model.", "model."),
+                         ("language_model.lm_head.", "lm_head.")):
+            if name.startswith(old):
+                name = new + name[len(old):]
+        W[name] = a
+    with np.errstate(over="ignore"):
+        logits = forward(cfg, W, ids)
+    np.ascontiguousarray(logits, dtype="<f8").tofile(out)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
