@@ -2,6 +2,8 @@
 // primitives written once, every keyword checked against what its type supports.
 #include "grammar/json_schema.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -73,6 +75,59 @@ bool has_type(const json& v, const std::set<std::string>& types) {
   if (v.is_object()) return types.count("object");
   if (v.is_number_integer() || v.is_number_unsigned()) return types.count("integer") || types.count("number");
   return types.count("number") > 0;
+}
+
+// --- integer ranges ------------------------------------------------------------------------
+
+// GBNF alternatives for the digit strings of one length from lo to hi (equal lengths, lo <= hi;
+// leading zeros are part of the strings).
+std::string fixed_width_range(const std::string& lo, const std::string& hi) {
+  if (lo.empty()) return "\"\"";
+  if (lo == hi) return literal(lo);
+  const size_t rest = lo.size() - 1;
+  if (lo[0] == hi[0]) return literal(lo.substr(0, 1)) + " ( " + fixed_width_range(lo.substr(1), hi.substr(1)) + " )";
+  const std::string any = rest ? " [0-9]{" + std::to_string(rest) + "}" : "";
+  std::vector<std::string> alts;
+  // lo's first digit with the rest at least lo's rest; hi's first digit with the rest at most
+  // hi's; every digit between them with any rest. A rest of all 0s (or all 9s) joins the middle.
+  char mid_lo = lo[0], mid_hi = hi[0];
+  if (lo.substr(1) != std::string(rest, '0')) {
+    alts.push_back(literal(lo.substr(0, 1)) + " ( " + fixed_width_range(lo.substr(1), std::string(rest, '9')) + " )");
+    ++mid_lo;
+  }
+  const bool hi_full = hi.substr(1) == std::string(rest, '9');
+  if (!hi_full) --mid_hi;
+  if (mid_lo <= mid_hi)
+    alts.push_back((mid_lo == mid_hi ? literal(std::string(1, mid_lo)) : "[" + std::string(1, mid_lo) + "-" + std::string(1, mid_hi) + "]") + any);
+  if (!hi_full)
+    alts.push_back(literal(hi.substr(0, 1)) + " ( " + fixed_width_range(std::string(rest, '0'), hi.substr(1)) + " )");
+  std::string out;
+  for (const auto& a : alts) out += (out.empty() ? "" : " | ") + a;
+  return out;
+}
+
+// The decimal numbers (no leading zero) from a to b, a <= b.
+std::string unsigned_range(uint64_t a, uint64_t b) {
+  const std::string sa = std::to_string(a), sb = std::to_string(b);
+  std::string out;
+  for (size_t len = sa.size(); len <= sb.size(); ++len) {
+    std::string lo = len == sa.size() ? sa : "1" + std::string(len - 1, '0');
+    std::string hi = len == sb.size() ? sb : std::string(len, '9');
+    out += (out.empty() ? "" : " | ") + std::string("( ") + fixed_width_range(lo, hi) + " )";
+  }
+  return out;
+}
+
+// JSON integers from lo to hi (lo <= hi).
+std::string integer_range(int64_t lo, int64_t hi) {
+  std::string out;
+  if (hi >= 0) out = unsigned_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi));
+  if (lo < 0) {
+    const uint64_t far = static_cast<uint64_t>(-(lo + 1)) + 1;  // |lo|, also for INT64_MIN
+    const uint64_t near = hi < 0 ? static_cast<uint64_t>(-(hi + 1)) + 1 : 1;
+    out += (out.empty() ? "" : " | ") + std::string("\"-\" ( ") + unsigned_range(near, far) + " )";
+  }
+  return out;
 }
 
 class Converter {
@@ -161,6 +216,8 @@ void Converter::check_keywords(const json& s, const std::string& path, const std
       {"object", {"properties", "required", "additionalProperties"}},
       {"array", {"items", "minItems", "maxItems"}},
       {"string", {"minLength", "maxLength", "format"}},
+      {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+      {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
   };
   for (const auto& [key, value] : s.items()) {
     if (common.count(key)) continue;
@@ -286,8 +343,33 @@ std::string Converter::visit_type(const std::string& type, const json& s, const 
   if (type == "object") return visit_object(s, path, depth);
   if (type == "array") return visit_array(s, path, depth);
   if (type == "string") return visit_string(s, path);
-  if (type == "number") return "json-number";
-  if (type == "integer") return "json-integer";
+  static const char* const kBounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  if (type == "number") {
+    for (const char* k : kBounds)
+      if (s.contains(k))
+        refuse(path + "/" + k, std::string("'") + k + "' on a number that may have a fraction is not supported "
+                                                     "(an \"integer\" takes bounds)");
+    return "json-number";
+  }
+  if (type == "integer") {
+    // Bounds: the default domain is json-integer's (at most 16 digits); a bound narrows it.
+    constexpr double kDomain = 9999999999999999.0;
+    double lo = -kDomain, hi = kDomain;
+    for (const char* k : kBounds) {
+      if (!s.contains(k)) continue;
+      const json& v = s[k];
+      if (!v.is_number()) refuse(path + "/" + k, std::string("'") + k + "' must be a number");
+      const double x = v.get<double>();
+      const std::string key = k;
+      if (key == "minimum") lo = std::max(lo, std::ceil(x));
+      if (key == "exclusiveMinimum") lo = std::max(lo, std::floor(x) + 1);
+      if (key == "maximum") hi = std::min(hi, std::floor(x));
+      if (key == "exclusiveMaximum") hi = std::min(hi, std::ceil(x) - 1);
+    }
+    if (lo == -kDomain && hi == kDomain) return "json-integer";
+    if (!(lo <= hi)) refuse(path, "no integer lies within its 'minimum' / 'maximum' bounds");
+    return new_rule(path + "/range", integer_range(static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+  }
   if (type == "boolean") return "json-boolean";
   return "json-null";
 }

@@ -5,10 +5,11 @@
 //   type: object (properties, required, additionalProperties false; or additionalProperties a
 //         schema and no properties: a map), array (items, minItems, maxItems <= 1000),
 //         string (minLength, maxLength <= 10000, format date / time / date-time / uuid),
-//         number, integer, boolean, null, and a list of types (["string", "null"]);
+//         number, integer (minimum, maximum, exclusiveMinimum, exclusiveMaximum: the grammar
+//         holds exactly the integers in range), boolean, null, and a list of types;
 //   enum, const, anyOf, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed),
 //   the annotations title, description, default, examples, $comment, $schema, $id, strict.
-// Everything else (pattern, minimum, maximum, oneOf, allOf, not, patternProperties, ...) is
+// Everything else (pattern, bounds on a non-integer number, oneOf, allOf, not, patternProperties, ...) is
 // refused with a ptn::Error (InvalidArgument) naming the keyword and its JSON pointer, never
 // ignored. Optional properties may be left out but keep the order of `properties`.
 //

@@ -30,7 +30,7 @@ bool valid_function_name(const std::string& n) {
 
 // Non-strict tools describe values the model should give; OpenAI enforces their bounds only in
 // strict mode. The grammar of a non-strict tool keeps the shape (properties, required, types,
-// enums) and leaves out the value bounds the conversion has no rule for. An object lists its
+// enums, integer bounds) and leaves out the value bounds the conversion has no rule for. An object lists its
 // arguments: without "additionalProperties" it holds only its properties (none when it has
 // none), as strict mode requires them to be written.
 void drop_value_bounds(ojson& s, int depth) {
@@ -44,8 +44,10 @@ void drop_value_bounds(ojson& s, int depth) {
                                                "multipleOf", "pattern", "minProperties", "maxProperties",
                                                "uniqueItems"};
   static const std::set<std::string> formats = {"date", "time", "date-time", "uuid"};
+  static const std::set<std::string> integer_bounds = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  const bool integer = s.contains("type") && s["type"] == "integer";  // the grammar enforces its bounds
   for (auto it = s.begin(); it != s.end();) {
-    if (bounds.count(it.key()) ||
+    if ((bounds.count(it.key()) && !(integer && integer_bounds.count(it.key()))) ||
         (it.key() == "format" && (!it.value().is_string() || !formats.count(it.value().get<std::string>()))))
       it = s.erase(it);
     else

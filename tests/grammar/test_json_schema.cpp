@@ -88,11 +88,47 @@ TEST(JsonSchema, JsonObjectGrammar) {
   for (const char* s : {"[]", "1", "\"x\"", "{\"a\":}", "{'a':1}"}) EXPECT_FALSE(matches(g, s)) << s;
 }
 
+// Integer bounds: the grammar holds exactly the integers in range, checked on every value near
+// each bound and around zero, for ranges on both sides of zero and across digit counts.
+TEST(JsonSchema, IntegerBoundsHoldExactlyTheRange) {
+  const std::pair<int64_t, int64_t> ranges[] = {{0, 0},        {0, 9},          {1, 7},        {-5, 5},
+                                                {10, 99},      {15, 2345},      {-1234, -17},  {-100, 1000},
+                                                {99, 101},     {1000, 1000},    {-9, -9},      {7, 123456789},
+                                                {-9007199254740991, 9007199254740991}};
+  for (const auto& [lo, hi] : ranges) {
+    SCOPED_TRACE(std::to_string(lo) + ".." + std::to_string(hi));
+    json schema = {{"type", "integer"}, {"minimum", lo}, {"maximum", hi}};
+    const auto g = ptn::grammar::json_schema_grammar(schema);
+    std::vector<int64_t> probe;
+    for (int64_t b : {lo, hi, int64_t{0}, int64_t{10}, int64_t{-10}, int64_t{100}, int64_t{99}, int64_t{1000}})
+      for (int64_t d = -3; d <= 3; ++d) probe.push_back(b + d);
+    for (int64_t v : probe) EXPECT_EQ(matches(g, std::to_string(v)), v >= lo && v <= hi) << v;
+    EXPECT_FALSE(matches(g, "0" + std::to_string(std::max<int64_t>(lo, 1))));  // no leading zero
+    EXPECT_FALSE(matches(g, "-0"));
+  }
+  // Exclusive bounds and bounds written as fractions round inwards; one bound alone keeps the
+  // other side of the default domain.
+  const auto g = ptn::grammar::json_schema_grammar(json{{"type", "integer"}, {"exclusiveMinimum", 2.5}, {"exclusiveMaximum", 6}});
+  for (int v = 0; v < 8; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 3 && v <= 5) << v;
+  const auto pos = ptn::grammar::json_schema_grammar(json{{"type", "integer"}, {"minimum", 1}});
+  EXPECT_TRUE(matches(pos, "1"));
+  EXPECT_TRUE(matches(pos, "9999999999999999"));
+  EXPECT_FALSE(matches(pos, "0"));
+  EXPECT_FALSE(matches(pos, "-1"));
+  // In a list of types the bounds apply to the integer.
+  const auto n = ptn::grammar::json_schema_grammar(json{{"type", {"integer", "null"}}, {"minimum", 0}, {"maximum", 3}});
+  EXPECT_TRUE(matches(n, "null"));
+  EXPECT_TRUE(matches(n, "3"));
+  EXPECT_FALSE(matches(n, "4"));
+}
+
 TEST(JsonSchema, RefusesWhatItDoesNotEnforceByName) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}})", "#/properties/a/pattern: keyword 'pattern'"},
-      {R"({"type":"integer","minimum":0})", "#/minimum: keyword 'minimum'"},
-      {R"({"type":"number","exclusiveMaximum":1})", "keyword 'exclusiveMaximum'"},
+      {R"({"type":"number","minimum":0})", "#/minimum: 'minimum' on a number that may have a fraction"},
+      {R"({"type":"number","exclusiveMaximum":1})", "'exclusiveMaximum' on a number"},
+      {R"({"type":"integer","minimum":5,"maximum":4})", "no integer lies within"},
+      {R"({"type":"integer","multipleOf":2})", "keyword 'multipleOf'"},
       {R"({"oneOf":[{"type":"string"}]})", "#/oneOf: keyword 'oneOf'"},
       {R"({"allOf":[{"type":"string"}]})", "keyword 'allOf'"},
       {R"({"type":"object","properties":{"a":{}},"additionalProperties":true})", "#/additionalProperties"},
