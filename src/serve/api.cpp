@@ -389,7 +389,16 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
   if (!m) throw bad("messages", "is required");
   if (!m->is_array() || m->empty()) throw bad("messages", "must be a non-empty array");
   // Tool definitions and calls keep their key order (the ordered body) when the server has it.
-  const nlohmann::ordered_json ordered_body = ordered ? *ordered : nlohmann::ordered_json::parse(body.dump());
+  // Parsed again in key order only when the caller did not and the body has what needs it.
+  std::unique_ptr<nlohmann::ordered_json> reparsed;
+  if (!ordered) {
+    bool needs_order = body.contains("tools") || body.contains("chat_template_kwargs");
+    for (const auto& msg : *m) needs_order = needs_order || (msg.is_object() && msg.contains("tool_calls"));
+    reparsed = std::make_unique<nlohmann::ordered_json>(needs_order ? nlohmann::ordered_json::parse(body.dump())
+                                                                    : nlohmann::ordered_json::object());
+    ordered = reparsed.get();
+  }
+  const nlohmann::ordered_json& ordered_body = *ordered;
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
