@@ -34,22 +34,49 @@ std::unique_ptr<ptn::Tokenizer> open_tokenizer(const std::string& path) {
 }
 
 struct TokenizeOptions {
-  std::string model, text;
+  std::string model, text, file;
   bool no_add_special = false;
+  const CLI::Option* text_option = nullptr;
 };
+
+bool text_given(const TokenizeOptions& o) { return o.text_option && o.text_option->count() > 0; }
+
+constexpr size_t kMaxTokenizeInput = 64u << 20;
+
+// A file's bytes, or standard input's for "-" (at most 64 MiB).
+std::string read_input(const std::string& path) {
+  if (path != "-") return ptn::read_text_file(path, kMaxTokenizeInput);
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    out.append(buf, n);
+    if (out.size() > kMaxTokenizeInput)
+      ptn::fail(ptn::ErrorKind::InvalidArgument, "--file -", "standard input is larger than 64 MiB");
+  }
+  return out;
+}
 
 std::function<int()> setup_tokenize(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
   cmd->add_option(ptn::cli::opt("model", "m"), opts->model, "GGUF file, tokenizer.json, model directory or .ptn program")
       ->required();
-  cmd->add_option(ptn::cli::opt("text", "t"), opts->text, "The text to tokenize")->required();
+  auto* text_opt = cmd->add_option(ptn::cli::opt("text", "t"), opts->text, "The text to tokenize");
+  auto* file_opt = cmd->add_option(ptn::cli::opt("file", "f"), opts->file,
+                                   "Tokenize the bytes of this file instead ('-': standard input; any bytes, NUL included)");
+  opts->text_option = text_opt;
+  text_opt->excludes(file_opt);
+  file_opt->excludes(text_opt);
   cmd->add_flag(ptn::cli::opt("no-add-special"), opts->no_add_special,
                 "Do not add the BOS/EOS tokens the model adds (special tokens in the text still count)");
   return [opts] {
     try {
+      if (opts->file.empty() && !text_given(*opts))
+        ptn::fail(ptn::ErrorKind::InvalidArgument, "--text", "give --text TEXT or --file FILE ('-' for standard input)");
+      const std::string text = opts->file.empty() ? opts->text : read_input(opts->file);
       auto tok = open_tokenizer(opts->model);
-      const auto ids = tok->encode(opts->text, !opts->no_add_special, true);
+      const auto ids = tok->encode(text, !opts->no_add_special, true);
       std::string out = "[";
       for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
       std::printf("%s]\n", out.c_str());

@@ -2,6 +2,8 @@
 // tokenize / detokenize / chat-template / inspect on .ptn programs, perplexity, and chat driven
 // through a pipe.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -85,6 +87,27 @@ TEST_F(TextCli, TokenizeDetokenizePtn) {
   r = run_in("tokenize --model '" + (dir_ / "broken.ptn").string() + "' --text hi");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("broken.ptn"), std::string::npos) << r.err;
+}
+
+// --file takes what argv cannot carry: a NUL byte is a byte of the text, from a file or stdin.
+TEST_F(TextCli, TokenizeReadsAFileOrStandardInput) {
+  const std::string text("Once\0upon", 9);
+  spit(dir_ / "nul.txt", text);
+  RunResult f = run_in("tokenize --model " + ptn_path() + " --file '" + (dir_ / "nul.txt").string() + "'");
+  ASSERT_EQ(f.code, 0) << f.err;
+  RunResult in = run_in("tokenize --model " + ptn_path() + " --file -", text);
+  ASSERT_EQ(in.code, 0) << in.err;
+  EXPECT_EQ(in.out, f.out);
+  // The NUL is a token of its own between the two words' tokens.
+  RunResult once = run_in("tokenize --model " + ptn_path() + " --text Once");
+  EXPECT_EQ(f.out.rfind(once.out.substr(0, once.out.size() - 2), 0), 0u) << f.out;  // "[1, 403" ...
+  EXPECT_NE(f.out, once.out);
+  EXPECT_GT(std::count(f.out.begin(), f.out.end(), ','), std::count(once.out.begin(), once.out.end(), ',') + 1);
+  RunResult none = run_in("tokenize --model " + ptn_path());
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("--file"), std::string::npos) << none.err;
+  RunResult both = run_in("tokenize --model " + ptn_path() + " --text a --file -");
+  EXPECT_NE(both.code, 0);
 }
 
 TEST_F(TextCli, ChatTemplateAndInspectPtn) {
