@@ -104,6 +104,8 @@ class Generator {
 
   bool done() const { return finish_ != Finish::None; }
   Finish finish() const { return finish_; }
+  // Finish::StopString: the stop string that ended the generation.
+  const std::string& stop_string() const { return stops_.matched(); }
   // Every token drawn, the one that ended the generation included.
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const GenerationParams& params() const { return params_; }

@@ -29,7 +29,11 @@ std::string StopStrings::push(const std::string& piece, bool* hit) {
   pending_ += piece;
   if (stops_.empty()) return std::exchange(pending_, std::string());
   size_t cut = std::string::npos;
-  for (const auto& st : stops_) cut = std::min(cut, pending_.find(st));
+  for (const auto& st : stops_)
+    if (const size_t at = pending_.find(st); at < cut) {
+      cut = at;
+      matched_ = st;
+    }
   if (cut != std::string::npos) {
     hit_ = *hit = true;
     std::string out = pending_.substr(0, cut);

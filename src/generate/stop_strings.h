@@ -22,12 +22,15 @@ class StopStrings {
   // The text held back, for a stream that ended without a stop string.
   std::string finish();
   bool empty() const { return stops_.empty(); }
+  // The stop string that ended the text ("" before one has appeared).
+  const std::string& matched() const { return matched_; }
 
  private:
   size_t held_tail() const;  // bytes at the end of pending_ that begin some stop string
 
   std::vector<std::string> stops_;
   std::string pending_;
+  std::string matched_;
   bool hit_ = false;
 };
 

@@ -568,6 +568,13 @@ json ResponseBuilder::usage(const Event& d) const {
               {"prompt_tokens_details", {{"cached_tokens", d.cached_tokens}}}};
 }
 
+json ResponseBuilder::timings(const Event& d) {
+  return json{{"prompt_n", d.prompt_tokens - d.cached_tokens},
+              {"prompt_ms", d.prompt_seconds * 1e3},
+              {"predicted_n", d.completion_tokens},
+              {"predicted_ms", d.generate_seconds * 1e3}};
+}
+
 json ResponseBuilder::chunk(const Event& e) {
   if (processed()) {
     // Reasoning and content stream as far as they are known (a tag that may still be forming, or
@@ -638,6 +645,7 @@ std::vector<json> ResponseBuilder::final_chunks(const Event& d) {
   }
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", finish_reason(d, processed() ? &p.out : nullptr)}};
+  choice["stop_reason"] = d.stop_string.empty() ? json(nullptr) : json(d.stop_string);
   if (chat_)
     choice["delta"] = json::object();
   else
@@ -652,6 +660,7 @@ json ResponseBuilder::usage_chunk(const Event& d) const {
   json c = base(chat_ ? "chat.completion.chunk" : "text_completion");
   c["choices"] = json::array();
   c["usage"] = usage(d);
+  c["timings"] = timings(d);
   return c;
 }
 
@@ -673,6 +682,7 @@ void ResponseBuilder::add(const Event& e) {
 json ResponseBuilder::response(const Event& d) const {
   json r = base(chat_ ? "chat.completion" : "text_completion");
   json choice = {{"index", index_}, {"finish_reason", d.finish_reason}, {"logprobs", nullptr}};
+  choice["stop_reason"] = d.stop_string.empty() ? json(nullptr) : json(d.stop_string);  // as vLLM
   if (processed()) {
     const Parsed p = parse_reply(/*trim=*/true);
     const ToolOutput& t = p.out;
@@ -698,6 +708,7 @@ json ResponseBuilder::response(const Event& d) const {
   }
   r["choices"] = json::array({choice});
   r["usage"] = usage(d);
+  r["timings"] = timings(d);
   if (seed_) r["seed"] = *seed_;
   return r;
 }

@@ -83,6 +83,9 @@ class ResponseBuilder {
   // the chunk with the finish_reason. The usage chunk, when asked, follows them.
   std::vector<nlohmann::json> final_chunks(const Event& done);
   nlohmann::json usage_chunk(const Event& done) const;
+  // llama-server's "timings" beside "usage": prompt_n (tokens computed, cached ones excluded),
+  // prompt_ms (arrival to the first token), predicted_n, predicted_ms (first token to the last).
+  static nlohmann::json timings(const Event& done);
   // The sampling seed, returned as "seed" in the response and the last streamed chunk.
   void set_seed(uint64_t seed) { seed_ = seed; }
   // The choice this builder makes (n > 1: one builder per choice).

@@ -37,7 +37,7 @@ struct Engine::Seq {
   std::unique_ptr<gen::Generator> gen;  // sampling, stop rules, text (made at first admission)
   std::unique_ptr<grammar::GrammarProcessor> constraint;  // the request's grammar, if any
   std::vector<TokenOut> pending;
-  Clock::time_point last_token;
+  Clock::time_point first_token, last_token;
   int index = 0;  // the choice this sequence generates
   int forks = 0;  // choices still to fork from it when its prompt is done
 };
@@ -364,9 +364,10 @@ void Engine::sample(Seq& s, const float* logits) {
   ++s.generated;
   metrics_->add_generated_tokens(1);
   const auto now = Clock::now();
-  if (s.generated == 1)
+  if (s.generated == 1) {
+    s.first_token = now;
     metrics_->observe_ttft(std::chrono::duration<double>(now - s.req.arrival).count());
-  else
+  } else
     metrics_->observe_itl(std::chrono::duration<double>(now - s.last_token).count());
   s.last_token = now;
 
@@ -397,9 +398,16 @@ void Engine::finish(Seq& s, const std::string& reason, const std::string& last_t
   d.kind = Event::Kind::Done;
   d.index = s.index;
   d.finish_reason = reason;
+  if (s.gen) d.stop_string = s.gen->stop_string();
   d.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
   d.completion_tokens = s.generated;
   d.cached_tokens = std::max<int64_t>(s.cached, 0);
+  if (s.generated > 0) {
+    d.prompt_seconds = std::chrono::duration<double>(s.first_token - s.req.arrival).count();
+    d.generate_seconds = std::chrono::duration<double>(s.last_token - s.first_token).count();
+  } else {
+    d.prompt_seconds = std::chrono::duration<double>(Clock::now() - s.req.arrival).count();
+  }
   s.ch->push(std::move(d));
   if (s.in_cache) cache_->clear(s.id);
   s.in_cache = false;

@@ -76,7 +76,10 @@ struct Event {
   std::vector<TokenOut> tokens; // Delta: the tokens generated since the last Delta
   // Done:
   std::string finish_reason;    // "stop" or "length"
+  std::string stop_string;      // the stop string that ended the text ("" if none did)
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  double prompt_seconds = 0;    // arrival -> first token (queueing and prompt processing)
+  double generate_seconds = 0;  // first token -> the last
   // Error:
   int status = 500;
   std::string error_type, message;

@@ -30,9 +30,10 @@ class Protocol {
   // Non-streaming: the reply body built from the chat.completion (or text_completion) object.
   virtual nlohmann::json reply(const nlohmann::json& completion) = 0;
 
-  // Streaming. The translated body asks for usage (stream_options.include_usage), so the chunks
-  // end with one whose "choices" is empty and which carries "usage". chunk() returns the bytes
-  // to send for one chunk (may be empty); end() the bytes after the last one.
+  // Streaming. The server asks for usage itself (whatever the translated body says), so the
+  // chunks end with one whose "choices" is empty and which carries "usage" and "timings".
+  // chunk() returns the bytes to send for one chunk (may be empty); end() the bytes after the
+  // last one (instead of OpenAI's "data: [DONE]").
   virtual std::string stream_content_type() const { return "text/event-stream"; }
   virtual std::string chunk(const nlohmann::json& chunk) = 0;
   virtual std::string end() = 0;
@@ -44,5 +45,16 @@ class Protocol {
   virtual nlohmann::json error(int status, const std::string& type, const std::string& message,
                                const std::string& param, const std::string& code) const = 0;
 };
+
+// The error shapes of the other APIs, also used for errors raised before a handler runs (401,
+// 404, 413, ...), chosen by the request's path.
+enum class ErrorShape { OpenAI, Anthropic, Ollama };
+ErrorShape error_shape_for_path(const std::string& path);  // /v1/messages...: Anthropic; /api/...: Ollama
+// {"type": "error", "error": {"type": <Anthropic's name for the status>, "message"}}
+nlohmann::json anthropic_error_body(int status, const std::string& message);
+// {"error": message}
+nlohmann::json ollama_error_body(const std::string& message);
+nlohmann::json error_body_for(ErrorShape shape, int status, const std::string& type, const std::string& message,
+                              const std::string& param, const std::string& code);
 
 }  // namespace ptn::serve

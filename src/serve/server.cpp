@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "serve/http_server.h"
+#include "serve/protocol.h"
 
 namespace ptn::serve {
 
@@ -55,6 +56,15 @@ void send_error(httplib::Response& res, int status, const std::string& type, con
   res.set_content(dump(error_body(message, type, param, code)), "application/json");
 }
 
+// An error raised before an endpoint's handler (authentication, routing, limits), in the shape
+// the client of that path understands.
+void send_routed_error(const httplib::Request& req, httplib::Response& res, int status, const std::string& type,
+                       const std::string& message, const std::string& code = "") {
+  res.status = status;
+  res.set_content(dump(error_body_for(error_shape_for_path(req.path), status, type, message, "", code)),
+                  "application/json");
+}
+
 std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics",        "/tokenize",            "/detokenize"};
@@ -69,7 +79,7 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 // raw bytes by HttpServer) is checked here, once read.
 bool body_too_large(const httplib::Request& req, httplib::Response& res, size_t max_bytes) {
   if (req.body.size() <= max_bytes) return false;
-  send_error(res, 413, "invalid_request_error", "the request body is too large");
+  send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
   return true;
 }
 
@@ -145,17 +155,20 @@ void Server::routes() {
         res.set_header("Access-Control-Max-Age", "600");
         res.status = 204;
       } else {
-        send_error(res, origin.empty() ? 405 : 403, "invalid_request_error",
+        send_routed_error(req, res, origin.empty() ? 405 : 403, "invalid_request_error",
                    origin.empty() ? "OPTIONS is only answered to a browser's CORS preflight"
                                   : "origin '" + origin.substr(0, 200) + "' is not allowed (ptn serve --cors-origin)");
       }
       return httplib::Server::HandlerResponse::Handled;
     }
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (keys_equal(bearer_token(req.get_header_value("Authorization")), opt_.api_key))
+    // Anthropic's clients send the key as x-api-key; either header is accepted on every path.
+    if (keys_equal(bearer_token(req.get_header_value("Authorization")), opt_.api_key) ||
+        (req.has_header("x-api-key") && keys_equal(req.get_header_value("x-api-key"), opt_.api_key)))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 401, "invalid_request_error", "missing or wrong API key (send 'Authorization: Bearer <key>')",
-               "", "invalid_api_key");
+    send_routed_error(req, res, 401, "invalid_request_error",
+                      "missing or wrong API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')",
+                      "invalid_api_key");
     close_after_reply(res);  // the request body was not read
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -164,25 +177,25 @@ void Server::routes() {
     // The library answers 400 to a request it could not read; say which limit stopped it.
     switch (res.status == 400 ? current_read_limit() : ReadLimit::None) {
       case ReadLimit::HeadTooLarge:
-        send_error(res, 431, "invalid_request_error", "the request line and headers are too large");
+        send_routed_error(req, res, 431, "invalid_request_error", "the request line and headers are too large");
         return;
       case ReadLimit::BodyTooLarge:
-        send_error(res, 413, "invalid_request_error", "the request body is too large");
+        send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
         return;
       case ReadLimit::Deadline:
-        send_error(res, 408, "invalid_request_error", "the request did not arrive in time");
+        send_routed_error(req, res, 408, "invalid_request_error", "the request did not arrive in time");
         return;
       case ReadLimit::None:
         break;
     }
     if (res.status == 404)
-      send_error(res, 404, "invalid_request_error", "no such endpoint: " + req.method + " " + req.path);
+      send_routed_error(req, res, 404, "invalid_request_error", "no such endpoint: " + req.method + " " + req.path);
     else if (res.status == 413)
-      send_error(res, 413, "invalid_request_error", "the request body is too large");
+      send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
     else
-      send_error(res, res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status));
+      send_routed_error(req, res, res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status));
   });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -190,7 +203,7 @@ void Server::routes() {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, 500, "server_error", "internal error: " + what);
+    send_routed_error(req, res, 500, "server_error", "internal error: " + what);
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
@@ -254,17 +267,47 @@ void Server::routes() {
 }
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const auto arrival = Clock::now();
   if (body_too_large(req, res, opt_.max_body_bytes)) return;
+  run_generation(req, res, req.body, chat, nullptr);
+}
+
+void Server::handle_protocol(const httplib::Request& req, httplib::Response& res, std::unique_ptr<Protocol> protocol) {
+  if (body_too_large(req, res, opt_.max_body_bytes)) return;
+  std::shared_ptr<Protocol> p(std::move(protocol));
+  Protocol::Translated t;
+  try {
+    t = p->translate(req.body);
+  } catch (const ApiError& e) {
+    res.status = e.status;
+    res.set_content(dump(p->error(e.status, e.type, e.what(), e.param, e.code)), "application/json");
+    return;
+  } catch (const Error& e) {
+    res.status = 400;
+    res.set_content(dump(p->error(400, "invalid_request_error", e.what(), "", "")), "application/json");
+    return;
+  }
+  run_generation(req, res, t.body, t.chat, std::move(p));
+}
+
+void Server::run_generation(const httplib::Request& req, httplib::Response& res, const std::string& body_text,
+                            bool chat, std::shared_ptr<Protocol> proto) {
+  const auto arrival = Clock::now();
+  // Errors before the reply: OpenAI's object, or the protocol's own shape.
+  auto reply_error = [&res, &proto](int status, const std::string& type, const std::string& message,
+                                    const std::string& param = "", const std::string& code = "") {
+    if (!proto) return send_error(res, status, type, message, param, code);
+    res.status = status;
+    res.set_content(dump(proto->error(status, type, message, param, code)), "application/json");
+  };
   ParsedRequest pr;
   std::shared_ptr<Channel> ch;
   try {
-    const json body = parse_body(req.body);
+    const json body = parse_body(body_text);
     // A body with tools or tool calls is parsed again in key order (the schemas' properties and
     // the calls' arguments keep it); parse_body has bounded its depth.
     std::unique_ptr<nlohmann::ordered_json> ordered;
-    if (chat && req.body.find("tool") != std::string::npos)
-      ordered = std::make_unique<nlohmann::ordered_json>(nlohmann::ordered_json::parse(req.body));
+    if (chat && body_text.find("tool") != std::string::npos)
+      ordered = std::make_unique<nlohmann::ordered_json>(nlohmann::ordered_json::parse(body_text));
     pr = chat ? parse_chat_request(body, model_, ordered.get()) : parse_completion_request(body, model_);
     // Only a body that asks for a constraint is parsed again (in key order, for the schema).
     if (body.is_object() && (body.contains("response_format") || body.contains("grammar") || body.contains("json_schema"))) {
@@ -273,19 +316,20 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
                        "tool_choice: a required or named tool call and an output constraint (response_format, grammar, "
                        "json_schema) exclude each other",
                        "tool_choice");
-      pr.gen.grammar = parse_output_constraint(req.body);
+      pr.gen.grammar = parse_output_constraint(body_text);
     }
+    if (proto) pr.include_usage = true;  // a protocol's last events carry the counts
     pr.gen.arrival = arrival;
     ch = engine_->submit(pr.gen);
   } catch (const ApiError& e) {
-    send_error(res, e.status, e.type, e.what(), e.param, e.code);
+    reply_error(e.status, e.type, e.what(), e.param, e.code);
     return;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Capacity) {
       res.set_header("Retry-After", "1");
-      send_error(res, 503, "server_error", e.detail(), "", "server_busy");
+      reply_error(503, "server_error", e.detail(), "", "server_busy");
     } else {
-      send_error(res, 400, "invalid_request_error", e.what(), e.where() == "n" ? "n" : "");
+      reply_error(400, "invalid_request_error", e.what(), e.where() == "n" ? "n" : "");
     }
     return;
   }
@@ -326,7 +370,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
       if (!got) {
         if (Clock::now() > end) {
           ch->cancel();
-          send_error(res, 504, "server_error", "the request took longer than the server's timeout");
+          reply_error(504, "server_error", "the request took longer than the server's timeout");
           return;
         }
         continue;
@@ -335,7 +379,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
         builder_of(e).add(e);
       } else if (e.kind == Event::Kind::Error) {
         ch->cancel();  // the other choices of the request stop too
-        send_error(res, e.status, e.error_type, e.message);
+        reply_error(e.status, e.error_type, e.message);
         return;
       } else {
         json r = builder_of(e).response(e);
@@ -347,6 +391,14 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
         reply["choices"] = choices;
         reply["usage"]["completion_tokens"] = completion_tokens;
         reply["usage"]["total_tokens"] = reply["usage"]["prompt_tokens"].get<int64_t>() + completion_tokens;
+        if (proto) {
+          try {
+            reply = proto->reply(reply);
+          } catch (const std::exception& x) {
+            reply_error(500, "server_error", std::string("internal error: ") + x.what());
+            return;
+          }
+        }
         res.set_content(dump(reply), "application/json");
         return;
       }
@@ -361,9 +413,11 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   auto st = std::make_shared<StreamState>();
   res.set_header("Cache-Control", "no-cache");
   ++open_streams_;
+  // OpenAI's stream: "data: <chunk>" events and "data: [DONE]"; a protocol writes its own.
+  auto write_chunk = [proto](const json& c) { return proto ? proto->chunk(c) : sse(c); };
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [ch, builders, builder_of, include_usage, st, sock, n](size_t, httplib::DataSink& sink) {
+      proto ? proto->stream_content_type() : std::string("text/event-stream"),
+      [ch, builders, builder_of, include_usage, st, sock, n, proto, write_chunk](size_t, httplib::DataSink& sink) {
         if (st->finished) return false;
         if (!sink.is_writable()) {
           ch->cancel();
@@ -380,25 +434,33 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
           return true;  // poll again
         }
         std::string out;
-        if (e.kind == Event::Kind::Delta) {
-          json c = builder_of(e).chunk(e);
-          if (!c.is_null()) out = sse(c);
-        } else if (e.kind == Event::Kind::Error) {
-          ch->cancel();
-          out = sse(error_body(e.message, e.error_type, "", "")) + "data: [DONE]\n\n";
-          st->finished = true;
-        } else {
-          for (const auto& c : builder_of(e).final_chunks(e)) out += sse(c);
-          st->completion_tokens += e.completion_tokens;
-          if (++st->done == n) {  // every choice has ended
-            if (include_usage) {
-              Event total = e;
-              total.completion_tokens = st->completion_tokens;
-              out += sse(builder_of(e).usage_chunk(total));
-            }
-            out += "data: [DONE]\n\n";
+        try {
+          if (e.kind == Event::Kind::Delta) {
+            json c = builder_of(e).chunk(e);
+            if (!c.is_null()) out = write_chunk(c);
+          } else if (e.kind == Event::Kind::Error) {
+            ch->cancel();
+            out = proto ? proto->stream_error(e.status, e.error_type, e.message)
+                        : sse(error_body(e.message, e.error_type, "", "")) + "data: [DONE]\n\n";
             st->finished = true;
+          } else {
+            for (const auto& c : builder_of(e).final_chunks(e)) out += write_chunk(c);
+            st->completion_tokens += e.completion_tokens;
+            if (++st->done == n) {  // every choice has ended
+              if (include_usage) {
+                Event total = e;
+                total.completion_tokens = st->completion_tokens;
+                out += write_chunk(builder_of(e).usage_chunk(total));
+              }
+              out += proto ? proto->end() : std::string("data: [DONE]\n\n");
+              st->finished = true;
+            }
           }
+        } catch (const std::exception& x) {  // a protocol's translation failed: end the stream with its error
+          ch->cancel();
+          out += proto ? proto->stream_error(500, "server_error", std::string("internal error: ") + x.what())
+                       : sse(error_body(std::string("internal error: ") + x.what(), "server_error", "", ""));
+          st->finished = true;
         }
         if (!out.empty() && !sink.write(out.data(), out.size())) {
           ch->cancel();

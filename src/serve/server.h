@@ -27,6 +27,8 @@ struct Response;
 
 namespace ptn::serve {
 
+class Protocol;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -67,6 +69,16 @@ class Server {
  private:
   void routes();
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+ public:
+  // Another API's request (Responses, Anthropic, Ollama): translated into a chat or completions
+  // body by `protocol`, run like handle_generate, the replies turned back into its shapes.
+  void handle_protocol(const httplib::Request& req, httplib::Response& res, std::unique_ptr<Protocol> protocol);
+
+ private:
+  // The one generation path: `body_text` is an OpenAI chat (chat) or completions body; with a
+  // protocol, errors, the reply and the stream are in its shapes.
+  void run_generation(const httplib::Request& req, httplib::Response& res, const std::string& body_text, bool chat,
+                      std::shared_ptr<Protocol> proto);
 
   std::shared_ptr<const Program> program_;
   ServerOptions opt_;

@@ -341,6 +341,14 @@ TEST_F(ServeTest, StopStringsAcrossTokensAreCut) {
                    {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}, {"stop", {"tle gi", "zzz"}}});
   EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find("tle gi")));
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["choices"][0]["stop_reason"], "tle gi");  // which stop string, as vLLM says it
+  // llama-server's timings beside usage: the tokens generated, and times that add up.
+  EXPECT_EQ(r["timings"]["predicted_n"], r["usage"]["completion_tokens"]);
+  EXPECT_GT(r["timings"]["prompt_ms"].get<double>(), 0.0);
+  EXPECT_GE(r["timings"]["predicted_ms"].get<double>(), 0.0);
+  json unstopped = post_ok(*srv_, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 3}, {"temperature", 0}});
+  EXPECT_EQ(unstopped["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(unstopped["choices"][0]["stop_reason"].is_null());
   // Streaming: the held-back text never leaks the stop string.
   auto res = post(*srv_, "/v1/completions",
                   {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}, {"stop", "tle gi"},
@@ -544,6 +552,20 @@ TEST_F(ServeTest, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(serve::bearer_token("Basic abc"), "");
   EXPECT_EQ(serve::bearer_token("Bearerabc"), "");
   EXPECT_EQ(serve::bearer_token("Bearer"), "");
+  // Anthropic's clients send x-api-key; errors before a handler have the shape of the path's API.
+  auto xkey = post(r, "/v1/completions", body, {{"x-api-key", "s3cret-key"}});
+  ASSERT_TRUE(xkey);
+  EXPECT_EQ(xkey->status, 200);
+  auto xwrong = post(r, "/v1/messages", body, {{"x-api-key", "s3cret-kez"}});
+  ASSERT_TRUE(xwrong);
+  EXPECT_EQ(xwrong->status, 401);
+  const json a = json::parse(xwrong->body);
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "authentication_error");
+  auto ollama = post(r, "/api/chat", body);
+  ASSERT_TRUE(ollama);
+  EXPECT_EQ(ollama->status, 401);
+  EXPECT_TRUE(json::parse(ollama->body)["error"].is_string()) << ollama->body;
 }
 
 // --cors-origin: an allowed origin's preflight is answered (before authentication) and every
