@@ -48,6 +48,11 @@ int run_tool_calls(const uint8_t* data, size_t size) {
       if (!nlohmann::json::parse(c.arguments).is_object()) std::abort();
     for (size_t cut : {reply.size(), reply.size() / 2, reply.size() / 3})
       if (ptn::serve::tool_safe_prefix(*t, reply.substr(0, cut)) > cut) std::abort();
+    // The streaming scan agrees with the whole-text answer at every prefix.
+    ptn::serve::ToolSafeScan scan(*t);
+    for (size_t n = 0; n <= reply.size() && n <= 512; ++n)
+      if (scan.update(std::string_view(reply).substr(0, n)) != ptn::serve::tool_safe_prefix(*t, reply.substr(0, n)))
+        std::abort();
     if (t->choice != ptn::serve::ToolChoice::Required && t->choice != ptn::serve::ToolChoice::Named) continue;
     std::string gbnf;
     try {

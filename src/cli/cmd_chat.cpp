@@ -19,6 +19,7 @@
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/text.h"
 #include "generate/chat_session.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -66,12 +67,6 @@ bool read_message(std::FILE* in, std::string* out, bool* too_long) {
     }
     out->push_back(static_cast<char>(c));
   }
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
 }
 
 // The count of /undo: empty means 1; otherwise a decimal number 1..1000000.
@@ -172,7 +167,7 @@ std::function<int()> setup(CLI::App& app) {
         if (line.size() >= 1 && line[0] == '/' && !(line.size() >= 2 && line[1] == '/')) {
           const size_t sp_at = line.find(' ');
           const std::string cmd = line.substr(0, sp_at);
-          const std::string arg = sp_at == std::string::npos ? "" : trim(line.substr(sp_at + 1));
+          const std::string arg = sp_at == std::string::npos ? "" : text::trim(line.substr(sp_at + 1));
           if (cmd == "/quit" || cmd == "/exit") break;
           if (cmd == "/reset") {
             chat.reset();
@@ -200,7 +195,7 @@ std::function<int()> setup(CLI::App& app) {
         // Kept for that, not as a guard: /save's dump with error_handler_t::replace never throws
         // on bad UTF-8 (test_text_cli ChatInvalidUtf8BecomesReplacementOnEntry).
         const std::string text = ptn::tok::sanitize_utf8(line.rfind("//", 0) == 0 ? line.substr(1) : line);
-        if (trim(text).empty()) continue;
+        if (text::trim(text).empty()) continue;
         ChatReply r = chat.send(text, [](const std::string& piece) {
           std::fwrite(piece.data(), 1, piece.size(), stdout);
           std::fflush(stdout);

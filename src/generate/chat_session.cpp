@@ -5,6 +5,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "generate/chat_prompt.h"
 #include "generate/session_generate.h"
 #include "runtime/session.h"
@@ -21,13 +22,6 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   size_t n = std::min(a.size(), b.size()), i = 0;
   while (i < n && a[i] == b[i]) ++i;
   return i;
-}
-
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
 }  // namespace
@@ -159,7 +153,7 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
     cached_.clear();
     throw;
   }
-  messages_.push_back({{"role", "assistant"}, {"content", fallback_ ? trim(r.text) : r.text}});
+  messages_.push_back({{"role", "assistant"}, {"content", fallback_ ? text::trim(r.text) : r.text}});
   return r;
 }
 

@@ -1,5 +1,7 @@
 #include "generate/stop_strings.h"
 
+#include "core/text.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -12,12 +14,7 @@ StopStrings::StopStrings(std::vector<std::string> stops) {
 
 size_t StopStrings::held_tail() const {
   size_t keep = 0;
-  for (const auto& st : stops_)
-    for (size_t k = std::min(st.size() - 1, pending_.size()); k > keep; --k)
-      if (pending_.compare(pending_.size() - k, k, st, 0, k) == 0) {
-        keep = k;
-        break;
-      }
+  for (const auto& st : stops_) keep = std::max(keep, text::partial_prefix_suffix(pending_, st));
   return keep;
 }
 

@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <limits>
-#include <mutex>
-#include <random>
 #include <set>
 
 #include "chat/chat_template.h"
@@ -11,6 +9,7 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "serve/ids.h"
 #include "serve/tools.h"
 #include "sampling/logprobs.h"
 
@@ -126,15 +125,6 @@ void check_fields(const json& body, bool chat) {
     if (unsupported.count(k)) throw bad(k, "is not supported by this server yet");
     throw bad(k, "unknown field" + std::string(chat ? " for /v1/chat/completions" : " for /v1/completions"));
   }
-}
-
-// A seed from the system's random source, for requests that give none. At most 2^53 - 1, so
-// that a JavaScript client reads the returned seed exactly and can replay the reply with it.
-uint64_t random_seed() {
-  static std::random_device rd;
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  return ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & ((uint64_t{1} << 53) - 1);
 }
 
 void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
@@ -493,8 +483,10 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
 
 ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string id, int64_t created, int logprobs,
                                  std::shared_ptr<const ToolRequest> tools, ReasoningMode reasoning)
-    : chat_(chat), model_(model), tools_(std::move(tools)), reasoning_(reasoning), id_(std::move(id)),
-      created_(created), logprobs_(logprobs) {}
+    : chat_(chat), model_(model), tools_(std::move(tools)), reasoning_(reasoning), stream_split_(reasoning),
+      id_(std::move(id)), created_(created), logprobs_(logprobs) {
+  if (tools_) tool_scan_ = std::make_unique<ToolSafeScan>(*tools_);
+}
 
 ResponseBuilder::Parsed ResponseBuilder::parse_reply(bool trim) const {
   Parsed p;
@@ -582,17 +574,19 @@ json ResponseBuilder::chunk(const Event& e) {
     const bool want_lp = logprobs_ >= 0 && !e.tokens.empty();
     json lp = want_lp ? logprobs_json(e.tokens, text_.size()) : json(nullptr);
     text_ += e.text;
-    const ReasoningSplit so_far = split_reasoning_so_far(reasoning_, text_);
-    const size_t content_safe =
-        tools_ ? std::min(so_far.content.size(), tool_safe_prefix(*tools_, so_far.content)) : so_far.content.size();
+    // (Each event looks at its new bytes only, so a long reply costs linear time.)
+    stream_split_.update(text_);
+    const ReasoningStream::Span r = stream_split_.reasoning(), cs = stream_split_.content();
+    const std::string_view content(text_.data() + cs.begin, cs.size());
+    const size_t content_safe = tool_scan_ ? std::min(content.size(), tool_scan_->update(content)) : content.size();
     json delta = json::object();
     if (!sent_role_) delta = {{"role", "assistant"}, {"content", ""}};
-    if (so_far.reasoning.size() > sent_reasoning_) {
-      delta["reasoning_content"] = so_far.reasoning.substr(sent_reasoning_);
-      sent_reasoning_ = so_far.reasoning.size();
+    if (r.size() > sent_reasoning_) {
+      delta["reasoning_content"] = text_.substr(r.begin + sent_reasoning_, r.size() - sent_reasoning_);
+      sent_reasoning_ = r.size();
     }
     if (content_safe > sent_content_) {
-      delta["content"] = so_far.content.substr(sent_content_, content_safe - sent_content_);
+      delta["content"] = std::string(content.substr(sent_content_, content_safe - sent_content_));
       sent_content_ = content_safe;
     }
     if (delta.empty() && !want_lp) return nullptr;

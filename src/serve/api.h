@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -110,6 +111,8 @@ class ResponseBuilder {
   const ModelInfo& model_;
   std::shared_ptr<const ToolRequest> tools_;
   ReasoningMode reasoning_;
+  ReasoningStream stream_split_;             // streaming, processed: the reply split as it grows
+  std::unique_ptr<ToolSafeScan> tool_scan_;  // streaming, with tools: where a call may begin
   size_t sent_content_ = 0, sent_reasoning_ = 0;  // streaming, processed: bytes sent of each part
   std::string id_;
   int64_t created_;

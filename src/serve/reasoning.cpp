@@ -2,31 +2,19 @@
 
 #include <algorithm>
 
+#include "core/text.h"
+
 namespace ptn::serve {
 namespace {
 
 constexpr const char* kOpen = "<think>";
 constexpr const char* kClose = "</think>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+using text::is_space;
 
-std::string ltrim(const std::string& s) {
-  size_t b = 0;
-  while (b < s.size() && is_space(s[b])) ++b;
-  return s.substr(b);
-}
-
-std::string rtrim(std::string s) {
-  while (!s.empty() && is_space(s.back())) s.pop_back();
-  return s;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag(const std::string& text, const std::string& tag) {
-  for (size_t n = std::min(tag.size() - 1, text.size()); n > 0; --n)
-    if (text.compare(text.size() - n, n, tag, 0, n) == 0) return n;
-  return 0;
-}
+std::string ltrim(const std::string& s) { return std::string(text::ltrim(s)); }
+std::string rtrim(const std::string& s) { return std::string(text::rtrim(s)); }
+size_t partial_tag(const std::string& s, const std::string& tag) { return text::partial_prefix_suffix(s, tag); }
 
 // Where the reasoning starts in `text` (npos: the reply has none; text.size() + 1: undecided).
 size_t reasoning_start(const ReasoningMode& m, const std::string& text, bool final) {
@@ -83,6 +71,63 @@ ReasoningSplit split_reasoning(const ReasoningMode& m, const std::string& text, 
 
 ReasoningSplit split_reasoning_so_far(const ReasoningMode& m, const std::string& text) {
   return split(m, text, false, false);
+}
+
+void ReasoningStream::update(const std::string& text) {
+  const size_t n = text.size();
+  const std::string close_tag = kClose;
+  if (!m_.enabled) {
+    content_ = {0, n};
+    return;
+  }
+  auto skip_space = [&](size_t& at, size_t end) {
+    while (at < end && is_space(text[at])) ++at;
+  };
+  if (phase_ == Phase::Undecided) {
+    if (m_.starts_inside) {
+      phase_ = Phase::Inside;
+      start_ = 0;
+    } else {
+      skip_space(lead_, n);  // (lead_ is the first byte that is not a space, or n)
+      const std::string open = kOpen;
+      const size_t have = n - lead_;
+      if (have >= open.size() && text.compare(lead_, open.size(), open) == 0) {
+        phase_ = Phase::Inside;
+        start_ = lead_ + open.size();
+      } else if (have < open.size() && open.compare(0, have, text, lead_, have) == 0) {
+        return;  // "<thi" may still become "<think>" (or the reply is all spaces so far): hold all
+      } else {
+        phase_ = Phase::Plain;
+      }
+    }
+    lead_ = start_;
+    scan_ = start_;
+  }
+  if (phase_ == Phase::Plain) {
+    // Content is the whole text once it is not all spaces.
+    skip_space(lead_, n);
+    content_ = lead_ < n ? Span{0, n} : Span{0, 0};
+    return;
+  }
+  if (phase_ == Phase::Inside) {
+    const size_t close = text.find(close_tag, scan_);
+    if (close == std::string::npos) {
+      // The reasoning so far, without a tail that may still become "</think>"; the next search
+      // starts where such a tail could begin.
+      const size_t end = n - partial_tag(text.substr(n - std::min(n - start_, close_tag.size())), close_tag);
+      scan_ = std::max(start_, n >= close_tag.size() ? n - close_tag.size() + 1 : start_);
+      skip_space(lead_, end);
+      reasoning_ = lead_ < end ? Span{lead_, end} : Span{lead_, lead_};
+      return;
+    }
+    skip_space(lead_, close);
+    reasoning_ = {std::min(lead_, close), close};
+    phase_ = Phase::After;
+    after_ = close + close_tag.size();
+  }
+  // After "</think>": the content, without its leading spaces.
+  skip_space(after_, n);
+  content_ = {after_, n};
 }
 
 }  // namespace ptn::serve

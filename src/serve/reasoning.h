@@ -30,4 +30,30 @@ ReasoningSplit split_reasoning(const ReasoningMode& m, const std::string& text, 
 // a tag that may still be forming is held back, and so is content that is all whitespace.
 ReasoningSplit split_reasoning_so_far(const ReasoningMode& m, const std::string& text);
 
+// split_reasoning_so_far for a stream, with work proportional to the new text rather than to
+// the whole reply: after update(text), reasoning() and content() are the parts
+// split_reasoning_so_far(m, text) gives, as byte ranges of `text`. `text` is the whole reply so
+// far and only grows between calls.
+class ReasoningStream {
+ public:
+  struct Span {
+    size_t begin = 0, end = 0;
+    size_t size() const { return end - begin; }
+  };
+  explicit ReasoningStream(const ReasoningMode& m) : m_(m) {}
+  void update(const std::string& text);
+  Span reasoning() const { return reasoning_; }
+  Span content() const { return content_; }
+
+ private:
+  enum class Phase { Undecided, Plain, Inside, After };
+  ReasoningMode m_;
+  Phase phase_ = Phase::Undecided;
+  size_t start_ = 0;  // Inside / After: the first byte after <think>
+  size_t lead_ = 0;   // the first byte not a space (of the reply, or of the reasoning), as far as seen
+  size_t scan_ = 0;   // Inside: where the search for </think> goes on
+  size_t after_ = 0;  // After: the first byte of the content not a space, as far as seen
+  Span reasoning_, content_;
+};
+
 }  // namespace ptn::serve

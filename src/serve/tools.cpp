@@ -1,13 +1,14 @@
 #include "serve/tools.h"
 
-#include <mutex>
-#include <random>
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "serve/api.h"
+#include "serve/ids.h"
 
 namespace ptn::serve {
 namespace {
@@ -62,22 +63,6 @@ void drop_value_bounds(ojson& s, int depth) {
     for (auto& sub : s["anyOf"]) drop_value_bounds(sub, depth + 1);
 }
 
-std::string random_call_id() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  static const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::lock_guard<std::mutex> lock(mu);
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += alnum[rng() % 62];
-  return id;
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
 const ToolFunction* find_function(const ToolRequest& t, const std::string& name) {
   for (const auto& f : t.functions)
     if (f.name == name) return &f;
@@ -99,7 +84,7 @@ std::optional<ToolCall> call_from_json(const ToolRequest& t, const ojson& j) {
     }
   }
   if (!args.is_object()) return std::nullopt;
-  return ToolCall{random_call_id(), name, args.dump()};
+  return ToolCall{random_id("call_", 24), name, args.dump()};
 }
 
 std::optional<ojson> parse_json(const std::string& text) {
@@ -108,13 +93,6 @@ std::optional<ojson> parse_json(const std::string& text) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
-}
-
-// The longest suffix of `text` that is a proper prefix of `marker`.
-size_t partial_marker_suffix(const std::string& text, const std::string& marker) {
-  for (size_t n = std::min(marker.size() - 1, text.size()); n > 0; --n)
-    if (text.compare(text.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
 }
 
 const char* marker_of(ToolFormat f) {
@@ -293,7 +271,7 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
         size_t next = text.size();
         for (size_t end = text.find(close, body), tries = 0;; end = text.find(close, end + 1), ++tries) {
           const size_t stop = end == std::string::npos || tries >= kMaxTries ? text.size() : end;
-          const auto j = parse_json(trim(text.substr(body, stop - body)));
+          const auto j = parse_json(text::trim(text.substr(body, stop - body)));
           if (j) call = call_from_json(t, *j);
           if (call || stop == text.size()) {
             next = stop == text.size() ? stop : stop + close.size();
@@ -311,12 +289,12 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
         pos = next;
       }
       out.raw_content = out.calls.empty() ? text : content;
-      out.content = out.calls.empty() ? text : trim(content);
+      out.content = out.calls.empty() ? text : text::trim(content);
       break;
     }
     case ToolFormat::Llama3: {
-      std::string body = trim(text);
-      if (body.rfind("<|python_tag|>", 0) == 0) body = trim(body.substr(14));
+      std::string body = text::trim(text);
+      if (body.rfind("<|python_tag|>", 0) == 0) body = text::trim(body.substr(14));
       const auto j = body.empty() || body[0] != '{' ? std::nullopt : parse_json(body);
       const auto call = j ? call_from_json(t, *j) : std::nullopt;
       if (call) {
@@ -334,7 +312,7 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
       if (at != std::string::npos)
         for (size_t end = text.find(']', at + 12), tries = 0; end != std::string::npos && tries < kMaxTries && !j;
              end = text.find(']', end + 1), ++tries) {
-          j = parse_json(trim(text.substr(at + 12, end + 1 - (at + 12))));
+          j = parse_json(text::trim(text.substr(at + 12, end + 1 - (at + 12))));
           after = end + 1;
         }
       std::vector<ToolCall> calls;
@@ -351,7 +329,7 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
       if (all) {
         out.calls = std::move(calls);
         out.raw_content = text.substr(0, at) + text.substr(after);
-        out.content = trim(out.raw_content);
+        out.content = text::trim(out.raw_content);
       } else {
         out.content = out.raw_content = text;
       }
@@ -361,21 +339,33 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
   return out;
 }
 
-size_t tool_safe_prefix(const ToolRequest& t, const std::string& text) {
+size_t tool_safe_prefix(const ToolRequest& t, std::string_view text) {
   if (t.choice == ToolChoice::Required || t.choice == ToolChoice::Named) return 0;  // the whole reply is calls
   if (t.format == ToolFormat::Llama3) {
     // A call is the whole reply: hold it while it could still become one.
     const size_t b = text.find_first_not_of(" \t\r\n");
     if (b == std::string::npos) return 0;
-    const std::string tag = marker_of(t.format);
-    const std::string rest = text.substr(b);
-    const bool may_be_tag = rest.size() <= tag.size() ? tag.compare(0, rest.size(), rest) == 0 : rest.rfind(tag, 0) == 0;
+    const std::string_view tag = marker_of(t.format);
+    const std::string_view rest = text.substr(b);
+    const bool may_be_tag = rest.size() <= tag.size() ? tag.substr(0, rest.size()) == rest : rest.substr(0, tag.size()) == tag;
     return rest[0] == '{' || may_be_tag ? 0 : text.size();
   }
-  const std::string marker = marker_of(t.format);
+  const std::string_view marker = marker_of(t.format);
   const size_t at = text.find(marker);
   if (at != std::string::npos) return at;
-  return text.size() - partial_marker_suffix(text, marker);
+  return text.size() - text::partial_prefix_suffix(text, marker);
+}
+
+size_t ToolSafeScan::update(std::string_view text) {
+  if (t_.choice == ToolChoice::Required || t_.choice == ToolChoice::Named || t_.format == ToolFormat::Llama3)
+    return tool_safe_prefix(t_, text);  // (no search through the text: decided at its start)
+  if (found_ != std::string::npos) return found_;
+  const std::string_view marker = marker_of(t_.format);
+  const size_t at = text.find(marker, from_);
+  if (at != std::string::npos) return found_ = at;
+  // A marker not found so far can only begin in its last marker.size() - 1 bytes.
+  if (text.size() >= marker.size()) from_ = std::max(from_, text.size() - marker.size() + 1);
+  return text.size() - text::partial_prefix_suffix(text, marker);
 }
 
 }  // namespace ptn::serve

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ptn::serve {
@@ -73,6 +74,18 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text);
 
 // Streaming: how many bytes of `text` (the reply so far) are content that can be sent now,
 // i.e. cannot be the start of a tool call.
-size_t tool_safe_prefix(const ToolRequest& t, const std::string& text);
+size_t tool_safe_prefix(const ToolRequest& t, std::string_view text);
+
+// tool_safe_prefix for a reply that only grows between calls, looking at the new bytes only.
+class ToolSafeScan {
+ public:
+  explicit ToolSafeScan(const ToolRequest& t) : t_(t) {}
+  size_t update(std::string_view text);
+
+ private:
+  const ToolRequest& t_;
+  size_t from_ = 0;                   // where the search for the call marker goes on
+  size_t found_ = std::string::npos;  // where the marker was found
+};
 
 }  // namespace ptn::serve

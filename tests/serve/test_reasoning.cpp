@@ -3,6 +3,8 @@
 // reasoning_content and content come back apart, streamed or not, and chat_template_kwargs
 // reaches the template (enable_thinking false closes the section in the prompt).
 #include <gtest/gtest.h>
+
+#include <vector>
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +72,38 @@ TEST(Reasoning, StreamedPartsOnlyGrow) {
     EXPECT_EQ(end.reasoning, "Hmm, </thi>? No.\n");
     EXPECT_EQ(end.content, "The answer <think> is 4.");
     EXPECT_EQ(prev.content, end.content);
+  }
+}
+
+// The streaming splitter gives, after every growth of the reply and for every way of cutting
+// it into pieces, exactly the parts split_reasoning_so_far gives for the text so far.
+TEST(Reasoning, StreamSplitterEqualsTheWholeTextSplit) {
+  const std::vector<std::string> replies = {
+      "  <think>\nHmm, </thi>? No.\n</think>\n\nThe answer <think> is 4.",
+      "Hmm, </thi>? No.\n</think>\n\nThe answer is 4.",
+      "<thinx>not reasoning</think> at all",
+      "   \n  ",
+      "<think></think>",
+      "<think>   </think>   x",
+      "<think>only thinking, cut off </thin",
+      "plain text with no tags",
+      "<",
+  };
+  for (const ReasoningMode& m : {kOn, kInside, ReasoningMode{}}) {
+    for (const std::string& reply : replies) {
+      for (size_t step : {1u, 2u, 3u, 7u, 100u}) {
+        ReasoningStream st(m);
+        std::string text;
+        for (size_t at = 0; at < reply.size(); at += step) {
+          text += reply.substr(at, step);
+          st.update(text);
+          const ReasoningSplit want = split_reasoning_so_far(m, text);
+          const auto r = st.reasoning(), c = st.content();
+          EXPECT_EQ(text.substr(r.begin, r.size()), want.reasoning) << reply << " step " << step << " at " << at;
+          EXPECT_EQ(text.substr(c.begin, c.size()), want.content) << reply << " step " << step << " at " << at;
+        }
+      }
+    }
   }
 }
 

@@ -144,6 +144,17 @@ TEST(ToolOutput, StreamingHoldsBackOnlyWhatMayBeACall) {
   EXPECT_EQ(tool_safe_prefix(l, "Sure, "), 6u);
   const ToolRequest r = request_for("Qwen-Qwen3", with_choice("\"required\""));
   EXPECT_EQ(tool_safe_prefix(r, "Hello"), 0u);
+  // The streaming scan (new bytes only) answers as the whole-text one for every prefix.
+  const ToolRequest m = request_for("mistralai-Mistral-Nemo-Instruct-2407", kWeatherTools);
+  for (const ToolRequest* t : {&h, &l, &r, &m}) {
+    for (const std::string reply : {"Hello <tool", "Hello <tool_call>\n{\"name\": 1}</tool_call>", "a <tool_cal <tool_call>",
+                                    "  {\"name", "ok [TOOL_CALL [TOOL_CALLS][{}]", "<<<tool_call>"}) {
+      ToolSafeScan scan(*t);
+      for (size_t n = 0; n <= reply.size(); ++n)
+        EXPECT_EQ(scan.update(std::string_view(reply).substr(0, n)), tool_safe_prefix(*t, reply.substr(0, n)))
+            << reply << " at " << n;
+    }
+  }
 }
 
 TEST(ToolRequestCheck, EveryMalformedFieldIsNamed) {
