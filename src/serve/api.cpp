@@ -1,5 +1,6 @@
 #include "serve/api.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -125,6 +126,17 @@ void check_fields(const json& body, bool chat) {
     if (unsupported.count(k)) throw bad(k, "is not supported by this server yet");
     throw bad(k, "unknown field" + std::string(chat ? " for /v1/chat/completions" : " for /v1/completions"));
   }
+}
+
+// Whether the template source names `name` as an identifier (not inside a longer one).
+bool template_names(const std::string& tmpl, const std::string& name) {
+  if (name.empty()) return false;
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = tmpl.find(name); at != std::string::npos; at = tmpl.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    if ((at == 0 || !ident(tmpl[at - 1])) && (end == tmpl.size() || !ident(tmpl[end]))) return true;
+  }
+  return false;
 }
 
 void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedRequest& r) {
@@ -445,6 +457,9 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
                                                    "bos_token", "eos_token"};
     for (const auto& [k, v] : kw.items()) {
       if (reserved.count(k)) throw bad("chat_template_kwargs." + k, "is set by the server from the request");
+      // A variable the template never names would change nothing: refused rather than ignored.
+      if (!template_names(model.chat_template, k))
+        throw bad("chat_template_kwargs." + k, "this model's chat template does not read this variable");
       co.extra[k] = v;
     }
   }

@@ -192,6 +192,12 @@ TEST(ReasoningServe, ThinkSectionComesBackAsReasoningContent) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("chat_template_kwargs.messages"), std::string::npos) << res->body;
+  // A variable the template never reads would change nothing: refused by name, not ignored.
+  off["chat_template_kwargs"] = {{"enable_thinkin", false}};
+  res = s.post(off);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("chat_template_kwargs.enable_thinkin"), std::string::npos) << res->body;
   off.erase("chat_template_kwargs");
   off["reasoning_effort"] = "low";
   res = s.post(off);
