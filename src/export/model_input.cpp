@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <system_error>
@@ -12,8 +14,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "export/exporter.h"
-#include "formats/gguf.h"
-#include "runtime/inspect.h"
+#include "formats/ptn_file.h"
 
 namespace ptn {
 namespace {
@@ -99,8 +100,15 @@ ModelInputKind kind_of_path(const std::string& path, const std::string& flag) {
            "'" + path + "' is a directory without config.json (not an HF model directory)");
     return ModelInputKind::HfDirectory;
   }
-  if (looks_like_gguf(path)) return ModelInputKind::Gguf;
-  if (is_ptn_file(path)) return ModelInputKind::Ptn;
+  // One read of the first bytes tells a GGUF file from a program.
+  char magic[8] = {};
+  size_t n = 0;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    n = std::fread(magic, 1, sizeof magic, f);
+    std::fclose(f);
+  }
+  if (n >= 4 && std::memcmp(magic, "GGUF", 4) == 0) return ModelInputKind::Gguf;
+  if (has_ptn_magic(magic, n)) return ModelInputKind::Ptn;
   const fs::path p(path);
   if (p.filename() == "config.json")
     fail(ErrorKind::InvalidArgument, flag,
