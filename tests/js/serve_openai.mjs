@@ -2,17 +2,14 @@
 // not, usage, stop strings, seed reproducibility, structured output and error mapping.
 //   node serve_openai.mjs <ptn binary> <repo root>
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
+import { check, finish, parseArgs, startServer } from './serve_util.mjs';
 
-const [ptn, root] = process.argv.slice(2);
-if (!ptn || !root) {
-  console.error('usage: node serve_openai.mjs <ptn binary> <repo root>');
-  process.exit(2);
-}
+const { ptn, root } = parseArgs('serve_openai.mjs');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ptn-serve-js-'));
 const hf = path.join(root, 'models/stories260K/hf');
 const expected = JSON.parse(fs.readFileSync(path.join(root, 'models/stories260K/expected.json'), 'utf8'));
@@ -32,34 +29,12 @@ const ex = spawnSync(ptn, ['export', '--model', chatHf, '--max_seq_length', '64'
                      { encoding: 'utf8' });
 assert.equal(ex.status, 0, `export failed: ${ex.stderr}`);
 
-const server = spawn(ptn, ['serve', '-m', program, '--port', '0', '-t', '1', '--api-key', 'test-key',
-                           '--model-name', 'stories-chat'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise((resolve, reject) => {
-  let out = '';
-  const timer = setTimeout(() => reject(new Error(`no address printed: ${out}`)), 30000);
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/listening on http:\/\/[^:]+:(\d+)/);
-    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  server.on('exit', (code) => reject(new Error(`server exited early (${code}): ${out}`)));
-});
-const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
+const server = await startServer(ptn, root, { model: program, modelName: 'stories-chat', args: ['--api-key', 'test-key'] });
 
-const baseURL = `http://127.0.0.1:${port}/v1`;
+const { baseURL } = server;
 const client = new OpenAI({ apiKey: 'test-key', baseURL, maxRetries: 0, timeout: 30000 });
 const model = 'stories-chat';
 const continuation = expected.text_prompt_plus_50.slice(expected.prompt.length);
-let failures = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
 
 await check('completion, greedy, known continuation', async () => {
   const r = await client.completions.create({ model, prompt: expected.prompt, max_tokens: 50, temperature: 0 });
@@ -190,9 +165,7 @@ await check('errors map to the client error classes', async () => {
   assert.deepEqual(models.data.map((m) => m.id), [model]);
 });
 
-server.kill('SIGTERM');
-const { code, signal } = await exited;
+const { code, signal } = await server.stop();
 await check('SIGTERM exits 0', async () => assert.deepEqual({ code, signal }, { code: 0, signal: null }));
 fs.rmSync(tmp, { recursive: true, force: true });
-console.log(failures ? `${failures} failed` : 'all passed');
-process.exit(failures ? 1 : 0);
+finish();
