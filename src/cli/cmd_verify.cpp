@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/runtime_flags.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "export/exporter.h"
@@ -54,8 +55,8 @@ std::function<int()> setup(CLI::App& app) {
     mo.samples = 2;
     auto program = ptn::cli::load_model("verify", a->file, mo);
     const auto& meta = program->meta();
-    std::printf("%s: %zu golden samples, %s cache program\n", a->file.c_str(), meta.samples.size(),
-                meta.static_cache ? "static" : "off-graph");
+    std::printf("%s: %zu golden samples, %s cache program, kernels %s\n", a->file.c_str(), meta.samples.size(),
+                meta.static_cache ? "static" : "off-graph", ptn::simd_level_name(ptn::simd_level()));
     if (meta.samples.empty()) {
       std::printf("no golden samples to verify (export with --samples K)\n");
       return 1;

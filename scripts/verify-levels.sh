@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Replays the golden samples of programs exported on another machine at every SIMD level this
+# CPU has (scalar always; avx2 and avx512 when detected), one thread each.
+#   scripts/verify-levels.sh <ptn binary> FILE.ptn...
+set -euo pipefail
+ptn=$1
+shift
+detected=$("$ptn" cpu | sed -n 's/.*(detected \([a-z0-9]*\)).*/\1/p')
+case "$detected" in
+  avx512) levels="scalar avx2 avx512" ;;
+  avx2) levels="scalar avx2" ;;
+  scalar) levels="scalar" ;;
+  *) echo "verify-levels: cannot read the detected SIMD level from '$ptn cpu'" >&2; exit 1 ;;
+esac
+for skipped in avx2 avx512; do
+  case " $levels " in *" $skipped "*) ;; *) echo "verify-levels: skip $skipped: this CPU lacks it (detected $detected)" ;; esac
+done
+for f in "$@"; do
+  for level in $levels; do
+    out=$(PTN_SIMD=$level "$ptn" verify "$f" -t 1 2>&1) || { echo "$out"; echo "verify-levels: FAIL $f at $level"; exit 1; }
+    # The run must have used the level asked for, and passed every sample.
+    grep -q "kernels $level\$" <<<"$(head -1 <<<"$out")" || { echo "$out"; echo "verify-levels: $f did not run at $level"; exit 1; }
+    grep -q "^verify: all samples pass" <<<"$out" || { echo "$out"; echo "verify-levels: FAIL $f at $level"; exit 1; }
+    echo "verify-levels: ok $f at $level ($(grep -c ' ok$' <<<"$out") sample runs)"
+  done
+done
