@@ -28,6 +28,7 @@ struct RunArgs {
   bool no_bos_stop = false;
   bool print_finish = false;
   std::string grammar_file, json_schema_file;
+  ptn::gen::LookupOptions lookup;
 };
 
 // The output constraint of --grammar-file (GBNF) or --json-schema-file, null when neither.
@@ -67,8 +68,14 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("grammar-file"), a->grammar_file, "constrain the output to this GBNF grammar (docs/grammar.md)");
   c->add_option(opt("json-schema-file"), a->json_schema_file,
                 "constrain the output to JSON following this JSON Schema (the subset of docs/grammar.md)");
+  c->add_option(opt("lookup-draft"), a->lookup.draft_tokens,
+                "speculative decoding with prompt-lookup drafts: at most this many tokens drafted per step from an "
+                "earlier occurrence of the last tokens in the prompt or output (0 = off, the default; at most 32)");
+  c->add_option(opt("lookup-ngram"), a->lookup.ngram_max,
+                "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)");
   return [a] {
     using namespace ptn;
+    gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");
     cli::apply_threads_flag(a->threads);
     cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) throw Error(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
@@ -110,14 +117,18 @@ std::function<int()> setup(CLI::App& app) {
           constraint_grammar, std::make_shared<const grammar::TokenTrie>(*tok), *tok);
     std::vector<int32_t> generated;
     gen::Finish finish = gen::Finish::MaxTokens;
+    gen::SpeculationStats spec;
     auto t_gen = std::chrono::steady_clock::now();
     if (a->n_predict > 0) {  // -n 0 runs the prompt only
       gen::Generator g(*tok, program->meta().spec.vocab_size, gp, gen::session_room(session));
       if (constraint) g.set_logit_processor(constraint.get());
-      finish = gen::generate_on_session(session, g, logits, [](const gen::StepResult& st) {
-        std::fwrite(st.text.data(), 1, st.text.size(), stdout);
-        std::fflush(stdout);
-      });
+      finish = gen::generate_on_session(
+          session, g, logits,
+          [](const gen::StepResult& st) {
+            std::fwrite(st.text.data(), 1, st.text.size(), stdout);
+            std::fflush(stdout);
+          },
+          a->lookup, ids, &spec);
       generated = g.tokens();
     }
     std::fputc('\n', stdout);
@@ -132,6 +143,11 @@ std::function<int()> setup(CLI::App& app) {
     std::fprintf(stderr, "load: %.3f s | prompt: %zu tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s\n",
                  load_s, ids.size(), static_cast<double>(ids.size()) / std::max(prompt_s, 1e-9), generated.size(),
                  static_cast<double>(generated.size()) / std::max(gen_s, 1e-9));
+    if (a->lookup.draft_tokens > 0)
+      std::fprintf(stderr, "speculation: %lld steps for %zu tokens, %lld drafted, %lld accepted (%.0f%%)\n",
+                   static_cast<long long>(spec.steps), generated.size(), static_cast<long long>(spec.drafted),
+                   static_cast<long long>(spec.accepted),
+                   spec.drafted ? 100.0 * static_cast<double>(spec.accepted) / static_cast<double>(spec.drafted) : 0.0);
     return 0;
   };
 }

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "generate/generator.h"
+#include "generate/lookup_draft.h"
 
 namespace ptn {
 class Session;
@@ -18,6 +19,16 @@ namespace ptn::gen {
 // why the generation ended.
 Finish generate_on_session(Session& session, Generator& gen, const float* logits,
                            const std::function<void(const StepResult&)>& on_step = {});
+
+// The same with prompt-lookup speculation (lookup.draft_tokens > 0): each step feeds the drawn
+// token and a draft looked up in `prompt` + the tokens generated, and Generator::verify keeps
+// the draft tokens the model agrees with; the cache is rewound past the rest. The tokens drawn
+// are the ones plain decoding draws from the same logits (at temperature 0 the same text, up to
+// the rounding of a wider step; when sampling, the same distribution). `prompt` is what the
+// session held before the generation.
+Finish generate_on_session(Session& session, Generator& gen, const float* logits,
+                           const std::function<void(const StepResult&)>& on_step, const LookupOptions& lookup,
+                           const std::vector<int32_t>& prompt, SpeculationStats* stats = nullptr);
 
 // The room a Generator has on a session that holds its prompt: context - position.
 int64_t session_room(const Session& session);
