@@ -40,6 +40,7 @@ struct ChatArgs {
   bool print_ids = false;
   bool no_bos_stop = false;
   bool parse_special = false;
+  ptn::gen::LookupOptions lookup;
 };
 
 // Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
@@ -116,8 +117,10 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop, "keep generating when the model emits BOS");
   c->add_flag(opt("parse-special"), a->parse_special,
               "let typed text contain control tokens (e.g. <|im_end|>); off: what you type is always text");
+  ptn::cli::add_lookup_flags(c, &a->lookup);
   return [a] {
     using namespace ptn;
+    ptn::gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");
     cli::apply_threads_flag(a->threads);
     cli::apply_repack_flag(a->no_repack);
     if (a->n_predict < 0) fail(ErrorKind::InvalidArgument, "--n-predict", "must be >= 0");
@@ -140,6 +143,7 @@ std::function<int()> setup(CLI::App& app) {
     cc.stop = cli::stop_from_flags(a->sampling);
     cc.stop_at_bos = !a->no_bos_stop;
     cc.parse_special = a->parse_special;
+    cc.lookup = a->lookup;
     ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
     const bool interactive = ::isatty(STDIN_FILENO) != 0;

@@ -68,11 +68,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("grammar-file"), a->grammar_file, "constrain the output to this GBNF grammar (docs/grammar.md)");
   c->add_option(opt("json-schema-file"), a->json_schema_file,
                 "constrain the output to JSON following this JSON Schema (the subset of docs/grammar.md)");
-  c->add_option(opt("lookup-draft"), a->lookup.draft_tokens,
-                "speculative decoding with prompt-lookup drafts: at most this many tokens drafted per step from an "
-                "earlier occurrence of the last tokens in the prompt or output (0 = off, the default; at most 32)");
-  c->add_option(opt("lookup-ngram"), a->lookup.ngram_max,
-                "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)");
+  ptn::cli::add_lookup_flags(c, &a->lookup);
   return [a] {
     using namespace ptn;
     gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");

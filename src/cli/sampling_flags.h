@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "generate/lookup_draft.h"
 #include "sampling/sampling_params.h"
 
 namespace ptn::cli {
@@ -57,6 +58,15 @@ inline SamplingParams sampling_from_flags(const SamplingFlags& flags, int64_t vo
   sp.seed = seed_given ? flags.seed
                        : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   return validate_sampling_params(sp, vocab);
+}
+
+// --lookup-draft / --lookup-ngram: prompt-lookup speculative decoding (run and chat).
+inline void add_lookup_flags(CLI::App* cmd, gen::LookupOptions* o) {
+  cmd->add_option(opt("lookup-draft"), o->draft_tokens,
+                  "speculative decoding with prompt-lookup drafts: at most this many tokens drafted per step from an "
+                  "earlier occurrence of the last tokens (0 = off, the default; at most 32)");
+  cmd->add_option(opt("lookup-ngram"), o->ngram_max,
+                  "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)");
 }
 
 }  // namespace ptn::cli

@@ -142,7 +142,9 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
     gen::Generator g(tok_, session_.program().meta().spec.vocab_size, reply_params(),
                      session_.context() - r.prompt_tokens);
     ++replies_;
-    const gen::Finish f = gen::generate_on_session(session_, g, logits, [&](const gen::StepResult& st) { emit(st.text); });
+    // (With speculation the drafts are looked up in the whole conversation the cache holds.)
+    const gen::Finish f = gen::generate_on_session(
+        session_, g, logits, [&](const gen::StepResult& st) { emit(st.text); }, config_.lookup, cached_);
     r.tokens = g.tokens();
     r.reply_tokens = static_cast<int64_t>(r.tokens.size());
     r.stop = gen::finish_name(f);

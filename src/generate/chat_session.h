@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "generate/generator.h"
+#include "generate/lookup_draft.h"
 #include "sampling/sampling_params.h"
 
 namespace ptn {
@@ -35,6 +36,7 @@ struct ChatConfig {
   std::vector<std::string> stop;  // stop strings of the caller (the fallback format adds "\nUser:")
   bool stop_at_bos = true;
   bool parse_special = false;  // control-token text in messages becomes control tokens (trusted input)
+  gen::LookupOptions lookup;   // prompt-lookup speculation over the conversation (off by default)
 };
 
 struct ChatReply {

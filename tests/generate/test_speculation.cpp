@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "generate/chat_session.h"
 #include "generate/lookup_draft.h"
 #include "generate/session_generate.h"
 #include "runtime/program.h"
@@ -120,6 +121,28 @@ TEST_F(SpeculationTest, SeededSamplingDrawsTheSameTokens) {
     EXPECT_EQ(spec.tokens, plain.tokens) << "seed " << seed;
     EXPECT_EQ(spec.position, plain.position) << "seed " << seed;
   }
+}
+
+// ptn chat's sessions: the same replies with speculation, turn after turn (the drafts come from
+// the whole conversation, earlier replies included).
+TEST_F(SpeculationTest, ChatRepliesEqualPlainOnes) {
+  std::vector<std::vector<std::string>> replies(2);
+  for (int spec = 0; spec < 2; ++spec) {
+    SessionOptions so;
+    so.context = 512;
+    Session s(*program_, so);
+    ChatConfig cc;  // the plain fallback format
+    cc.max_reply_tokens = 60;
+    cc.stop_at_bos = false;
+    cc.lookup.draft_tokens = spec ? 6 : 0;
+    SamplingParams sp;
+    sp.temperature = 0.0f;
+    ChatSession chat(s, *tok_, cc, sp);
+    for (const char* m : {"Once upon a time there was a cat.", "Once upon a time there was a cat."})
+      replies[static_cast<size_t>(spec)].push_back(chat.send(m).text);
+  }
+  EXPECT_EQ(replies[1], replies[0]);
+  EXPECT_FALSE(replies[0][0].empty());
 }
 
 }  // namespace
