@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -170,21 +169,6 @@ TEST(Crc32c, ExtendEqualsCrcOfConcatenation) {
     uint32_t p = crc32c_extend_portable(0, data.data(), cut);
     EXPECT_EQ(crc32c_extend_portable(p, data.data() + cut, data.size() - cut), whole) << cut;
   }
-}
-
-TEST(Crc32c, Throughput) {
-  auto data = pattern(64u << 20, 5);
-  auto bench = [&](const char* name, uint32_t (*fn)(uint32_t, const void*, size_t)) {
-    volatile uint32_t sink = fn(0, data.data(), data.size());  // warm up
-    const int reps = 4;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) sink = fn(sink, data.data(), data.size());
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ crc32c  ] %-9s %.2f GB/s\n", name, reps * double(data.size()) / s / 1e9);
-  };
-  bench("portable", crc32c_extend_portable);
-  if (crc32c_sse42_available()) bench("sse4.2", crc32c_extend_sse42);
-  std::printf("[ crc32c  ] crc32c() uses %s\n", crc32c_implementation());
 }
 
 // ---------------------------------------------------------------------------------------------

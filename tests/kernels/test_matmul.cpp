@@ -15,6 +15,7 @@
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "kernels/matmul.h"
+#include "kernel_test_util.h"
 
 namespace ptn {
 namespace {
@@ -93,12 +94,7 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want, 
   return den > 0 ? num / den : num;
 }
 
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> out;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
-    if (static_cast<int>(l) <= static_cast<int>(detected_simd_level())) out.push_back(l);
-  return out;
-}
+std::vector<SimdLevel> levels() { return ptn::test::simd_levels(); }
 
 struct SimdCapReset {
   ~SimdCapReset() { set_simd_cap(SimdLevel::AVX512); }
