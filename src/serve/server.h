@@ -35,6 +35,7 @@ struct ServerOptions {
   std::string model_name;                     // empty: the program's name
   std::string chat_template;                  // Jinja source; empty: the program's own
   bool parse_special = false;                 // control-token text in requests becomes control tokens
+  std::string pooling;                        // embeddings: "last", "mean", "cls"; "": the program's (else last)
   size_t max_body_bytes = 4u << 20;           // larger bodies get 413
   size_t max_header_bytes = 64u << 10;        // request line + headers; larger get 431
   int read_timeout_s = 30;                    // socket read / write timeouts
@@ -67,6 +68,7 @@ class Server {
  private:
   void routes();
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // server_embeddings.cpp
 
   std::shared_ptr<const Program> program_;
   ServerOptions opt_;
