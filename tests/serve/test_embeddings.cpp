@@ -300,6 +300,57 @@ TEST_F(EmbedTest, EmbeddingsRunBesideGeneration) {
     EXPECT_LT(nmse(vec(mixed["data"][i]["embedding"]), vec(solo["data"][i]["embedding"])), 1e-10) << i;
 }
 
+// The engine itself, with a cache of 6 blocks of 16 and steps of 2 rows: a generating sequence
+// (admitted first) and a 60-token input (mean pooling, one row a step) grow together until they
+// need 7 blocks, so the input, the younger, is preempted at about its 48th token and computed
+// again from its first token once the generation is done. Its vector must be the quiet one (a
+// pooled sum not restarted would count the first tokens twice).
+TEST_F(EmbedTest, APreemptedInputIsPooledAgainFromItsStart) {
+  serve::EngineOptions eo;
+  eo.capacity_tokens = 96;
+  eo.block_size = 16;
+  eo.max_batch_tokens = 2;
+  eo.max_running = 2;
+  serve::Metrics metrics;
+  serve::Engine engine(*program_, *tok_, eo, &pool(), &metrics);
+  std::vector<int32_t> input;
+  for (int i = 0; i < 60; ++i) input.push_back(3 + (i * 37) % 500);
+  serve::GenRequest g;
+  g.prompt = {1};
+  g.max_tokens = 95;
+  g.sampling.temperature = 0;
+  g.sampling.logit_bias = {{1, -100.0f}, {2, -100.0f}};  // no early end at BOS / EOS
+  auto gen = engine.submit(g);
+  serve::EmbedRequest er;
+  er.inputs = {input};
+  er.pooling = serve::Pooling::Mean;
+  auto emb = engine.submit_embed(er);
+  auto collect = [](serve::Channel& ch, std::vector<float>* vec) {
+    serve::Event e;
+    for (int waited = 0; waited < 600; ++waited) {
+      if (!ch.pop(&e, std::chrono::milliseconds(100))) continue;
+      if (e.kind == serve::Event::Kind::Embedding) *vec = e.embedding;
+      if (e.kind == serve::Event::Kind::Error) ADD_FAILURE() << e.message;
+      if (e.kind != serve::Event::Kind::Delta && e.kind != serve::Event::Kind::Embedding) return e;
+    }
+    ADD_FAILURE() << "no end event";
+    return e;
+  };
+  std::vector<float> got, none;
+  const serve::Event done = collect(*emb, &got);
+  const serve::Event gen_done = collect(*gen, &none);
+  EXPECT_EQ(done.prompt_tokens, 60);
+  EXPECT_EQ(gen_done.completion_tokens, 95);
+  const std::string m = metrics.render();
+  EXPECT_NE(m.find("\nptn_preemptions_total 1"), std::string::npos) << "the scenario did not preempt:\n" << m;
+  std::vector<double> pooled(got.begin(), got.end());
+  const double len = norm2(pooled);
+  for (double& x : pooled) x /= len;
+  const double e = nmse(pooled, reference_embedding(*program_, input, "mean"));
+  std::printf("[ embed    ] preempted mean-pooled input: NMSE vs reference %.2e\n", e);
+  EXPECT_LT(e, 1e-7);
+}
+
 TEST_F(EmbedTest, TheDeclaredPoolingIsRecordedAndDimensionsTruncate) {
   auto st = Program::load(*st_);
   EXPECT_EQ(st->meta().embedding.pooling, "mean");
