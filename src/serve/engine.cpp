@@ -25,15 +25,6 @@ bool Channel::pop(Event* e, std::chrono::milliseconds timeout) {
   return true;
 }
 
-const char* pooling_name(Pooling p) {
-  switch (p) {
-    case Pooling::Last: return "last";
-    case Pooling::Mean: return "mean";
-    case Pooling::Cls: return "cls";
-  }
-  return "last";
-}
-
 // What the inputs of one embedding request share (engine thread only).
 struct Engine::EmbedJob {
   Pooling pooling = Pooling::Last;

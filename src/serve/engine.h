@@ -64,7 +64,6 @@ struct GenRequest {
 
 // How an embedding pools the final hidden states of its tokens.
 enum class Pooling { Last, Mean, Cls };
-const char* pooling_name(Pooling p);
 
 // A validated embedding request: each input is computed as a prompt (prefill only, no sampling,
 // its KV blocks freed when it is done) and pooled; the HTTP layer normalizes.
