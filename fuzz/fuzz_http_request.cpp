@@ -1,5 +1,6 @@
-// The server's request bodies: parse_body (JSON with a nesting bound) then the completion and chat
-// request validators against the bundled stories260K tokenizer (with a small chat template).
+// The server's request bodies: parse_body (JSON with a nesting bound) then the completion, chat
+// and embedding request validators against the bundled stories260K tokenizer (with a small chat
+// template).
 // Bad requests throw ApiError (an HTTP 400/404 reply); ptn::Error is what the handlers map to
 // other replies. Nothing else may escape.
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/embeddings.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
 #include "fuzz_common.h"
@@ -49,6 +51,16 @@ int run_http_request(const uint8_t* data, size_t size) {
     } catch (const ptn::serve::ApiError&) {
     } catch (const ptn::Error&) {
     }
+  }
+  try {
+    ptn::serve::EmbeddingModel em;
+    em.hidden = 64;
+    em.matryoshka = true;
+    em.matryoshka_dimensions = {16, 32};
+    (void)ptn::serve::parse_embedding_request(body, m, em);
+    ok = 1;
+  } catch (const ptn::serve::ApiError&) {
+  } catch (const ptn::Error&) {
   }
   return ok;
 }

@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string model_name;
   std::string template_file;
   bool parse_special = false;
+  std::string pooling;
   int timeout = 600;
   int shutdown_deadline = 10;
 };
@@ -101,6 +102,8 @@ std::function<int()> setup(CLI::App& app) {
                 "a Jinja chat template file for /v1/chat/completions instead of the program's");
   c->add_flag(opt("parse-special"), a->parse_special,
               "let request text contain control tokens (e.g. <|im_end|>); off: request text is always text");
+  c->add_option(opt("pooling"), a->pooling,
+                "/v1/embeddings pooling: last, mean or cls (default: what the model was exported with, else last)");
   c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
   c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
   return [a] {
@@ -133,6 +136,9 @@ std::function<int()> setup(CLI::App& app) {
     so.cors_origins = a->cors_origins;
     so.model_name = a->model_name;
     so.parse_special = a->parse_special;
+    if (!a->pooling.empty() && a->pooling != "last" && a->pooling != "mean" && a->pooling != "cls")
+      ptn::fail(ptn::ErrorKind::InvalidArgument, "--pooling", "must be last, mean or cls, got '" + a->pooling + "'");
+    so.pooling = a->pooling;
     if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);
     so.request_timeout_s = a->timeout;
     so.engine.cache_dtype = *dtype;

@@ -1,4 +1,5 @@
 #include "export/exporter.h"
+#include "export/pooling_config.h"
 
 #include <unistd.h>
 
@@ -463,6 +464,9 @@ Built build_program(const ExportOptions& o, std::ostream& log) {
   ProgramMeta meta = build_meta(spec, o, log, &rep);
   ConvertedWeights cw = convert_weights(*src, spec, meta, o, log);
   meta.tokenizer = load_tokenizer(*src, hf_dir, spec, o, log);
+  meta.embedding = read_embedding_info(hf_dir, spec.hidden_size);
+  if (!meta.embedding.pooling.empty())
+    log << "embedding pooling: " << meta.embedding.pooling << " (sentence-transformers modules.json)\n";
   meta.provenance = provenance(*src, o, cw, left_out);
   std::map<std::string, Tensor> extra;
   if (o.samples > 0) add_golden_samples(o, &meta, cw, &extra);

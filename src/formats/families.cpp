@@ -139,7 +139,7 @@ std::vector<FamilyInfo> make_table() {
     f.hf_config_defaults = kQwenDefaults;
   }
   {
-    FamilyInfo& f = row(Family::Qwen3, "qwen3", "Qwen3", {"Qwen3ForCausalLM"});
+    FamilyInfo& f = row(Family::Qwen3, "qwen3", "Qwen3", {"Qwen3ForCausalLM", "Qwen3Model"});
     f.gguf_arch = "qwen3"; f.gguf_reads = true;
     f.qk_norm = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;

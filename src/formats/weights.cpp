@@ -200,11 +200,15 @@ std::string parent_dir(const std::string& path) {
   return p == std::string::npos ? "." : path.substr(0, p);
 }
 
-// HF checkpoints nest the text model differently (Gemma 3 and Llama 4 multimodal wrappers).
+// HF checkpoints nest the text model differently (Gemma 3 and Llama 4 multimodal wrappers, bare
+// text models).
 std::function<std::string(const std::string&)> hf_locator(const SafetensorsSet& st) {
   return [&st](const std::string& name) -> std::string {
     std::vector<std::string> cands = {name, "language_model." + name};
     if (name.rfind("model.", 0) == 0) cands.push_back("model.language_model." + name.substr(6));
+    // A text model saved without its causal-LM wrapper (Qwen3Model, as sentence-transformers
+    // saves Qwen3-Embedding) has no "model." prefix.
+    if (name.rfind("model.", 0) == 0) cands.push_back(name.substr(6));
     for (const auto& c : cands)
       if (st.has(c)) return c;
     return "";

@@ -77,6 +77,7 @@ nlohmann::json Graph::to_json() const {
   j["input_ids"] = input_ids;
   j["cache_position"] = cache_position;
   j["logits"] = logits;
+  if (hidden >= 0) j["hidden"] = hidden;  // absent: a program without the hidden output
   return j;
 }
 
@@ -170,6 +171,13 @@ Graph Graph::from_json(const nlohmann::json& j, const std::string& where) {
   if (g.values[g.input_ids].kind != ValueKind::Input || g.values[g.cache_position].kind != ValueKind::Input)
     bad("inputs", "input_ids and cache_position must be inputs");
   if (!defined[g.logits]) bad("logits", "never computed");
+  if (j.contains("hidden")) {  // optional: programs written before embeddings have none
+    g.hidden = get_id("hidden");
+    const Value& h = g.values[g.hidden];
+    if (!defined[g.hidden] || h.kind != ValueKind::Activation) bad("hidden", "never computed");
+    if (h.dtype != DType::F32 || h.shape.size() != 2 || h.shape[0] != kDimR || h.shape[1] < 1)
+      bad("hidden", "must be an f32 activation of shape [R, H]");
+  }
   return g;
 }
 

@@ -63,6 +63,9 @@ struct Graph {
   int32_t input_ids = -1;       // i32 [T]
   int32_t cache_position = -1;  // i32 [T]
   int32_t logits = -1;          // f32 [R, vocab]
+  // f32 [R, H]: the final-norm output of the selected rows (what embeddings pool), kept alive
+  // to the end of the step. -1: the program does not expose it (files written before it).
+  int32_t hidden = -1;
 
   int32_t add_value(Value v);
   int32_t add_node(OpType op, std::vector<int32_t> inputs, Value out, std::vector<std::string> weights = {},

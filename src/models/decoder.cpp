@@ -146,11 +146,13 @@ struct Builder {
     return g.add_node(OpType::Add, {x, glu_ffn(l, x)}, act(p + "resid_ffn", H));
   }
 
-  // Final norm on the rows whose logits are wanted, classifier, optional soft-cap.
+  // Final norm on the rows whose logits are wanted (the `hidden` output), classifier, optional
+  // soft-cap.
   void head(int32_t x) {
     const int64_t H = s.hidden_size;
     int32_t xs = g.add_node(OpType::SelectRows, {x}, act("selected", H, kDimR));
     xs = norm(xs, "output_norm.weight", H, "final_norm", 0, kDimR);
+    g.hidden = xs;  // the hidden state embeddings pool
     const std::string w = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
     int32_t logits = linear(xs, w, s.vocab_size, "logits_raw", false, kDimR);
     if (s.final_logit_softcap > 0)

@@ -437,6 +437,7 @@ struct Executor::Impl {
   std::vector<float> static_k, static_v;  // f32 views of reduced-precision buffers
   std::vector<int32_t> iota;
   std::vector<int32_t> selected;
+  size_t hidden_node = SIZE_MAX;  // the node computing the graph's `hidden` output (SIZE_MAX: none)
   std::unordered_map<SeqId, int64_t> last_row;
   std::vector<SeqId> seq_order;
   std::shared_ptr<uint8_t> packed;  // the weights copied for the kernels (see lay_out_weights)
@@ -453,7 +454,9 @@ struct Executor::Impl {
   void size_static_scratch();
 
   // A step's parts.
-  int64_t load_rows(const Program& p, const StepBatch& batch, OutputRows which, int64_t max_rows);
+  // `listed`: the rows to select, by index into the batch (nullptr: as `which` says).
+  int64_t load_rows(const Program& p, const StepBatch& batch, OutputRows which, const std::vector<int32_t>* listed,
+                    int64_t max_rows);
   void run_node(NodePlan& np, const StepRun& s);
 };
 
@@ -519,6 +522,8 @@ void Executor::Impl::plan_values(const Program& p) {
   }
   if (g.values[g.logits].shape.size() != 2 || g.values[g.logits].shape[1] != p.meta().spec.vocab_size)
     fail(ErrorKind::Corrupt, p.name(), "logits width differs from the vocabulary size");
+  if (g.hidden >= 0 && (!values[g.hidden].rows_r || g.values[g.hidden].kind != ValueKind::Activation))
+    fail(ErrorKind::Corrupt, p.name() + ": graph output 'hidden'", "must be an activation of the selected rows [R, H]");
 }
 
 // Nodes: one typed plan each (plan_node), and the last use of every value.
@@ -527,6 +532,7 @@ void Executor::Impl::plan_nodes(const Program& p) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     nodes.push_back(plan_node(NodeCheck{p, g, p.meta().spec, i, n, values, buffers}));
+    if (g.hidden >= 0 && n.output == g.hidden) hidden_node = i;
     for (int32_t in : n.inputs) values[in].last_use = static_cast<int>(i);
   }
 }
@@ -643,6 +649,7 @@ void Executor::Impl::plan_arena(const Graph& g, int64_t max_rows) {
   auto release = [&](int32_t v) { plan.release(values[v].offset, values[v].bytes); };
   for (int32_t v : {g.input_ids, g.cache_position}) place(v);
   values[g.logits].last_use = INT32_MAX;
+  if (g.hidden >= 0) values[g.hidden].last_use = INT32_MAX;  // read after the step, as the logits
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodePlan& np = nodes[i];
     if (np.out >= 0) place(np.out);
@@ -681,7 +688,8 @@ void Executor::reset_static_cache() {
 }
 
 // Writes the batch's ids and positions into the arena and picks the output rows; returns R.
-int64_t Executor::Impl::load_rows(const Program& p, const StepBatch& batch, OutputRows which, int64_t max_rows) {
+int64_t Executor::Impl::load_rows(const Program& p, const StepBatch& batch, OutputRows which,
+                                  const std::vector<int32_t>* listed, int64_t max_rows) {
   const Graph& g = p.graph();
   const ModelSpec& spec = p.meta().spec;
   const int64_t T = static_cast<int64_t>(batch.rows.size());
@@ -705,7 +713,19 @@ int64_t Executor::Impl::load_rows(const Program& p, const StepBatch& batch, Outp
     last_row[row.seq] = r;
   }
   selected.clear();
-  if (which == OutputRows::All) {
+  if (listed) {
+    if (listed->empty() || static_cast<int64_t>(listed->size()) > T)
+      fail(ErrorKind::InvalidArgument, "executor step",
+           "a step selects 1.." + std::to_string(T) + " rows, got " + std::to_string(listed->size()));
+    for (size_t k = 0; k < listed->size(); ++k) {
+      const int32_t r = (*listed)[k];
+      if (r < 0 || r >= T)
+        fail(ErrorKind::InvalidArgument, "executor step",
+             "selected row " + std::to_string(k) + " is " + std::to_string(r) + ", outside the step's " +
+                 std::to_string(T) + " rows");
+      selected.push_back(r);
+    }
+  } else if (which == OutputRows::All) {
     for (int64_t r = 0; r < T; ++r) selected.push_back(static_cast<int32_t>(r));
   } else {
     for (SeqId s : seq_order) selected.push_back(static_cast<int32_t>(last_row[s]));
@@ -797,11 +817,33 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
 }
 
 const float* Executor::step(const StepBatch& batch, OutputRows which, int64_t* n_out) {
+  return run_step(batch, which, nullptr, true, n_out);
+}
+
+const float* Executor::step_rows(const StepBatch& batch, const std::vector<int32_t>& rows, bool logits,
+                                 int64_t* n_out) {
+  if (!logits && impl_->hidden_node == SIZE_MAX)
+    fail(ErrorKind::Unsupported, program_->name(),
+         "the program has no 'hidden' output (exported before embeddings); export it again with this ptn");
+  return run_step(batch, OutputRows::All, &rows, logits, n_out);
+}
+
+int64_t Executor::hidden_size() const {
+  const int32_t h = program_->graph().hidden;
+  return h >= 0 && impl_->hidden_node != SIZE_MAX ? impl_->values[h].width : 0;
+}
+
+const float* Executor::hidden() const {
+  return hidden_size() > 0 ? impl_->f32(program_->graph().hidden) : nullptr;
+}
+
+const float* Executor::run_step(const StepBatch& batch, OutputRows which, const std::vector<int32_t>* listed,
+                                bool logits, int64_t* n_out) {
   Impl& im = *impl_;
   const Program& p = *program_;
   const Graph& g = p.graph();
   StepRun s;
-  s.R = im.load_rows(p, batch, which, max_rows_);
+  s.R = im.load_rows(p, batch, which, listed, max_rows_);
   s.T = static_cast<int64_t>(batch.rows.size());
   s.ids = im.i32(g.input_ids);
   s.pos = im.i32(g.cache_position);
@@ -820,10 +862,13 @@ const float* Executor::step(const StepBatch& batch, OutputRows which, int64_t* n
   }
   s.txn = &txn;
   s.cache = cache_;
-  for (NodePlan& np : im.nodes) im.run_node(np, s);
+  // Without logits the step ends with the node computing `hidden`: the ones after it (the
+  // classifier) feed only the logits, and every node before it comes first in the graph.
+  const size_t end = logits ? im.nodes.size() : im.hidden_node + 1;
+  for (size_t i = 0; i < end; ++i) im.run_node(im.nodes[i], s);
   if (txn.active()) cache_->commit(txn);
   *n_out = s.R;
-  return im.f32(g.logits);
+  return logits ? im.f32(g.logits) : nullptr;
 }
 
 CacheScope::CacheScope(Executor& exec, KVCache& cache) : exec_(exec) {

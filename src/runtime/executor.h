@@ -51,6 +51,15 @@ class Executor {
   // and accept one sequence.
   const float* step(const StepBatch& batch, OutputRows rows, int64_t* n_out);
 
+  // As step, selecting the rows listed (indices into batch.rows, 1..T of them, in the order
+  // given; a row may be listed twice). With `logits` false the classifier is not run and the
+  // result is nullptr: only hidden() is computed (refused for programs without it).
+  const float* step_rows(const StepBatch& batch, const std::vector<int32_t>& rows, bool logits, int64_t* n_out);
+  // The last step's final-norm hidden states of the selected rows, [n_out, hidden_size()]
+  // row-major, valid until the next step; nullptr when the program has no `hidden` output.
+  const float* hidden() const;
+  int64_t hidden_size() const;  // 0: the program has no `hidden` output
+
   const Program& program() const { return *program_; }
   int64_t max_rows() const { return max_rows_; }
   int64_t vocab_size() const { return program_->meta().spec.vocab_size; }
@@ -61,6 +70,8 @@ class Executor {
 
  private:
   friend class CacheScope;
+  const float* run_step(const StepBatch& batch, OutputRows which, const std::vector<int32_t>* listed, bool logits,
+                        int64_t* n_out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::shared_ptr<const Program> program_;

@@ -56,6 +56,19 @@ int inspect_ptn_file(const std::string& path) {
     if (c.kind != AttnKind::Full) std::printf(" %lld", static_cast<long long>(c.span));
     std::printf("\n");
   }
+  // Embeddings: the graph's hidden output and what the model says about pooling.
+  if (m.graph.hidden < 0) {
+    std::printf("\nembeddings: no (no 'hidden' output: exported before ptn computed embeddings)\n");
+  } else {
+    std::printf("\nembeddings: hidden output [R, %lld], pooling %s", static_cast<long long>(m.graph.values[m.graph.hidden].shape[1]),
+                m.embedding.pooling.empty() ? "not declared (serve pools the last token)" : m.embedding.pooling.c_str());
+    if (m.embedding.matryoshka) {
+      std::printf(", Matryoshka");
+      for (size_t i = 0; i < m.embedding.matryoshka_dimensions.size(); ++i)
+        std::printf("%s%lld", i ? ", " : " sizes ", static_cast<long long>(m.embedding.matryoshka_dimensions[i]));
+    }
+    std::printf("\n");
+  }
   std::printf("\nops:");
   for (const auto& [op, n] : m.graph.op_histogram()) std::printf(" %s x%d", op.c_str(), n);
   std::printf("\n\nweights by dtype:\n");

@@ -324,6 +324,8 @@ TokenizerSpec tokenizer_from_manifest(const json& j, const std::map<std::string,
   return t;
 }
 
+bool pooling_known(const std::string& name) { return name == "last" || name == "mean" || name == "cls"; }
+
 json meta_to_json(const ProgramMeta& m, std::map<std::string, Tensor>& extra) {
   json j;
   j["schema_version"] = kProgramSchemaVersion;
@@ -341,6 +343,13 @@ json meta_to_json(const ProgramMeta& m, std::map<std::string, Tensor>& extra) {
   for (const auto& s : m.samples)
     samples.push_back({{"prompt", s.prompt}, {"decode", s.decode}, {"logits", s.logits_tensor}});
   j["golden_samples"] = samples;
+  if (!m.embedding.empty()) {  // written only when the model says something
+    json e = json::object();
+    if (!m.embedding.pooling.empty()) e["pooling"] = m.embedding.pooling;
+    if (m.embedding.matryoshka) e["matryoshka"] = true;
+    if (!m.embedding.matryoshka_dimensions.empty()) e["matryoshka_dimensions"] = m.embedding.matryoshka_dimensions;
+    j["embedding"] = e;
+  }
   j["provenance"] = m.provenance;
   // Paths and command lines in the provenance (and names read from a GGUF) need not be UTF-8,
   // which JSON cannot store: invalid bytes become U+FFFD rather than failing the whole export.
@@ -396,6 +405,28 @@ ProgramMeta meta_from_json(const json& j, const std::map<std::string, Tensor>& t
           t.dim(1) != m.spec.vocab_size)
         bad(where, "golden_samples.logits", "tensor '" + g.logits_tensor + "' has the wrong shape " + t.describe());
       m.samples.push_back(std::move(g));
+    }
+  }
+  if (j.contains("embedding")) {
+    const json& e = j["embedding"];
+    if (!e.is_object()) bad(where, "embedding", "is not an object");
+    EmbeddingInfo& info = m.embedding;
+    const std::string ew = where + " (embedding)";
+    info.pooling = get<std::string>(e, "pooling", ew, "");
+    if (e.contains("pooling") && !pooling_known(info.pooling))
+      bad(where, "embedding.pooling", "must be \"last\", \"mean\" or \"cls\"");
+    info.matryoshka = get<bool>(e, "matryoshka", ew, false);
+    if (e.contains("matryoshka_dimensions")) {
+      const json& d = e["matryoshka_dimensions"];
+      if (!d.is_array() || d.size() > 64) bad(where, "embedding.matryoshka_dimensions", "must be an array of at most 64");
+      for (const json& x : d) {
+        const int64_t v = json_int<int64_t>(x, where, "embedding.matryoshka_dimensions");
+        if (v < 1 || v > m.spec.hidden_size)
+          bad(where, "embedding.matryoshka_dimensions",
+              "entry " + std::to_string(v) + " outside 1.." + std::to_string(m.spec.hidden_size));
+        info.matryoshka_dimensions.push_back(v);
+      }
+      info.matryoshka = true;
     }
   }
   if (j.contains("provenance")) m.provenance = j["provenance"];

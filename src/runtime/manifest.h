@@ -27,6 +27,21 @@ struct GoldenSample {
   std::string logits_tensor;
 };
 
+// What the source model says about its embeddings (manifest key "embedding", absent when it
+// says nothing).
+struct EmbeddingInfo {
+  // How the hidden states of a text's tokens are pooled: "last" (the last token's), "mean"
+  // (their average) or "cls" (the first token's); "" when the model does not say (a generation
+  // model: `ptn serve` then pools the last token unless `--pooling` says otherwise).
+  std::string pooling;
+  // The model was trained for truncated embeddings (Matryoshka: config.json `is_matryoshka` or
+  // `matryoshka_dimensions`), so a request's `dimensions` may shorten them; when the list is not
+  // empty, only those sizes.
+  bool matryoshka = false;
+  std::vector<int64_t> matryoshka_dimensions;
+  bool empty() const { return pooling.empty() && !matryoshka; }
+};
+
 struct ProgramMeta {
   ModelSpec spec;
   Graph graph;
@@ -37,6 +52,7 @@ struct ProgramMeta {
   DType static_cache_dtype = DType::F32;
   std::optional<TokenizerSpec> tokenizer;
   std::vector<GoldenSample> samples;
+  EmbeddingInfo embedding;
   nlohmann::json provenance = nlohmann::json::object();
 };
 
@@ -45,6 +61,8 @@ ModelSpec spec_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json cache_spec_to_json(const CacheSpec& c);
 CacheSpec cache_spec_from_json(const nlohmann::json& j, const std::string& where);
 CacheSpec cache_spec_from_model(const ModelSpec& s);
+// Whether `name` is a pooling ptn can compute ("last", "mean", "cls").
+bool pooling_known(const std::string& name);
 
 // The tokenizer travels as JSON for its scalars plus byte tensors for its strings (pieces need
 // not be valid UTF-8). `tensors` receives the binary parts under "tokenizer.*" names.

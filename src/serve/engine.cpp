@@ -25,6 +25,13 @@ bool Channel::pop(Event* e, std::chrono::milliseconds timeout) {
   return true;
 }
 
+// What the inputs of one embedding request share (engine thread only).
+struct Engine::EmbedJob {
+  Pooling pooling = Pooling::Last;
+  int64_t remaining = 0;  // inputs not yet pooled
+  int64_t tokens = 0;     // token ids over all inputs (usage)
+};
+
 struct Engine::Seq {
   SeqId id = 0;
   GenRequest req;
@@ -40,6 +47,8 @@ struct Engine::Seq {
   Clock::time_point first_token, last_token;
   int index = 0;  // the choice this sequence generates
   int forks = 0;  // choices still to fork from it when its prompt is done
+  std::shared_ptr<EmbedJob> embed;  // set: an embedding input (prefill only, pooled, no sampling)
+  std::vector<double> pooled;       // embedding: the running sum (mean) or the pooled row (last, cls)
 };
 
 Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -93,20 +102,59 @@ std::shared_ptr<Channel> Engine::submit(GenRequest request) {
                                                    " (the sequences this server runs at once, --parallel)");
   s->forks = s->req.n - 1;
   auto ch = s->ch;
+  std::vector<std::unique_ptr<Seq>> one;
+  one.push_back(std::move(s));
+  enqueue(std::move(one));
+  return ch;
+}
+
+std::shared_ptr<Channel> Engine::submit_embed(EmbedRequest request) {
+  if (hidden_size() == 0)
+    ptn::fail(ErrorKind::Unsupported, program_->name(),
+              "the program has no 'hidden' output (exported before ptn computed embeddings); export it again");
+  if (request.inputs.empty()) ptn::fail(ErrorKind::InvalidArgument, "input", "no inputs");
+  auto ch = std::make_shared<Channel>();
+  auto job = std::make_shared<EmbedJob>();
+  job->pooling = request.pooling;
+  job->remaining = static_cast<int64_t>(request.inputs.size());
+  std::vector<std::unique_ptr<Seq>> seqs;
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(request.inputs[i].size());
+    if (n < 1 || n > context_)
+      ptn::fail(ErrorKind::InvalidArgument, "input[" + std::to_string(i) + "]",
+                "needs 1.." + std::to_string(context_) + " tokens, has " + std::to_string(n));
+    auto s = std::make_unique<Seq>();
+    s->req.prompt = std::move(request.inputs[i]);
+    s->req.arrival = request.arrival;
+    s->tokens = s->req.prompt;
+    s->ch = ch;
+    s->index = static_cast<int>(i);
+    s->embed = job;
+    job->tokens += n;
+    seqs.push_back(std::move(s));
+  }
+  enqueue(std::move(seqs));
+  return ch;
+}
+
+// Queues the sequences of one request together: the queue limit counts requests, so a request
+// is refused only when the queue already holds max_queue sequences.
+void Engine::enqueue(std::vector<std::unique_ptr<Seq>> seqs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || draining_) ptn::fail(ErrorKind::Capacity, "server", "the server is shutting down");
     if (queued_ >= opt_.max_queue)
       ptn::fail(ErrorKind::Capacity, "server",
                 "too many requests waiting (" + std::to_string(opt_.max_queue) + "); retry later");
-    s->id = next_id_;
-    next_id_ = next_id_ == INT32_MAX ? 1 : next_id_ + 1;
-    incoming_.push_back(std::move(s));
-    ++queued_;
-    ++active_;
+    for (auto& s : seqs) {
+      s->id = next_id_;
+      next_id_ = next_id_ == INT32_MAX ? 1 : next_id_ + 1;
+      incoming_.push_back(std::move(s));
+      ++queued_;
+      ++active_;
+    }
   }
   cv_.notify_all();
-  return ch;
 }
 
 bool Engine::idle() const { return active_ == 0; }
@@ -189,7 +237,10 @@ void Engine::admit() {
     if (taken + 1 + s.forks > opt_.max_running) return;
     try {
       cache_->add_sequence(s.id);
-      const int64_t reused = cache_->reuse_prefix(s.id, s.tokens);
+      // Mean and cls pooling need the hidden state of every token (or the first): computed, not
+      // reused. Last-token pooling recomputes the last token anyway.
+      const bool reuse = !s.embed || s.embed->pooling == Pooling::Last;
+      const int64_t reused = reuse ? cache_->reuse_prefix(s.id, s.tokens) : 0;
       const int64_t rest = static_cast<int64_t>(s.tokens.size()) - reused;
       // Headroom: a block for every running sequence's next decode rows, so that admitting
       // does not immediately force a preemption.
@@ -200,8 +251,8 @@ void Engine::admit() {
           cache_->clear(s.id);
           if (!running_.empty()) return;  // wait for running sequences to free blocks
           fail(s, 400, "invalid_request_error",
-               "the prompt needs more KV cache than this server has (" + std::to_string(s.tokens.size()) +
-                   " tokens)");
+               std::string(s.embed ? "input[" + std::to_string(s.index) + "]" : "the prompt") +
+                   " needs more KV cache than this server has (" + std::to_string(s.tokens.size()) + " tokens)");
           waiting_.pop_front();
           --queued_;
           continue;
@@ -213,6 +264,8 @@ void Engine::admit() {
         s.cached = reused;
         metrics_->add_prompt_tokens(static_cast<int64_t>(s.req.prompt.size()));
         metrics_->add_cached_tokens(reused);
+      }
+      if (!s.embed && !s.gen) {  // an embedding samples nothing
         s.gen = std::make_unique<gen::Generator>(tok_, vocab_, s.req.params(),
                                                  context_ - static_cast<int64_t>(s.req.prompt.size()));
         if (s.req.grammar) {
@@ -239,15 +292,32 @@ void Engine::admit() {
 void Engine::step_once() {
   StepBatch batch;
   std::vector<std::pair<Seq*, int64_t>> order;  // sequence, rows in this step (first-appearance order)
+  std::vector<int32_t> selected;                // the rows whose outputs the step keeps
+  std::vector<int64_t> first_out;               // per entry of `order`: its first selected row
   for (;;) {
     batch.rows.clear();
     order.clear();
+    selected.clear();
+    first_out.clear();
+    bool want_logits = false;
     int64_t budget = opt_.max_batch_tokens;
     auto add = [&](Seq& s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t p = s.computed + i;
         batch.rows.push_back({s.id, static_cast<int32_t>(p), s.tokens[static_cast<size_t>(p)]});
       }
+      // Generation keeps its last row's logits; mean pooling keeps every row's hidden state,
+      // cls the first one's, last pooling the last one's.
+      const int32_t end = static_cast<int32_t>(batch.rows.size());
+      first_out.push_back(static_cast<int64_t>(selected.size()));
+      if (s.embed && s.embed->pooling == Pooling::Mean) {
+        for (int32_t r = end - static_cast<int32_t>(n); r < end; ++r) selected.push_back(r);
+      } else if (s.embed && s.embed->pooling == Pooling::Cls) {
+        selected.push_back(end - static_cast<int32_t>(n));
+      } else {
+        selected.push_back(end - 1);
+      }
+      want_logits = want_logits || !s.embed;
       order.push_back({&s, n});
       budget -= n;
     };
@@ -261,7 +331,7 @@ void Engine::step_once() {
     int64_t n_out = 0;
     const float* logits = nullptr;
     try {
-      logits = exec_->step(batch, OutputRows::LastPerSequence, &n_out);
+      logits = exec_->step_rows(batch, selected, want_logits, &n_out);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Capacity) throw;
       // Out of blocks: preempt the youngest sequence (recomputed later), or end the only one.
@@ -271,7 +341,11 @@ void Engine::step_once() {
       victim->in_cache = false;
       victim->computed = 0;
       if (running_.empty()) {
-        finish(*victim, "length", "");
+        if (victim->embed)  // an input that does not fit the cache by itself
+          fail(*victim, 400, "invalid_request_error",
+               "input[" + std::to_string(victim->index) + "] needs more KV cache than this server has");
+        else
+          finish(*victim, "length", "");
         return;
       }
       metrics_->add_preemption();
@@ -279,16 +353,24 @@ void Engine::step_once() {
       ++queued_;
       continue;
     }
-    if (n_out != static_cast<int64_t>(order.size()))
-      ptn::fail(ErrorKind::Internal, "serve", "the step returned " + std::to_string(n_out) + " logit rows for " +
-                                                  std::to_string(order.size()) + " sequences");
+    if (n_out != static_cast<int64_t>(selected.size()))
+      ptn::fail(ErrorKind::Internal, "serve", "the step returned " + std::to_string(n_out) + " rows for " +
+                                                  std::to_string(selected.size()) + " selected");
     bool any_done = false;
     std::vector<std::unique_ptr<Seq>> forked;
     for (size_t i = 0; i < order.size(); ++i) {
       Seq& s = *order[i].first;
+      if (s.embed) {
+        const int64_t rows = s.embed->pooling == Pooling::Mean ? order[i].second : 1;
+        pool_rows(s, exec_->hidden(), first_out[i], rows, s.computed);
+        s.computed += order[i].second;
+        if (s.computed == static_cast<int64_t>(s.tokens.size())) finish_embedding(s);
+        any_done = any_done || s.ch == nullptr;
+        continue;
+      }
       s.computed += order[i].second;
       if (s.computed == static_cast<int64_t>(s.tokens.size())) {
-        const float* row = logits + static_cast<int64_t>(i) * vocab_;
+        const float* row = logits + first_out[i] * vocab_;
         try {
           // The prompt of an n-choice request is done: its other choices start from here.
           std::vector<std::unique_ptr<Seq>> kids;
@@ -310,6 +392,47 @@ void Engine::step_once() {
     for (auto& k : forked) running_.push_back(std::move(k));
     return;
   }
+}
+
+// Pools `rows` selected hidden rows of embedding input `s` from row `first_row` of this step's
+// hidden states; `start_pos` is the position of the step's first row of s.
+void Engine::pool_rows(Seq& s, const float* hidden, int64_t first_row, int64_t rows, int64_t start_pos) {
+  const int64_t H = exec_->hidden_size();
+  if (start_pos == 0 || s.pooled.empty()) s.pooled.assign(static_cast<size_t>(H), 0.0);  // a (re)computation starts
+  const float* h = hidden + first_row * H;
+  switch (s.embed->pooling) {
+    case Pooling::Mean:
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < H; ++c) s.pooled[static_cast<size_t>(c)] += h[r * H + c];
+      break;
+    case Pooling::Cls:
+      if (start_pos == 0)
+        for (int64_t c = 0; c < H; ++c) s.pooled[static_cast<size_t>(c)] = h[c];
+      break;
+    case Pooling::Last:  // every step's last row; the final step's stays
+      for (int64_t c = 0; c < H; ++c) s.pooled[static_cast<size_t>(c)] = h[c];
+      break;
+  }
+}
+
+void Engine::finish_embedding(Seq& s) {
+  Event e;
+  e.kind = Event::Kind::Embedding;
+  e.index = s.index;
+  const double scale = s.embed->pooling == Pooling::Mean ? 1.0 / static_cast<double>(s.tokens.size()) : 1.0;
+  e.embedding.resize(s.pooled.size());
+  for (size_t c = 0; c < s.pooled.size(); ++c) e.embedding[c] = static_cast<float>(s.pooled[c] * scale);
+  s.ch->push(std::move(e));
+  if (--s.embed->remaining == 0) {
+    Event d;
+    d.kind = Event::Kind::Done;
+    d.prompt_tokens = s.embed->tokens;
+    s.ch->push(std::move(d));
+  }
+  if (s.in_cache) cache_->clear(s.id);
+  s.in_cache = false;
+  s.ch = nullptr;  // marks it finished for step_once
+  --active_;
 }
 
 std::vector<std::unique_ptr<Engine::Seq>> Engine::fork_choices(Seq& parent) {

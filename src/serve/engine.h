@@ -62,6 +62,17 @@ struct GenRequest {
   }
 };
 
+// How an embedding pools the final hidden states of its tokens.
+enum class Pooling { Last, Mean, Cls };
+
+// A validated embedding request: each input is computed as a prompt (prefill only, no sampling,
+// its KV blocks freed when it is done) and pooled; the HTTP layer normalizes.
+struct EmbedRequest {
+  std::vector<std::vector<int32_t>> inputs;  // 1.. of them, each 1..context token ids
+  Pooling pooling = Pooling::Last;
+  Clock::time_point arrival = Clock::now();
+};
+
 struct TokenOut {
   int32_t id = 0;
   float logprob = 0.0f;            // when logprobs were requested
@@ -69,9 +80,10 @@ struct TokenOut {
 };
 
 struct Event {
-  enum class Kind { Delta, Done, Error };
+  enum class Kind { Delta, Done, Error, Embedding };
   Kind kind = Kind::Delta;
-  int index = 0;                // the choice (0..n-1) the event belongs to
+  int index = 0;                // the choice (0..n-1), or the embedding input, the event belongs to
+  std::vector<float> embedding; // Embedding: the pooled hidden state (not normalized), [hidden]
   std::string text;             // Delta: new output text (stop strings held back and cut)
   std::vector<TokenOut> tokens; // Delta: the tokens generated since the last Delta
   // Done:
@@ -124,6 +136,13 @@ class Engine {
   // Queues a request. Throws ptn::Error (Capacity) when the queue is full or the engine is
   // draining or stopped.
   std::shared_ptr<Channel> submit(GenRequest request);
+  // Queues an embedding request: its inputs wait and run as sequences of their own (sharing the
+  // batch, the cache and the limits with generation); the channel gets one Embedding event per
+  // input (in any order, `index` says which), then a Done whose prompt_tokens counts them all.
+  // Throws ptn::Error: Capacity as submit(), Unsupported when the program has no hidden output.
+  std::shared_ptr<Channel> submit_embed(EmbedRequest request);
+  // The width of the hidden states embeddings pool (0: the program does not expose them).
+  int64_t hidden_size() const { return exec_->hidden_size(); }
 
   // The most tokens one sequence may hold (the model's context, capped by the cache size).
   int64_t context() const { return context_; }
@@ -137,6 +156,10 @@ class Engine {
 
  private:
   struct Seq;
+  struct EmbedJob;
+  void enqueue(std::vector<std::unique_ptr<Seq>> seqs);
+  void pool_rows(Seq& s, const float* hidden, int64_t first_row, int64_t rows, int64_t start_pos);
+  void finish_embedding(Seq& s);
   void run();
   void drop_cancelled();
   void admit();

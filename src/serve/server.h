@@ -37,6 +37,7 @@ struct ServerOptions {
   std::string model_name;                     // empty: the program's name
   std::string chat_template;                  // Jinja source; empty: the program's own
   bool parse_special = false;                 // control-token text in requests becomes control tokens
+  std::string pooling;                        // embeddings: "last", "mean", "cls"; "": the program's (else last)
   size_t max_body_bytes = 4u << 20;           // larger bodies get 413
   size_t max_header_bytes = 64u << 10;        // request line + headers; larger get 431
   int read_timeout_s = 30;                    // socket read / write timeouts
@@ -79,6 +80,7 @@ class Server {
   // protocol, errors, the reply and the stream are in its shapes.
   void run_generation(const httplib::Request& req, httplib::Response& res, const std::string& body_text, bool chat,
                       std::shared_ptr<Protocol> proto);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // server_embeddings.cpp
 
   std::shared_ptr<const Program> program_;
   ServerOptions opt_;

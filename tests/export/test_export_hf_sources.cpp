@@ -289,6 +289,35 @@ TEST(ExportHfSources, TiedEmbeddingStoredAsLmHeadLoads) {
   EXPECT_EQ(want, logits(p));
 }
 
+// Qwen3-Embedding as sentence-transformers saves it: architecture Qwen3Model, tensor names
+// without the "model." prefix, no lm_head (tied). It exports as qwen3 and computes what the
+// same weights under Qwen3ForCausalLM names compute; untied without an lm_head it is refused
+// naming the missing tensor.
+TEST(ExportHfSources, BareQwen3ModelExportsAsTheCausalModel) {
+  TempDir d;
+  json cfg = tiny_llama_config();
+  cfg["architectures"] = {"Qwen3ForCausalLM"};
+  cfg["model_type"] = "qwen3";
+  cfg["tie_word_embeddings"] = true;
+  const std::string dir = hf_dir(d, "causal", cfg);
+  const auto want = logits(export_dir(dir));
+  json bare_cfg = cfg;
+  bare_cfg["architectures"] = {"Qwen3Model"};
+  const std::string bare = same_weights(d, dir, "bare", bare_cfg);
+  TensorMap t = read_tensors(dir), tb;
+  for (const auto& [n, v] : t) tb[n.rfind("model.", 0) == 0 ? n.substr(6) : n] = v;
+  ASSERT_TRUE(tb.count("embed_tokens.weight") && tb.count("norm.weight") && !tb.count("lm_head.weight"));
+  write_tensors(bare, tb);
+  auto p = export_dir(bare);
+  EXPECT_EQ(p->meta().spec.family, "qwen3");
+  EXPECT_GE(p->graph().hidden, 0);
+  EXPECT_EQ(want, logits(p));
+  json untied = bare_cfg;
+  untied["tie_word_embeddings"] = false;
+  const std::string u = same_weights(d, bare, "untied", untied);
+  EXPECT_NE(error_of([&] { export_dir(u); }).find("lm_head.weight"), std::string::npos) << error_of([&] { export_dir(u); });
+}
+
 TEST(ExportHfSources, UnusedTensorsAreRefusedByNameOrLeftOutWithANote) {
   TempDir d;
   json cfg = tiny_llama_config();

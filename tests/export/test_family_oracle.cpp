@@ -15,6 +15,7 @@
 #include <random>
 
 #include "core/fp16.h"
+#include "../oracle_test_util.h"
 #include "export_test_util.h"
 #include "formats/families.h"
 #include "formats/gguf_writer.h"
@@ -33,22 +34,6 @@ const std::vector<int32_t> kTokens = {1, 17, 42, 5, 90, 3, 271, 8, 61, 212, 7, 8
 constexpr size_t kPrompt = 12;  // the first step; the other tokens follow one a step
 
 // ---- the oracle's interpreter ----------------------------------------------------------------
-
-bool runs(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-// A python3 that imports numpy: $PTN_PYTHON, python3 on PATH, or Debian's own interpreter (the
-// one Debian's python3-numpy, installed by `make deps`, serves) when PATH leads elsewhere.
-std::string python_with_numpy(std::string* tried) {
-  std::vector<std::string> candidates;
-  if (const char* p = std::getenv("PTN_PYTHON")) candidates.push_back(p);
-  candidates.push_back("python3");
-  candidates.push_back("/usr/bin/python3");
-  for (const std::string& c : candidates) {
-    *tried += (tried->empty() ? "" : ", ") + c;
-    if (runs(c + " -c 'import numpy'")) return c;
-  }
-  return "";
-}
 
 // ---- a case's HF directory -------------------------------------------------------------------
 
@@ -98,16 +83,11 @@ std::string make_model(const TempDir& d, const std::string& name, const json& co
 
 // The oracle's logits of every position of kTokens.
 Rows oracle_logits(const std::string& python, const std::string& dir, int64_t vocab) {
-  std::string ids;
-  for (int32_t t : kTokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
   const std::string out = dir + "/oracle_logits.f64";
-  const std::string script = std::string(PTN_SOURCE_DIR) + "/tests/oracle/hf_forward.py";
-  const std::string cmd = python + " " + script + " " + dir + " " + ids + " " + out;
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(out, std::ios::binary);
-  std::vector<double> flat(kTokens.size() * static_cast<size_t>(vocab));
-  f.read(reinterpret_cast<char*>(flat.data()), static_cast<std::streamsize>(flat.size() * sizeof(double)));
-  EXPECT_TRUE(f.good() && f.peek() == EOF) << out << ": not " << flat.size() << " float64 values";
+  EXPECT_EQ(run_oracle(python, dir, kTokens, out), "") << "the oracle failed";
+  std::vector<double> flat;
+  EXPECT_TRUE(read_f64(out, kTokens.size() * static_cast<size_t>(vocab), &flat))
+      << out << ": not " << kTokens.size() * static_cast<size_t>(vocab) << " float64 values";
   Rows r;
   for (size_t i = 0; i < kTokens.size(); ++i) r.emplace_back(flat.begin() + i * vocab, flat.begin() + (i + 1) * vocab);
   return r;

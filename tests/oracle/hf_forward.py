@@ -12,10 +12,13 @@ ptn's is used, and no code of transformers is copied):
   read here, and both config forms (v4 rope_theta + rope_scaling, v5 rope_parameters, flat or
   keyed by layer type).
 
-Usage: hf_forward.py MODEL_DIR TOKEN_IDS OUT
-  MODEL_DIR  a directory with config.json and model.safetensors (F32, BF16 or F16 tensors)
-  TOKEN_IDS  comma-separated token ids, run as one sequence from position 0
-  OUT        written as float64 little-endian logits, [len(TOKEN_IDS), vocab] row-major
+Usage: hf_forward.py MODEL_DIR TOKEN_IDS OUT [HIDDEN_OUT]
+  MODEL_DIR   a directory with config.json and model.safetensors (F32, BF16 or F16 tensors)
+  TOKEN_IDS   comma-separated token ids, run as one sequence from position 0
+  OUT         written as float64 little-endian logits, [len(TOKEN_IDS), vocab] row-major
+  HIDDEN_OUT  if given, the final hidden states (after the model's last norm, what
+              transformers returns as last_hidden_state and embedding models pool), written as
+              float64 little-endian [len(TOKEN_IDS), hidden_size] row-major
 """
 import json
 import math
@@ -258,6 +261,7 @@ def rotate_interleaved(x, cos, sin):
 
 
 def forward(cfg, W, ids):
+    """Returns (logits [T, vocab], final hidden states [T, hidden])."""
     fam = cfg.family
     g = cfg.get
     H, L, Hq = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
@@ -349,11 +353,11 @@ def forward(cfg, W, ids):
     final_cap = g("final_logit_softcapping") if gemma else None
     if final_cap:
         logits = np.tanh(logits / final_cap) * final_cap
-    return logits
+    return logits, x
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         raise SystemExit(__doc__)
     model_dir, ids, out = argv[1], [int(t) for t in argv[2].split(",")], argv[3]
     with open(model_dir + "/config.json") as f:
@@ -368,8 +372,10 @@ def main(argv):
                 name = new + name[len(old):]
         W[name] = a
     with np.errstate(over="ignore"):
-        logits = forward(cfg, W, ids)
+        logits, hidden = forward(cfg, W, ids)
     np.ascontiguousarray(logits, dtype="<f8").tofile(out)
+    if len(argv) == 5:
+        np.ascontiguousarray(hidden, dtype="<f8").tofile(argv[4])
 
 
 if __name__ == "__main__":
