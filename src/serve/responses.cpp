@@ -287,8 +287,8 @@ Protocol::Translated ResponsesProtocol::translate(const std::string& body_text) 
   }
   echo_["tool_choice"] = "auto";
   if (const ojson* tc = field(body, "tool_choice")) {
-    if (tc->is_string()) {
-      chat["tool_choice"] = *tc;  // "auto", "none", "required" (checked on the chat path)
+    if (*tc == "auto" || *tc == "none" || *tc == "required") {
+      chat["tool_choice"] = *tc;
     } else if (tc->is_object()) {
       const std::string type = get_string(*tc, "type", "tool_choice", true);
       if (type != "function")
@@ -337,6 +337,12 @@ Protocol::Translated ResponsesProtocol::translate(const std::string& body_text) 
       echo_["text"] = ojson{{"format", *f}};
     }
   }
+
+  // A forced call (tool_choice "required" or a named function) makes the reply the call(s) only,
+  // so the format of the reply's text has nothing to constrain in this turn. Agents with an
+  // output type send both (a tool first, then the formatted answer in a later turn).
+  if (const ojson* tc = field(chat, "tool_choice"); tc && *tc != "auto" && *tc != "none")
+    chat.erase("response_format");
 
   // --- sampling and length
   echo_["max_output_tokens"] = nullptr;

@@ -177,10 +177,10 @@ TEST(ResponsesTranslate, ToolsToolChoiceAndFormat) {
   EXPECT_EQ(chat["reasoning_effort"], "low");
 
   ResponsesProtocol q(m);
-  const json c2 = chat_of(q, json::parse(R"({"input": "x", "tool_choice": "required",
+  const json c2 = chat_of(q, json::parse(R"({"input": "x", "tool_choice": "none",
     "text": {"format": {"type": "json_schema", "name": "out", "strict": true, "description": "d",
                         "schema": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}}}})"));
-  EXPECT_EQ(c2["tool_choice"], "required");
+  EXPECT_EQ(c2["tool_choice"], "none");
   EXPECT_EQ(c2["response_format"]["type"], "json_schema");
   EXPECT_EQ(c2["response_format"]["json_schema"]["name"], "out");
   EXPECT_EQ(c2["response_format"]["json_schema"]["strict"], true);
@@ -192,6 +192,16 @@ TEST(ResponsesTranslate, ToolsToolChoiceAndFormat) {
   ResponsesProtocol r(m);
   EXPECT_EQ(chat_of(r, json::parse(R"({"input": "x", "text": {"format": {"type": "json_object"}}})"))["response_format"],
             json({{"type", "json_object"}}));
+  // A forced call is the whole reply: the text format applies to a later turn only.
+  for (const char* choice : {R"("required")", R"({"type": "function", "name": "f"})"}) {
+    ResponsesProtocol f(m);
+    const json c = chat_of(f, json::parse(std::string(R"({"input": "x", "tools": [{"type": "function", "name": "f"}],
+      "text": {"format": {"type": "json_object"}}, "tool_choice": )") + choice + "}"));
+    EXPECT_FALSE(c.contains("response_format")) << choice;
+  }
+  ResponsesProtocol a(m);
+  EXPECT_TRUE(chat_of(a, json::parse(R"({"input": "x", "tools": [{"type": "function", "name": "f"}],
+    "text": {"format": {"type": "json_object"}}, "tool_choice": "auto"})")).contains("response_format"));
 }
 
 TEST(ResponsesTranslate, RefusedByName) {
