@@ -27,16 +27,24 @@ ThreadPool& pool() {
   return p;
 }
 
+// ChatML whose generation prompt opens a think section (as DeepSeek-R1's distills do), so the
+// reply starts in the reasoning.
+const char* kThinkingChatMl =
+    "{# <think> </think> #}{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}"
+    "{% endif %}";
+
 struct ResponsesServer {
   std::unique_ptr<Server> server;
   int port = 0;
-  ResponsesServer() {
+  explicit ResponsesServer(const std::string& chat_template = "") {
     static const std::string program = ptn::testing::export_stories(ptn::testing::temp_dir(kScratch), "stories", 2048);
     ServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
     o.model_name = "stories";
-    o.chat_template = read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
+    o.chat_template = !chat_template.empty() ? chat_template
+                      : read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
     server = std::make_unique<Server>(Program::load(program), o, &pool());
     port = server->bind();
     server->start();
@@ -229,4 +237,39 @@ TEST(ResponsesServe, ErrorsNameTheResponsesFields) {
   res = s.post(json::parse("1"), "/v1/responses");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
+}
+
+TEST(ResponsesServe, ReasoningComesBackAsAReasoningItem) {
+  ResponsesServer s(kThinkingChatMl);
+  const json body = {{"input", "Two and two?"}, {"max_output_tokens", 6}, {"temperature", 0}};
+  const json r = s.post_ok(body);
+  ASSERT_FALSE(r.is_null());
+  // A reply that never closes its think section is all reasoning; cut by max_output_tokens.
+  EXPECT_EQ(r["status"], "incomplete") << r.dump();
+  ASSERT_EQ(r["output"].size(), 2u) << r.dump();
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  const std::string reasoning = r["output"][0]["content"][0]["text"].get<std::string>();
+  EXPECT_FALSE(reasoning.empty());
+  EXPECT_EQ(r["output"][1]["type"], "message");
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "");
+
+  json streamed = body;
+  streamed["stream"] = true;
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(60, 0);
+  auto res = c.Post("/v1/responses", streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto ev = events_of(res->body);
+  std::string deltas, done;
+  for (const auto& e : ev) {
+    if (e.name == "response.reasoning_text.delta") deltas += e.data["delta"].get<std::string>();
+    if (e.name == "response.reasoning_text.done") done = e.data["text"].get<std::string>();
+  }
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back().name, "response.incomplete");
+  EXPECT_EQ(deltas, done);
+  // Greedy: the same tokens as the plain reply (which is trimmed).
+  EXPECT_NE(done.find(reasoning), std::string::npos) << done << " | " << reasoning;
+  EXPECT_EQ(ev.back().data["response"]["output"][0]["content"][0]["text"], done);
 }
