@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "serve/http_server.h"
 #include "serve/protocol.h"
+#include "serve/responses.h"
 
 namespace ptn::serve {
 
@@ -67,7 +68,7 @@ void send_routed_error(const httplib::Request& req, httplib::Response& res, int 
 
 std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                                "/metrics",        "/tokenize",            "/detokenize", "/v1/embeddings"};
+                                "/metrics",        "/tokenize",            "/detokenize", "/v1/embeddings", "/v1/responses"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -265,6 +266,9 @@ void Server::routes() {
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
   s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
+  s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model_));
+  });
 }
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
