@@ -185,31 +185,6 @@ json tool_input(const std::string& arguments) {
 
 }  // namespace
 
-const char* anthropic_error_type(int status) {
-  switch (status) {
-    case 400:
-    case 408:
-    case 414:
-    case 431:
-      return "invalid_request_error";
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-    case 529:
-      return "overloaded_error";
-    default:
-      return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
-  }
-}
-
 AnthropicProtocol::AnthropicProtocol(const ModelInfo& model) : model_(model), id_(random_id("msg_")) {}
 
 ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
@@ -389,9 +364,11 @@ std::string AnthropicProtocol::translate_count(const std::string& body_text) {
 json AnthropicProtocol::reply(const json& completion) {
   json content = json::array();
   std::string finish = "stop";
+  json stop_sequence = nullptr;
   if (completion.contains("choices") && completion["choices"].is_array() && !completion["choices"].empty()) {
     const json& choice = completion["choices"][0];
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+    if (choice.contains("stop_reason") && choice["stop_reason"].is_string()) stop_sequence = choice["stop_reason"];
     const json msg = choice.value("message", json::object());
     if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string() &&
         !msg["reasoning_content"].get_ref<const std::string&>().empty())
@@ -411,8 +388,8 @@ json AnthropicProtocol::reply(const json& completion) {
               {"role", "assistant"},
               {"model", completion.value("model", model_.name)},
               {"content", content},
-              {"stop_reason", stop_reason_of(finish)},
-              {"stop_sequence", nullptr},
+              {"stop_reason", stop_sequence.is_null() ? stop_reason_of(finish) : "stop_sequence"},
+              {"stop_sequence", stop_sequence},
               {"usage", {{"input_tokens", usage.value("prompt_tokens", 0)}, {"output_tokens", usage.value("completion_tokens", 0)}}}};
 }
 
@@ -450,7 +427,7 @@ std::string AnthropicProtocol::finish(const json* usage) {
   }
   out += event("message_delta", {{"type", "message_delta"},
                                  {"delta", {{"stop_reason", stop_reason_.empty() ? "end_turn" : stop_reason_},
-                                            {"stop_sequence", nullptr}}},
+                                            {"stop_sequence", stop_sequence_.empty() ? json(nullptr) : json(stop_sequence_)}}},
                                  {"usage", u}});
   return out + event("message_stop", {{"type", "message_stop"}});
 }
@@ -509,6 +486,10 @@ std::string AnthropicProtocol::chunk(const json& c) {
   if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
     out += close_block();
     stop_reason_ = stop_reason_of(choice["finish_reason"].get<std::string>());
+    if (choice.contains("stop_reason") && choice["stop_reason"].is_string()) {
+      stop_sequence_ = choice["stop_reason"].get<std::string>();
+      stop_reason_ = "stop_sequence";
+    }
   }
   return out;
 }
@@ -524,13 +505,9 @@ std::string AnthropicProtocol::stream_error(int status, const std::string& type,
   return event("error", error(status, type, message, "", ""));
 }
 
-json AnthropicProtocol::error(int status, const std::string& type, const std::string& message, const std::string&,
+json AnthropicProtocol::error(int status, const std::string&, const std::string& message, const std::string&,
                               const std::string& code) const {
-  // OpenAI's server_busy (503) and engine errors (500) map by status; a 400 stays a request error.
-  const char* t = anthropic_error_type(status);
-  if (code == "server_busy") t = "overloaded_error";
-  (void)type;
-  return json{{"type", "error"}, {"error", {{"type", t}, {"message", message}}}};
+  return anthropic_error_body(code == "server_busy" ? 503 : status, message);
 }
 
 json anthropic_count_tokens(const std::string& body_text, const ModelInfo& model) {

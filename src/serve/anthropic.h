@@ -45,13 +45,9 @@ class AnthropicProtocol : public Protocol {
   bool started_ = false, finished_ = false;
   int block_ = -1;          // index of the last block opened
   std::string open_;        // type of the open block ("": none)
-  std::string stop_reason_;
+  std::string stop_reason_, stop_sequence_;
   int64_t input_tokens_ = 0;
 };
-
-// Anthropic's error type for an HTTP status (400 invalid_request_error, 401
-// authentication_error, 404 not_found_error, 413 request_too_large, 503 overloaded_error, ...).
-const char* anthropic_error_type(int status);
 
 // POST /v1/messages/count_tokens: {"input_tokens": N}, the tokens of the prompt the messages
 // body renders to (through parse_chat_request, so the count is what a request would use).

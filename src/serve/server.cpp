@@ -67,7 +67,9 @@ void send_routed_error(const httplib::Request& req, httplib::Response& res, int 
 
 std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                                "/metrics",        "/tokenize",            "/detokenize"};
+                                "/metrics",        "/tokenize",            "/detokenize", "/v1/messages",
+                                "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/tags",
+                                "/api/show",       "/api/version",         "/api/ps"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -264,6 +266,7 @@ void Server::routes() {
          [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
+  routes_other_apis();
 }
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
