@@ -16,7 +16,7 @@ namespace ptn::serve {
 
 class AnthropicProtocol : public Protocol {
  public:
-  // `model` must outlive the protocol (the server's ModelInfo). Its chat template says whether
+  // `model`: the served model (name, chat template). Its chat template says whether
   // `thinking` can be honoured.
   explicit AnthropicProtocol(const ModelInfo& model);
 
@@ -39,7 +39,7 @@ class AnthropicProtocol : public Protocol {
   std::string close_block();
   std::string finish(const nlohmann::json* usage);  // message_delta + message_stop
 
-  const ModelInfo& model_;
+  const ModelInfo model_;  // a copy: the protocol may outlive the caller's object
   std::string id_;  // msg_...
   // Streaming state.
   bool started_ = false, finished_ = false;

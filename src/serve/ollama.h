@@ -32,7 +32,7 @@ struct OllamaModel {
 class OllamaProtocol : public Protocol {
  public:
   enum class Endpoint { Chat, Generate };
-  // `model` must outlive the protocol (the server's ModelInfo).
+  // `model`: the served model (name, chat template, context).
   OllamaProtocol(const ModelInfo& model, Endpoint endpoint);
 
   Translated translate(const std::string& body_text) override;
@@ -50,7 +50,7 @@ class OllamaProtocol : public Protocol {
   nlohmann::json message_part(const std::string& content, const std::string& thinking,
                               const nlohmann::json& tool_calls) const;
 
-  const ModelInfo& model_;
+  const ModelInfo model_;  // a copy: the protocol may outlive the caller's object
   Endpoint endpoint_;
   bool chat_path_ = true;  // the translated body is a chat body (else completions)
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
