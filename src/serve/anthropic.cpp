@@ -177,6 +177,28 @@ std::string tool_use_id(const std::string& call_id) {
   return call_id.rfind("call_", 0) == 0 ? "toolu_" + call_id.substr(5) : call_id;
 }
 
+// Readers of the chat path's replies that never throw: a missing or mistyped member reads as
+// null / "" / 0 (the server builds these objects, but nothing here trusts their shape).
+const json& member(const json& o, const char* k) {
+  static const json null_json;
+  if (!o.is_object()) return null_json;
+  auto it = o.find(k);
+  return it == o.end() ? null_json : *it;
+}
+std::string text_of(const json& o, const char* k) {
+  const json& v = member(o, k);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+int64_t count_of(const json& o, const char* k) {
+  const json& v = member(o, k);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+const json& first_choice(const json& o) {
+  static const json null_json;
+  const json& c = member(o, "choices");
+  return c.is_array() && !c.empty() ? c[0] : null_json;
+}
+
 json tool_input(const std::string& arguments) {
   json input = json::parse(arguments, nullptr, /*allow_exceptions=*/false);
   // The chat path only returns calls whose arguments are a JSON object.
@@ -363,34 +385,32 @@ std::string AnthropicProtocol::translate_count(const std::string& body_text) {
 
 json AnthropicProtocol::reply(const json& completion) {
   json content = json::array();
-  std::string finish = "stop";
-  json stop_sequence = nullptr;
-  if (completion.contains("choices") && completion["choices"].is_array() && !completion["choices"].empty()) {
-    const json& choice = completion["choices"][0];
-    if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) finish = choice["finish_reason"];
-    if (choice.contains("stop_reason") && choice["stop_reason"].is_string()) stop_sequence = choice["stop_reason"];
-    const json msg = choice.value("message", json::object());
-    if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string() &&
-        !msg["reasoning_content"].get_ref<const std::string&>().empty())
-      content.push_back({{"type", "thinking"}, {"thinking", msg["reasoning_content"]}, {"signature", ""}});
-    if (msg.contains("content") && msg["content"].is_string() && !msg["content"].get_ref<const std::string&>().empty())
-      content.push_back({{"type", "text"}, {"text", msg["content"]}});
-    if (msg.contains("tool_calls") && msg["tool_calls"].is_array())
-      for (const auto& c : msg["tool_calls"])
-        content.push_back({{"type", "tool_use"},
-                           {"id", tool_use_id(c.value("id", ""))},
-                           {"name", c["function"].value("name", "")},
-                           {"input", tool_input(c["function"].value("arguments", "{}"))}});
-  }
-  const json usage = completion.value("usage", json::object());
+  const json& choice = first_choice(completion);
+  const std::string finish = text_of(choice, "finish_reason");
+  const std::string stop_sequence = text_of(choice, "stop_reason");
+  const json& msg = member(choice, "message");
+  if (const std::string r = text_of(msg, "reasoning_content"); !r.empty())
+    content.push_back({{"type", "thinking"}, {"thinking", r}, {"signature", ""}});
+  if (const std::string t = text_of(msg, "content"); !t.empty()) content.push_back({{"type", "text"}, {"text", t}});
+  const json& calls = member(msg, "tool_calls");
+  if (calls.is_array())
+    for (const auto& c : calls) {
+      const json& fn = member(c, "function");
+      content.push_back({{"type", "tool_use"},
+                         {"id", tool_use_id(text_of(c, "id"))},
+                         {"name", text_of(fn, "name")},
+                         {"input", tool_input(text_of(fn, "arguments"))}});
+    }
+  const json& usage = member(completion, "usage");
+  const std::string model = text_of(completion, "model");
   return json{{"id", id_},
               {"type", "message"},
               {"role", "assistant"},
-              {"model", completion.value("model", model_.name)},
+              {"model", model.empty() ? model_.name : model},
               {"content", content},
-              {"stop_reason", stop_sequence.is_null() ? stop_reason_of(finish) : "stop_sequence"},
-              {"stop_sequence", stop_sequence},
-              {"usage", {{"input_tokens", usage.value("prompt_tokens", 0)}, {"output_tokens", usage.value("completion_tokens", 0)}}}};
+              {"stop_reason", stop_sequence.empty() ? stop_reason_of(finish) : "stop_sequence"},
+              {"stop_sequence", stop_sequence.empty() ? json(nullptr) : json(stop_sequence)},
+              {"usage", {{"input_tokens", count_of(usage, "prompt_tokens")}, {"output_tokens", count_of(usage, "completion_tokens")}}}};
 }
 
 std::string AnthropicProtocol::event(const char* name, const json& data) const {
@@ -422,8 +442,8 @@ std::string AnthropicProtocol::finish(const json* usage) {
   std::string out = close_block();
   json u = {{"output_tokens", 0}};
   if (usage) {
-    u["input_tokens"] = usage->value("prompt_tokens", 0);
-    u["output_tokens"] = usage->value("completion_tokens", 0);
+    u["input_tokens"] = count_of(*usage, "prompt_tokens");
+    u["output_tokens"] = count_of(*usage, "completion_tokens");
   }
   out += event("message_delta", {{"type", "message_delta"},
                                  {"delta", {{"stop_reason", stop_reason_.empty() ? "end_turn" : stop_reason_},
@@ -442,17 +462,15 @@ std::string AnthropicProtocol::chunk(const json& c) {
                     {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}};
     out += event("message_start", {{"type", "message_start"}, {"message", message}});
   }
-  if (!c.is_object() || !c.contains("choices") || !c["choices"].is_array()) return out;
-  if (c["choices"].empty()) {  // the usage chunk: the last one
-    if (c.contains("usage") && c["usage"].is_object()) out += finish(&c["usage"]);
+  const json& choices = member(c, "choices");
+  if (!choices.is_array()) return out;
+  if (choices.empty()) {  // the usage chunk: the last one
+    if (member(c, "usage").is_object()) out += finish(&c["usage"]);
     return out;
   }
-  const json& choice = c["choices"][0];
-  const json delta = choice.value("delta", json::object());
-  auto text_of = [&](const char* k) -> std::string {
-    return delta.contains(k) && delta[k].is_string() ? delta[k].get<std::string>() : std::string();
-  };
-  const std::string reasoning = text_of("reasoning_content"), text = text_of("content");
+  const json& choice = choices[0];
+  const json& delta = member(choice, "delta");
+  const std::string reasoning = text_of(delta, "reasoning_content"), text = text_of(delta, "content");
   if (!reasoning.empty()) {
     if (open_ != "thinking") out += open_block("thinking");
     out += event("content_block_delta", {{"type", "content_block_delta"},
@@ -464,9 +482,11 @@ std::string AnthropicProtocol::chunk(const json& c) {
     out += event("content_block_delta",
                  {{"type", "content_block_delta"}, {"index", block_}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
-  if (delta.contains("tool_calls") && delta["tool_calls"].is_array()) {
-    for (const auto& call : delta["tool_calls"]) {
-      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+  const json& calls = member(delta, "tool_calls");
+  if (calls.is_array()) {
+    for (const auto& call : calls) {
+      const json& fn = member(call, "function");
+      if (!fn.is_object()) continue;
       out += close_block();
       ++block_;
       open_ = "tool_use";
@@ -474,20 +494,20 @@ std::string AnthropicProtocol::chunk(const json& c) {
                    {{"type", "content_block_start"},
                     {"index", block_},
                     {"content_block",
-                     {{"type", "tool_use"}, {"id", tool_use_id(call.value("id", ""))}, {"name", call["function"].value("name", "")},
+                     {{"type", "tool_use"}, {"id", tool_use_id(text_of(call, "id"))}, {"name", text_of(fn, "name")},
                       {"input", json::object()}}}});
+      std::string args = text_of(fn, "arguments");
       out += event("content_block_delta", {{"type", "content_block_delta"},
                                            {"index", block_},
-                                           {"delta", {{"type", "input_json_delta"},
-                                                      {"partial_json", call["function"].value("arguments", "{}")}}}});
+                                           {"delta", {{"type", "input_json_delta"}, {"partial_json", args.empty() ? "{}" : args}}}});
       out += close_block();
     }
   }
-  if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+  if (member(choice, "finish_reason").is_string()) {
     out += close_block();
-    stop_reason_ = stop_reason_of(choice["finish_reason"].get<std::string>());
-    if (choice.contains("stop_reason") && choice["stop_reason"].is_string()) {
-      stop_sequence_ = choice["stop_reason"].get<std::string>();
+    stop_reason_ = stop_reason_of(text_of(choice, "finish_reason"));
+    if (member(choice, "stop_reason").is_string()) {
+      stop_sequence_ = text_of(choice, "stop_reason");
       stop_reason_ = "stop_sequence";
     }
   }

@@ -190,9 +190,33 @@ ojson translate_messages(const ojson& m) {
   return out;
 }
 
+// Readers of the chat path's replies that never throw: a missing or mistyped member reads as
+// null / "" / 0 (the server builds these objects, but nothing here trusts their shape).
+const json& member(const json& o, const char* k) {
+  static const json null_json;
+  if (!o.is_object()) return null_json;
+  auto it = o.find(k);
+  return it == o.end() ? null_json : *it;
+}
+std::string text_of(const json& o, const char* k) {
+  const json& v = member(o, k);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+int64_t count_of(const json& o, const char* k) {
+  const json& v = member(o, k);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+const json& first_choice(const json& o) {
+  static const json null_json;
+  const json& c = member(o, "choices");
+  return c.is_array() && !c.empty() ? c[0] : null_json;
+}
+
 int64_t ns_of(const json& timings, const char* ms_key) {
   if (!timings.is_object() || !timings.contains(ms_key) || !timings[ms_key].is_number()) return 0;
-  return static_cast<int64_t>(std::llround(timings[ms_key].get<double>() * 1e6));
+  const double ms = timings[ms_key].get<double>();
+  if (!(ms >= 0.0 && ms < 1e12)) return 0;  // (not a duration this server measured)
+  return static_cast<int64_t>(std::llround(ms * 1e6));
 }
 
 json ollama_calls(const json& calls) {
@@ -200,17 +224,15 @@ json ollama_calls(const json& calls) {
   if (!calls.is_array()) return out;
   for (size_t i = 0; i < calls.size(); ++i) {
     const json& c = calls[i];
-    if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
-    json args = json::parse(c["function"].value("arguments", "{}"), nullptr, /*allow_exceptions=*/false);
+    const json& fn = member(c, "function");
+    if (!fn.is_object()) continue;
+    json args = json::parse(text_of(fn, "arguments"), nullptr, /*allow_exceptions=*/false);
     if (!args.is_object()) args = json::object();  // the chat path returns object arguments only
-    out.push_back({{"function", {{"index", i}, {"name", c["function"].value("name", "")}, {"arguments", args}}}});
+    out.push_back({{"function", {{"index", i}, {"name", text_of(fn, "name")}, {"arguments", args}}}});
   }
   return out;
 }
 
-std::string str(const json& o, const char* k) {
-  return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
-}
 
 }  // namespace
 
@@ -322,24 +344,22 @@ json OllamaProtocol::final_object(const json& usage, const json& timings) const 
   o["total_duration"] =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   o["load_duration"] = 0;  // the model is loaded once, when the server starts
-  o["prompt_eval_count"] = usage.is_object() ? usage.value("prompt_tokens", 0) : 0;
+  o["prompt_eval_count"] = count_of(usage, "prompt_tokens");
   o["prompt_eval_duration"] = ns_of(timings, "prompt_ms");
-  o["eval_count"] = usage.is_object() ? usage.value("completion_tokens", 0) : 0;
+  o["eval_count"] = count_of(usage, "completion_tokens");
   o["eval_duration"] = ns_of(timings, "predicted_ms");
   return o;
 }
 
 json OllamaProtocol::reply(const json& completion) {
-  json choice = json::object();
-  if (completion.contains("choices") && completion["choices"].is_array() && !completion["choices"].empty())
-    choice = completion["choices"][0];
-  const std::string finish = str(choice, "finish_reason");
+  const json& choice = first_choice(completion);
+  const std::string finish = text_of(choice, "finish_reason");
   done_reason_ = finish == "length" ? "length" : "stop";
-  const json msg = choice.is_object() ? choice.value("message", json::object()) : json::object();
-  const std::string content = chat_path_ ? str(msg, "content") : str(choice, "text");
-  json o = final_object(completion.value("usage", json::object()), completion.value("timings", json::object()));
-  const json calls = ollama_calls(msg.value("tool_calls", json::array()));
-  const std::string thinking = str(msg, "reasoning_content");
+  const json& msg = member(choice, "message");
+  const std::string content = chat_path_ ? text_of(msg, "content") : text_of(choice, "text");
+  json o = final_object(member(completion, "usage"), member(completion, "timings"));
+  const json calls = ollama_calls(member(msg, "tool_calls"));
+  const std::string thinking = text_of(msg, "reasoning_content");
   if (endpoint_ == Endpoint::Chat) {
     o["message"]["content"] = content;
     if (!thinking.empty()) o["message"]["thinking"] = thinking;
@@ -352,23 +372,24 @@ json OllamaProtocol::reply(const json& completion) {
 }
 
 std::string OllamaProtocol::chunk(const json& c) {
-  if (finished_ || !c.is_object() || !c.contains("choices") || !c["choices"].is_array()) return "";
-  if (c["choices"].empty()) {  // the usage chunk: the last one
+  const json& choices = member(c, "choices");
+  if (finished_ || !choices.is_array()) return "";
+  if (choices.empty()) {  // the usage chunk: the last one
     finished_ = true;
-    return dump(final_object(c.value("usage", json::object()), c.value("timings", json::object()))) + "\n";
+    return dump(final_object(member(c, "usage"), member(c, "timings"))) + "\n";
   }
-  const json& choice = c["choices"][0];
-  const std::string finish = str(choice, "finish_reason");
+  const json& choice = choices[0];
+  const std::string finish = text_of(choice, "finish_reason");
   if (!finish.empty()) done_reason_ = finish == "length" ? "length" : "stop";
   std::string content, thinking;
   json calls = json::array();
   if (chat_path_) {
-    const json delta = choice.value("delta", json::object());
-    content = str(delta, "content");
-    thinking = str(delta, "reasoning_content");
-    calls = ollama_calls(delta.value("tool_calls", json::array()));
+    const json& delta = member(choice, "delta");
+    content = text_of(delta, "content");
+    thinking = text_of(delta, "reasoning_content");
+    calls = ollama_calls(member(delta, "tool_calls"));
   } else {
-    content = str(choice, "text");
+    content = text_of(choice, "text");
   }
   if (content.empty() && thinking.empty() && calls.empty()) return "";
   return dump(message_part(content, thinking, calls)) + "\n";
