@@ -205,43 +205,8 @@ json tool_input(const std::string& arguments) {
   return input.is_object() ? input : json::object();
 }
 
-}  // namespace
-
-AnthropicProtocol::AnthropicProtocol(const ModelInfo& model) : model_(model), id_(random_id("msg_")) {}
-
-ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
-  static const std::set<std::string> fields = {"model",       "max_tokens", "messages", "system", "tools",
-                                               "tool_choice", "stop_sequences", "temperature", "top_p", "top_k",
-                                               "stream",      "metadata",   "thinking", "service_tier"};
-  static const std::set<std::string> count_fields = {"model", "messages", "system", "tools", "tool_choice", "thinking"};
-  static const std::set<std::string> unsupported = {"container", "mcp_servers", "context_management"};
-  const std::string endpoint = count ? "/v1/messages/count_tokens" : "/v1/messages";
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null() || (count ? count_fields : fields).count(it.key())) continue;
-    if (unsupported.count(it.key())) throw bad(it.key(), "is not supported by this server");
-    throw bad(it.key(), "unknown field for " + endpoint);
-  }
-  ojson out = ojson::object();
-  if (!present(body, "model") || !body["model"].is_string()) throw bad("model", "is required (a string)");
-  out["model"] = body["model"];
-  if (!count) {
-    if (!present(body, "max_tokens")) throw bad("max_tokens", "is required");
-    out["max_tokens"] = positive_int(body, "max_tokens", "max_tokens");
-  }
-
-  ojson msgs = ojson::array();
-  if (present(body, "system")) {
-    const ojson& s = body["system"];
-    if (!s.is_string() && !s.is_array()) throw bad("system", "must be a string or an array of text blocks");
-    const std::string text = content_text(s, "system");
-    if (!text.empty()) msgs.push_back({{"role", "system"}, {"content", text}});
-  }
-  if (!present(body, "messages")) throw bad("messages", "is required");
-  const ojson& m = body["messages"];
-  if (!m.is_array() || m.empty()) throw bad("messages", "must be a non-empty array");
-  for (size_t i = 0; i < m.size(); ++i) translate_message(m[i], "messages[" + std::to_string(i) + "]", msgs);
-  out["messages"] = std::move(msgs);
-
+// tools [{name, description, input_schema}] -> OpenAI function tools; returns their names.
+std::set<std::string> translate_tools(const ojson& body, ojson& out) {
   std::set<std::string> tool_names;
   if (present(body, "tools")) {
     const ojson& tools = body["tools"];
@@ -269,6 +234,11 @@ ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
     }
     if (!fns.empty()) out["tools"] = std::move(fns);
   }
+  return tool_names;
+}
+
+// tool_choice {type: auto | any | tool | none} -> OpenAI's tool_choice (and parallel_tool_calls).
+void translate_tool_choice(const ojson& body, const std::set<std::string>& tool_names, ojson& out) {
   if (present(body, "tool_choice")) {
     const ojson& tc = body["tool_choice"];
     if (!tc.is_object() || !present(tc, "type") || !tc["type"].is_string())
@@ -296,13 +266,17 @@ ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
         out["parallel_tool_calls"] = false;
     }
   }
+}
+
+// thinking {type: enabled | disabled} -> the template's enable_thinking switch.
+void translate_thinking(const ojson& body, const std::string& chat_template, bool count, ojson& out) {
   if (present(body, "thinking")) {
     const ojson& th = body["thinking"];
     if (!th.is_object() || !present(th, "type") || !th["type"].is_string())
       throw bad("thinking", "must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
     check_keys(th, {"type", "budget_tokens"}, "thinking");
     const std::string type = th["type"].get<std::string>();
-    const std::string& t = model_.chat_template;
+    const std::string& t = chat_template;
     const bool reasons = t.find("<think>") != std::string::npos && t.find("</think>") != std::string::npos;
     const bool has_switch = t.find("enable_thinking") != std::string::npos;
     if (type == "enabled") {
@@ -321,8 +295,10 @@ ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
       throw bad("thinking.type", "must be \"enabled\" or \"disabled\"");
     }
   }
-  if (count) return out;
+}
 
+// stop_sequences, temperature (Anthropic's 0..1), top_p, top_k, metadata, service_tier, stream.
+void translate_sampling(const ojson& body, ojson& out) {
   if (present(body, "stop_sequences")) {
     const ojson& st = body["stop_sequences"];
     if (!st.is_array()) throw bad("stop_sequences", "must be an array of strings");
@@ -360,6 +336,49 @@ ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
       out["stream_options"] = {{"include_usage", true}};
     }
   }
+}
+
+}  // namespace
+
+AnthropicProtocol::AnthropicProtocol(const ModelInfo& model) : model_(model), id_(random_id("msg_")) {}
+
+ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
+  static const std::set<std::string> fields = {"model",       "max_tokens", "messages", "system", "tools",
+                                               "tool_choice", "stop_sequences", "temperature", "top_p", "top_k",
+                                               "stream",      "metadata",   "thinking", "service_tier"};
+  static const std::set<std::string> count_fields = {"model", "messages", "system", "tools", "tool_choice", "thinking"};
+  static const std::set<std::string> unsupported = {"container", "mcp_servers", "context_management"};
+  const std::string endpoint = count ? "/v1/messages/count_tokens" : "/v1/messages";
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it->is_null() || (count ? count_fields : fields).count(it.key())) continue;
+    if (unsupported.count(it.key())) throw bad(it.key(), "is not supported by this server");
+    throw bad(it.key(), "unknown field for " + endpoint);
+  }
+  ojson out = ojson::object();
+  if (!present(body, "model") || !body["model"].is_string()) throw bad("model", "is required (a string)");
+  out["model"] = body["model"];
+  if (!count) {
+    if (!present(body, "max_tokens")) throw bad("max_tokens", "is required");
+    out["max_tokens"] = positive_int(body, "max_tokens", "max_tokens");
+  }
+
+  ojson msgs = ojson::array();
+  if (present(body, "system")) {
+    const ojson& s = body["system"];
+    if (!s.is_string() && !s.is_array()) throw bad("system", "must be a string or an array of text blocks");
+    const std::string text = content_text(s, "system");
+    if (!text.empty()) msgs.push_back({{"role", "system"}, {"content", text}});
+  }
+  if (!present(body, "messages")) throw bad("messages", "is required");
+  const ojson& m = body["messages"];
+  if (!m.is_array() || m.empty()) throw bad("messages", "must be a non-empty array");
+  for (size_t i = 0; i < m.size(); ++i) translate_message(m[i], "messages[" + std::to_string(i) + "]", msgs);
+  out["messages"] = std::move(msgs);
+
+  const std::set<std::string> tool_names = translate_tools(body, out);
+  translate_tool_choice(body, tool_names, out);
+  translate_thinking(body, model_.chat_template, count, out);
+  if (!count) translate_sampling(body, out);
   return out;
 }
 
