@@ -46,7 +46,6 @@ class AnthropicProtocol : public Protocol {
   int block_ = -1;          // index of the last block opened
   std::string open_;        // type of the open block ("": none)
   std::string stop_reason_, stop_sequence_;
-  int64_t input_tokens_ = 0;
 };
 
 // POST /v1/messages/count_tokens: {"input_tokens": N}, the tokens of the prompt the messages
