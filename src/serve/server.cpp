@@ -68,7 +68,10 @@ void send_routed_error(const httplib::Request& req, httplib::Response& res, int 
 
 std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                                "/metrics",        "/tokenize",            "/detokenize", "/v1/embeddings", "/v1/responses"};
+                                "/metrics",        "/tokenize",            "/detokenize", "/v1/messages",
+                                "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/tags",
+                                "/api/show",       "/api/version",         "/api/ps",
+                                "/v1/embeddings",  "/v1/responses"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -269,6 +272,7 @@ void Server::routes() {
   s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model_));
   });
+  routes_other_apis();
 }
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {

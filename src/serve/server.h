@@ -69,6 +69,8 @@ class Server {
 
  private:
   void routes();
+  // Anthropic's /v1/messages, the Ollama API and /v1/models/{id} (server_apis.cpp).
+  void routes_other_apis();
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
  public:
   // Another API's request (Responses, Anthropic, Ollama): translated into a chat or completions
