@@ -200,6 +200,7 @@ std::vector<FamilyInfo> make_table() {
   {
     FamilyInfo& f = row(Family::Mixtral, "mixtral", "Mixtral", {"MixtralForCausalLM"});
     f.block = Block::Moe; f.hf_moe = HfMoe::Mixtral; f.hf_moe_block = "block_sparse_moe"; f.hf_expert_w123 = true;
+    f.gguf_arch = "llama";  // written as llama with expert_count; a llama file with experts reads as Mixtral
     f.attn_bias = AttnBias::None;
     f.hf_window = WindowRule::AllLayers;
     f.hf_config_defaults = kMixtralDefaults;
@@ -207,6 +208,7 @@ std::vector<FamilyInfo> make_table() {
   {
     FamilyInfo& f = row(Family::Qwen3Moe, "qwen3_moe", "Qwen3-MoE", {"Qwen3MoeForCausalLM"});
     f.block = Block::Moe; f.hf_moe = HfMoe::Qwen;
+    f.gguf_arch = "qwen3moe"; f.gguf_reads = true;
     f.qk_norm = true;
     f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp): none of its checkpoints sets it
     f.hf_config_defaults = kQwen3MoeDefaults;
