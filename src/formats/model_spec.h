@@ -49,7 +49,7 @@ struct RopeScaling {
 enum class Activation { SiLU, GeLUTanh, GeLU };
 
 struct ModelSpec {
-  std::string family;        // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4"
+  std::string family;        // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4", "mixtral", "qwen3_moe"
   std::string architecture;  // as the source names it: HF "LlamaForCausalLM" or GGUF "llama"
 
   int64_t vocab_size = 0;

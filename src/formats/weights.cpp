@@ -262,6 +262,9 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
       check("kv head count", s.n_kv_heads, gs.n_kv_heads);
       check("vocabulary size", s.vocab_size, gs.vocab_size);
       check("feed-forward size", s.intermediate_size, gs.intermediate_size);
+      check("expert count", s.n_experts, gs.n_experts);
+      check("experts used per token", s.n_experts_used, gs.n_experts_used);
+      check("expert feed-forward size", s.expert_ffn_size, gs.expert_ffn_size);
       s.tensor_sources = gs.tensor_sources;
       s.norm_weight_plus_one = gs.norm_weight_plus_one;
       s.tie_word_embeddings = gs.tie_word_embeddings;

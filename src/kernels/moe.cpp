@@ -13,11 +13,13 @@ namespace {
 
 [[noreturn]] void bad(const char* op, const std::string& what) { fail(ErrorKind::InvalidArgument, op, what); }
 
-void check_view(const char* op, const WeightView& v, int64_t rows, int64_t cols, const std::string& what) {
+// The strings of a message are built only when a check fails (this runs on every call).
+void check_view(const char* op, const WeightView& v, int64_t rows, int64_t cols, const char* what, int64_t expert = -1) {
+  auto name = [&] { return (expert >= 0 ? "expert " + std::to_string(expert) + " " : std::string()) + what; };
   if (v.data == nullptr || v.rows != rows || v.cols != cols)
-    bad(op, what + " is [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) + "], expected [" +
+    bad(op, name() + " is [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) + "], expected [" +
                 std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  if (!matmul_supports(v.type)) bad(op, what + ": no matmul for " + dtype_name(v.type));
+  if (!matmul_supports(v.type)) bad(op, name() + ": no matmul for " + dtype_name(v.type));
   static const float probe[1] = {0.0f};  // matmul_check wants non-null rows; only the weight is checked here
   matmul_check(op, v, probe, 1, probe);
 }
@@ -36,10 +38,10 @@ void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const fl
   check_view(op, w.router, E, H, "router");
   const int64_t F = w.gate[0].rows;
   for (int64_t e = 0; e < E; ++e) {
-    const std::string n = "expert " + std::to_string(e);
-    check_view(op, w.gate[e], F, H, n + " gate");
-    check_view(op, w.up[e], F, H, n + " up");
-    check_view(op, w.down[e], H, F, n + " down");
+    const size_t i = static_cast<size_t>(e);
+    check_view(op, w.gate[i], F, H, "gate", e);
+    check_view(op, w.up[i], F, H, "up", e);
+    check_view(op, w.down[i], H, F, "down", e);
   }
   if (w.shared) {
     const int64_t Fs = w.shared_gate.rows;

@@ -663,18 +663,30 @@ WeightView copy_matrix(const WeightView& src, uint8_t* dst, bool copy_rows, bool
 // WeightLayout::X16 / P32; the panels only where the CPU has BF16 dot products). The other
 // SIMD levels run from the program's bytes (the copy is untried there): AVX-512 only.
 void Executor::Impl::lay_out_weights(const Program& p) {
-  auto interleaved = [](const NodePlan& np) {
-    return can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
+  auto interleaved = [](const WeightView& w) {
+    return can_interleave(w) && (w.type != DType::BF16 || simd_has_bf16());
   };
-  auto wanted = [](const NodePlan& np) {
-    return np.op == OpType::Linear && np.w.layout == WeightLayout::Rows && np.w.rows > 0 && np.w.cols > 0 &&
-           np.w.row_stride >= row_bytes(np.w.type, np.w.cols);
+  auto wanted = [](const WeightView& w) {
+    return w.layout == WeightLayout::Rows && w.rows > 0 && w.cols > 0 && w.row_stride >= row_bytes(w.type, w.cols);
   };
+  // The matrices of linear nodes and of moe_ffn nodes (router, every expert, the shared expert).
+  std::vector<WeightView*> mats;
+  for (NodePlan& np : nodes) {
+    if (np.op == OpType::Linear) mats.push_back(&np.w);
+    if (np.op == OpType::MoeFfn && np.moe) {
+      MoeWeights& m = np.moe->w;
+      mats.push_back(&m.router);
+      for (auto* v : {&m.gate, &m.up, &m.down})
+        for (WeightView& w : *v) mats.push_back(&w);
+      if (m.shared)
+        for (WeightView* w : {&m.shared_router, &m.shared_gate, &m.shared_up, &m.shared_down}) mats.push_back(w);
+    }
+  }
   std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
   size_t total = 0;
-  for (const NodePlan& np : nodes)
-    if (wanted(np) && offset.emplace(np.w.data, total).second)
-      total += (row_bytes(np.w.type, np.w.cols) * static_cast<size_t>(np.w.rows) + 63) / 64 * 64;
+  for (const WeightView* w : mats)
+    if (wanted(*w) && offset.emplace(w->data, total).second)
+      total += (row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows) + 63) / 64 * 64;
   if (total == 0) return;
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t bytes = (total + kHuge - 1) / kHuge * kHuge;
@@ -687,13 +699,12 @@ void Executor::Impl::lay_out_weights(const Program& p) {
   ::madvise(mem, bytes, MADV_HUGEPAGE);
   std::unordered_map<const void*, WeightView> copies;
   const bool file_backed = p.file() != nullptr;  // tensors are views of the read-only file mapping
-  for (NodePlan& np : nodes) {
-    if (!wanted(np)) continue;
-    auto it = copies.find(np.w.data);
+  for (WeightView* w : mats) {
+    if (!wanted(*w)) continue;
+    auto it = copies.find(w->data);
     if (it == copies.end())
-      it = copies.emplace(np.w.data, copy_matrix(np.w, mem + offset.at(np.w.data), !interleaved(np), file_backed, *pool))
-               .first;
-    np.w = it->second;
+      it = copies.emplace(w->data, copy_matrix(*w, mem + offset.at(w->data), !interleaved(*w), file_backed, *pool)).first;
+    *w = it->second;
   }
 }
 

@@ -79,6 +79,24 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
   }
 }
 
+// The executor's copy of the experts for the AVX-512 kernels (Q4_K / Q8_0 in 16-row tiles)
+// gives the logits of the row layout up to float rounding, and the same greedy ids.
+TEST(MoeExport, RepackedExpertsGiveTheSameLogits) {
+  TempDir d;
+  const std::vector<int32_t> prompt = {1, 17, 250, 42, 9, 201, 7, 88, 3, 140, 66, 12};
+  for (const std::string q : {"q4_k_m", "q8_0"}) {
+    SCOPED_TRACE(q);
+    auto p = export_random(d, "qwen3_moe", qwen3_moe_config(), q);
+    std::vector<float> packed_logits, rows_logits;
+    const auto packed = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 16, &packed_logits);
+    set_weight_repack(false);
+    const auto rows = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 16, &rows_logits);
+    set_weight_repack(true);
+    EXPECT_EQ(packed, rows);
+    EXPECT_LT(nmse({packed_logits}, {rows_logits}), 1e-10);
+  }
+}
+
 // Several sequences in one step (continuous batching): each sequence's logits equal those of the
 // same sequence run alone by the reference executor.
 TEST(MoeExport, BatchedStepsMatchSingleSequences) {
