@@ -115,6 +115,10 @@ DType export_weight_type(const std::string& policy, const std::string& name, DTy
     return DType::F32;
   }
   if (policy == "f32") return DType::F32;
+  // Routers stay f32 under the quantized mixes (as llama.cpp keeps them): an expert choice
+  // flipped by 8-bit activations would change a token's whole FFN.
+  const bool router = name.size() > 4 && (name.find(".ffn_gate_inp.") != std::string::npos || name.find(".ffn_gate_inp_shexp.") != std::string::npos);
+  if (router && policy != "f16" && policy != "bf16") return DType::F32;
   if (policy == "f16") return DType::F16;
   if (policy == "bf16") return DType::BF16;
   if (policy == "q8_0") return fit_rows(DType::Q8_0, cols);

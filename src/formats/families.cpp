@@ -106,6 +106,12 @@ constexpr const char* kGemma2Defaults = R"({
 constexpr const char* kMistralDefaults = R"({"sliding_window": 4096, "max_position_embeddings": 131072})";
 constexpr const char* kQwenDefaults = R"({"sliding_window": 4096, "max_window_layers": 28})";
 constexpr const char* kPhi3Defaults = R"({"rms_norm_eps": 1e-5})";
+// MixtralConfig's and Qwen3MoeConfig's defaults for the keys ptn reads (their sliding windows
+// are read by the rows' rules: Mixtral's default is none; Qwen's applies only with use_sliding_window).
+constexpr const char* kMixtralDefaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "max_position_embeddings": 131072,
+  "num_local_experts": 8, "num_experts_per_tok": 2})";
+constexpr const char* kQwen3MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 128,
+  "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": false, "decoder_sparse_step": 1})";
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -191,9 +197,27 @@ std::vector<FamilyInfo> make_table() {
     FamilyInfo& f = row(id, name, name, {hf});
     f.block = Block::Unsupported; f.unsupported_why = why;
   };
-  unsupported(Family::Mixtral, "mixtral", "MixtralForCausalLM", "mixture-of-experts models are not supported");
-  unsupported(Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "mixture-of-experts models are not supported");
-  unsupported(Family::Qwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM", "mixture-of-experts models are not supported");
+  {
+    FamilyInfo& f = row(Family::Mixtral, "mixtral", "Mixtral", {"MixtralForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::Mixtral; f.hf_moe_block = "block_sparse_moe"; f.hf_expert_w123 = true;
+    f.gguf_arch = "llama";  // written as llama with expert_count; a llama file with experts reads as Mixtral
+    f.attn_bias = AttnBias::None;
+    f.hf_window = WindowRule::AllLayers;
+    f.hf_config_defaults = kMixtralDefaults;
+  }
+  {
+    FamilyInfo& f = row(Family::Qwen3Moe, "qwen3_moe", "Qwen3-MoE", {"Qwen3MoeForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::Qwen;
+    f.gguf_arch = "qwen3moe"; f.gguf_reads = true;
+    f.qk_norm = true;
+    f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp): none of its checkpoints sets it
+    f.hf_config_defaults = kQwen3MoeDefaults;
+  }
+  unsupported(Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "Qwen2-MoE (shared experts) is not supported yet");
+  unsupported(Family::Olmoe, "olmoe", "OlmoeForCausalLM", "OLMoE (mixture of experts with q/k norms over all heads) is not supported yet");
+  unsupported(Family::GptOss, "gpt_oss", "GptOssForCausalLM", "gpt-oss (MXFP4 experts, clamped SwiGLU, attention sinks) is not supported yet");
+  unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");
+  unsupported(Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "DeepSeek V3 (multi-head latent attention, grouped sigmoid routing) is not supported yet");
   unsupported(Family::Starcoder2, "starcoder2", "Starcoder2ForCausalLM", "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported");
   return t;
 }

@@ -21,13 +21,14 @@
 
 namespace ptn {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2 };
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, GptOss, DeepseekV2, DeepseekV3 };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
 enum class Block {
   Unsupported,
   Dense,  // attention (optional q/k norms, RoPE per layer) + gated MLP (SwiGLU / GeGLU)
+  Moe,    // attention as Dense + a mixture of SwiGLU experts on the layers ModelSpec marks (moe_ffn), the MLP on the others
 };
 
 // How layers are windowed when the source does not list each layer's type.
@@ -37,6 +38,14 @@ enum class WindowRule {
   FromMaxWindowLayers,  // only with use_sliding_window, and then only layers >= max_window_layers (Qwen2/3, SmolLM3)
   EveryNthGlobal,   // layer i is global when (i + 1) % window_pattern == 0, else windowed (Gemma); a window is required
   ChunkOnRopeLayers,  // layers with RoPE are chunked by attention_chunk_size (Llama 4)
+};
+
+// How an HF config declares its experts (formats/hf_config.cpp reads it).
+enum class HfMoe {
+  None,
+  Mixtral,     // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size; always renormalised
+  Qwen,        // num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers
+  QwenShared,  // Qwen + shared_expert_intermediate_size (a shared expert with a sigmoid gate: Qwen2-MoE)
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
@@ -89,6 +98,9 @@ struct FamilyInfo {
   bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
   bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
   const char* hf_ffn_size_key = "intermediate_size";  // Llama 4's dense MLP: intermediate_size_mlp
+  HfMoe hf_moe = HfMoe::None;          // experts in the config (block == Block::Moe)
+  const char* hf_moe_block = "mlp";    // the experts' module: model.layers.N.<block>.gate / .experts.E.*
+  bool hf_expert_w123 = false;         // experts.E.w1 / w3 / w2 are gate / up / down (Mixtral), else gate_proj / up_proj / down_proj
   bool hf_rejects_moe_layers = false;  // config may declare MoE layers (moe_layers, num_local_experts); only dense ones run (Llama 4)
 
   // Norms and scales.

@@ -79,11 +79,24 @@ void llama3_from_rope_freqs(const GgufFile& g, ModelSpec& s) {
 
 void read_dimensions(const GgufFile& g, const std::string& arch, ModelSpec& s) {
   auto key = [&](const char* k) { return arch + "." + k; };
-  if (g.has(key("expert_count")) && g.get_i64(key("expert_count")) > 0)
-    fail(ErrorKind::Unsupported, g.where_key(key("expert_count")), "mixture-of-experts models are not supported");
   s.hidden_size = positive(g, key("embedding_length"), g.get_i64(key("embedding_length")));
   s.n_layers = positive(g, key("block_count"), g.get_i64(key("block_count")), 4096);
-  s.intermediate_size = positive(g, key("feed_forward_length"), uniform_int(g, key("feed_forward_length")));
+  if (g.has(key("expert_count")) && g.get_i64(key("expert_count")) > 0) {
+    s.n_experts = positive(g, key("expert_count"), g.get_i64(key("expert_count")), 1024);
+    s.n_experts_used = positive(g, key("expert_used_count"), g.get_i64(key("expert_used_count")), s.n_experts);
+  }
+  if (s.n_experts > 0 && !g.has(key("feed_forward_length")))
+    s.intermediate_size = positive(g, key("expert_feed_forward_length"), g.get_i64(key("expert_feed_forward_length")), int64_t{1} << 24);
+  else
+    s.intermediate_size = positive(g, key("feed_forward_length"), uniform_int(g, key("feed_forward_length")));
+  if (s.n_experts > 0) {
+    // llama.cpp's llama (Mixtral) and qwen3moe graphs: experts on every layer, softmax over all,
+    // top-k renormalised; the experts' width is expert_feed_forward_length (Mixtral: the FFN's).
+    s.expert_ffn_size = g.has(key("expert_feed_forward_length"))
+                            ? positive(g, key("expert_feed_forward_length"), g.get_i64(key("expert_feed_forward_length")), int64_t{1} << 24)
+                            : s.intermediate_size;
+    s.norm_topk_prob = true;
+  }
   s.n_heads = positive(g, key("attention.head_count"), uniform_int(g, key("attention.head_count")), 1 << 16);
   s.n_kv_heads = g.has(key("attention.head_count_kv")) ? positive(g, key("attention.head_count_kv"), uniform_int(g, key("attention.head_count_kv")), 1 << 16) : s.n_heads;
   if (s.n_heads % s.n_kv_heads != 0)
@@ -195,6 +208,22 @@ void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   for (const GgufTensorInfo& t : g.tensors()) {
     const std::string& n = t.name;
     if (n == "rope_freqs.weight") continue;
+    // Merged experts [E, rows, cols]: one canonical matrix per expert.
+    bool merged = false;
+    for (const char* what : {"ffn_gate", "ffn_up", "ffn_down"}) {
+      const std::string suffix = std::string(".") + what + "_exps.weight";
+      if (s.n_experts > 0 && n.rfind("blk.", 0) == 0 && n.size() > suffix.size() &&
+          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string blk = n.substr(0, n.size() - suffix.size());
+        for (int64_t e = 0; e < s.n_experts; ++e) {
+          TensorSourceRef r{n};
+          r.expert = e;
+          s.tensor_sources[blk + "." + what + "." + std::to_string(e) + ".weight"] = format_tensor_source(r);
+        }
+        merged = true;
+      }
+    }
+    if (merged) continue;
     auto ends = [&](const std::string& suffix) { return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0; };
     const bool in_layer = n.rfind("blk.", 0) == 0;
     const std::string blk = n.substr(0, n.find('.', 4));  // "blk.N"
@@ -242,9 +271,17 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   s.architecture = arch;
   s.family = fam->name;
   read_dimensions(g, arch, s);
+  if (s.n_experts > 0) {
+    // A llama file with experts is Mixtral; the layout facts stay those of the row that reads the architecture.
+    const FamilyInfo* moe = std::string(fam->name) == "llama" ? &family_info(Family::Mixtral) : fam;
+    if (moe->block != Block::Moe)
+      fail(ErrorKind::Unsupported, g.where_key(arch + ".expert_count"), std::string("mixture-of-experts ") + fam->display + " files are not supported");
+    s.family = moe->name;
+  }
   read_rope_scaling(g, *fam, s);
   read_features(g, *fam, s);
   read_layers(g, *fam, s);
+  for (LayerAttention& l : s.layers) l.moe = s.n_experts > 0;
   if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
     fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
   map_tensors(g, *fam, s);

@@ -246,6 +246,16 @@ std::string gguf_arch_for(const ModelSpec& s) {
            std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
+  // llama.cpp's llama (Mixtral) and qwen3moe graphs put experts on every layer and renormalise
+  // the top-k weights; they have no shared expert.
+  if (s.n_experts > 0) {
+    for (size_t i = 0; i < s.layers.size(); ++i)
+      if (!s.layers[i].moe)
+        fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i), "a dense layer between layers of experts cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (!s.norm_topk_prob)
+      fail(ErrorKind::Unsupported, "GGUF output", "top-k expert weights that are not renormalised (norm_topk_prob false) cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (s.shared_expert_ffn_size > 0) fail(ErrorKind::Unsupported, "GGUF output", "a shared expert cannot be expressed in the '" + arch + "' GGUF architecture");
+  }
   // GGUF has no activation key: the architecture fixes it (Gemma's tanh GELU), so another one
   // would be read back, by ptn and by llama.cpp, as the architecture's.
   if (s.activation != layout.gguf_activation)
@@ -378,6 +388,11 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
   u32("attention.key_length", s.head_dim);
   u32("attention.value_length", s.head_dim);
   u32("vocab_size", s.vocab_size);
+  if (s.n_experts > 0) {
+    u32("expert_count", s.n_experts);
+    u32("expert_used_count", s.n_experts_used);
+    u32("expert_feed_forward_length", s.expert_ffn_size);
+  }
   w.set_f32(k("attention.layer_norm_rms_epsilon"), s.norm_eps);
   w.set_f32(k("rope.freq_base"), s.rope_theta);
   u32("rope.dimension_count", s.rope_dim);
@@ -495,6 +510,22 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
   const bool plus_one = layout.norm_weight_plus_one && s.norm_weight_plus_one;
   for (const std::string& name : canonical_tensor_names(s)) {
     std::vector<int64_t> shape = canonical_tensor_shape(s, name);
+    // Experts as llama.cpp merges them: blk.N.ffn_{gate,up,down}_exps [E, rows, cols].
+    std::string what;
+    int64_t expert = -1;
+    const size_t dot = name.find('.', 4);
+    if (name.rfind("blk.", 0) == 0 && dot != std::string::npos && parse_expert_tensor(name.substr(dot + 1), &what, &expert)) {
+      if (expert != 0) continue;
+      const std::string blk = name.substr(0, dot);
+      const int64_t layer = layer_of(name), E = s.n_experts;
+      std::vector<int64_t> merged = {E, shape[0], shape[1]};
+      add(blk + "." + what + "_exps.weight", merged, [ws, layer, what, E, merged] {
+        std::vector<Tensor> parts;
+        for (int64_t e = 0; e < E; ++e) parts.push_back(ws->get(expert_tensor(layer, what.c_str(), e)));
+        return concat_rows(parts).reshaped(merged);
+      });
+      continue;
+    }
     if (fused && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;
     if (fused && ends_with(name, ".attn_q.weight")) {
       const std::string blk = name.substr(0, name.size() - std::strlen(".attn_q.weight"));

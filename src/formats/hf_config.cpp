@@ -282,6 +282,61 @@ void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
 
 }
 
+// Experts (families with hf_moe): counts, widths, routing and which layers have them.
+void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
+  if (fam.hf_moe == HfMoe::None) return;
+  const char* count_key = fam.hf_moe == HfMoe::Mixtral ? "num_local_experts" : "num_experts";
+  // transformers 5 maps Qwen's num_experts onto num_local_experts: either spelling, not two values.
+  if (fam.hf_moe != HfMoe::Mixtral && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
+  s.n_experts = c.integer(count_key, 1, 1024);
+  s.n_experts_used = c.integer("num_experts_per_tok", 1, s.n_experts);
+  if (fam.hf_moe == HfMoe::Mixtral) {
+    s.expert_ffn_size = s.intermediate_size;  // every layer is sparse; its experts have the MLP's width
+    s.norm_topk_prob = true;                  // top-k of the logits, softmax over the k
+    for (LayerAttention& l : s.layers) l.moe = true;
+    return;
+  }
+  s.expert_ffn_size = c.integer("moe_intermediate_size", 1, int64_t{1} << 24);
+  s.norm_topk_prob = c.boolean_or("norm_topk_prob", false);
+  if (c.boolean_or("use_sliding_window", false))
+    c.bad("use_sliding_window", std::string("sliding windows in ") + fam.display + " are not supported");
+  const int64_t step = c.integer_or("decoder_sparse_step", 1, 1, 4096);
+  std::vector<bool> dense(s.layers.size(), false);
+  if (const json* ml = c.find("mlp_only_layers")) {
+    if (!ml->is_array() || ml->size() > s.layers.size()) c.bad("mlp_only_layers", "expected a list of at most " + std::to_string(s.layers.size()) + " layer indices");
+    for (const json& v : *ml) {
+      if (!v.is_number_integer()) c.bad("mlp_only_layers", "element " + v.dump() + " is not an integer");
+      const int64_t i = v.get<int64_t>();
+      if (i < 0 || i >= s.n_layers) c.bad("mlp_only_layers", "layer " + v.dump() + " outside 0.." + std::to_string(s.n_layers - 1));
+      dense[static_cast<size_t>(i)] = true;
+    }
+  }
+  for (size_t i = 0; i < s.layers.size(); ++i) s.layers[i].moe = !dense[i] && (static_cast<int64_t>(i) + 1) % step == 0;
+  if (fam.hf_moe == HfMoe::QwenShared) s.shared_expert_ffn_size = c.integer("shared_expert_intermediate_size", 1, int64_t{1} << 24);
+  int64_t moe_layers = 0;
+  for (const LayerAttention& l : s.layers) moe_layers += l.moe;
+  if (moe_layers * s.n_experts * 3 > (int64_t{1} << 19))  // the .ptn tensor table holds at most 2^20 tensors
+    c.bad(count_key, std::to_string(s.n_experts) + " experts on " + std::to_string(moe_layers) + " layers are more expert tensors than ptn holds");
+}
+
+// The HF names of a mixture-of-experts layer's tensors.
+void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  const std::string block = p + fam.hf_moe_block + ".";
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
+  const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
+                             {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},
+                             {"ffn_down", fam.hf_expert_w123 ? "w2" : "down_proj"}};
+  for (int64_t e = 0; e < s.n_experts; ++e)
+    for (const auto& n : names) m[expert_tensor(layer, n[0], e)] = block + "experts." + std::to_string(e) + "." + n[1] + ".weight";
+  if (s.shared_expert_ffn_size > 0) {
+    m[layer_tensor(layer, "ffn_gate_inp_shexp.weight")] = block + "shared_expert_gate.weight";
+    m[layer_tensor(layer, "ffn_gate_shexp.weight")] = block + "shared_expert.gate_proj.weight";
+    m[layer_tensor(layer, "ffn_up_shexp.weight")] = block + "shared_expert.up_proj.weight";
+    m[layer_tensor(layer, "ffn_down_shexp.weight")] = block + "shared_expert.down_proj.weight";
+  }
+}
+
 // The source of one canonical per-layer tensor: a whole HF tensor, rows of a fused one, or
 // (hf_qk_interleaved) q/k rows to permute to half-split order.
 std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfLayerTensor& t, const std::string& hf) {
@@ -320,6 +375,7 @@ void fill_tensor_sources(const FamilyInfo& fam, ModelSpec& s) {
       m[canon] = hf_layer_source(s, fam, t, p + t.hf);
       fused = fused || t.part != RowPart::Whole;
     }
+    if (s.layers[static_cast<size_t>(i)].moe) expert_sources(fam, i, p, s);
   }
   for (const std::string& n : wanted)
     if (!m.count(n)) fail(ErrorKind::Internal, "family table", std::string(fam.name) + " has no HF name for tensor '" + n + "'");
@@ -564,6 +620,7 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   const RopeByKind rope = read_rope(c, fam, s);
   read_features(c, fam, root, s);
   fill_layers(c, fam, s);
+  read_experts(c, fam, s);
   assign_rope(c, fam, rope, s);
   fill_tensor_sources(fam, s);
   return s;

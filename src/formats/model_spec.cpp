@@ -9,6 +9,25 @@ std::string layer_tensor(int64_t layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
 
+std::string expert_tensor(int64_t layer, const char* what, int64_t expert) {
+  return "blk." + std::to_string(layer) + "." + what + "." + std::to_string(expert) + ".weight";
+}
+
+bool parse_expert_tensor(const std::string& w, std::string* what, int64_t* expert) {
+  // "ffn_gate.12.weight" -> ("ffn_gate", 12)
+  const size_t a = w.find('.');
+  const size_t b = a == std::string::npos ? a : w.find('.', a + 1);
+  if (b == std::string::npos || w.compare(b, std::string::npos, ".weight") != 0 || b == a + 1 || b - a > 6) return false;
+  int64_t e = 0;
+  for (size_t i = a + 1; i < b; ++i) {
+    if (w[i] < '0' || w[i] > '9') return false;
+    e = e * 10 + (w[i] - '0');
+  }
+  *what = w.substr(0, a);
+  *expert = e;
+  return true;
+}
+
 const char* attn_kind_name(AttnKind k) {
   switch (k) {
     case AttnKind::Full: return "full";
@@ -56,6 +75,19 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.attn_output_bias) add("attn_output.bias");
     if (s.sandwich_norms) add("post_attention_norm.weight");
     add("ffn_norm.weight");
+    if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
+      add("ffn_gate_inp.weight");
+      for (int64_t e = 0; e < s.n_experts; ++e)
+        for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) out.push_back(expert_tensor(i, w, e));
+      if (s.shared_expert_ffn_size > 0) {
+        add("ffn_gate_inp_shexp.weight");
+        add("ffn_gate_shexp.weight");
+        add("ffn_up_shexp.weight");
+        add("ffn_down_shexp.weight");
+      }
+      if (s.sandwich_norms) add("post_ffw_norm.weight");
+      continue;
+    }
     add("ffn_gate.weight");
     add("ffn_up.weight");
     add("ffn_down.weight");
@@ -94,6 +126,21 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (w == "attn_output.bias" || w == "ffn_down.bias") return {H};
   if (w == "ffn_gate.bias" || w == "ffn_up.bias") return {F};
   if (w == "attn_q_norm.weight" || w == "attn_k_norm.weight") return {s.head_dim};
+  const int64_t Fe = s.expert_ffn_size, Fs = s.shared_expert_ffn_size;
+  if (s.n_experts > 0) {
+    if (w == "ffn_gate_inp.weight") return {s.n_experts, H};
+    std::string what;
+    int64_t e = 0;
+    if (parse_expert_tensor(w, &what, &e) && e < s.n_experts) {
+      if (what == "ffn_gate" || what == "ffn_up") return {Fe, H};
+      if (what == "ffn_down") return {H, Fe};
+    }
+    if (Fs > 0) {
+      if (w == "ffn_gate_inp_shexp.weight") return {1, H};
+      if (w == "ffn_gate_shexp.weight" || w == "ffn_up_shexp.weight") return {Fs, H};
+      if (w == "ffn_down_shexp.weight") return {H, Fs};
+    }
+  }
   return {};
 }
 
@@ -144,12 +191,21 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.final_logit_softcap != 0, "final softcap " + std::to_string(s.final_logit_softcap));
   feat(s.embed_scale != 1.0f, "embed scale " + std::to_string(s.embed_scale));
   feat(s.attn_temperature_scale != 0, "attn temperature tuning");
+  if (s.n_experts > 0) {
+    int64_t moe_layers = 0;
+    for (const LayerAttention& l : s.layers) moe_layers += l.moe;
+    feat(true, std::to_string(s.n_experts_used) + " of " + std::to_string(s.n_experts) + " experts (ffn " +
+                   std::to_string(s.expert_ffn_size) + ") on " + std::to_string(moe_layers) + " layers" +
+                   (s.norm_topk_prob ? ", top-k renormalised" : "") +
+                   (s.shared_expert_ffn_size > 0 ? ", shared expert (ffn " + std::to_string(s.shared_expert_ffn_size) + ")" : ""));
+  }
   o += "features: " + (feats.empty() ? std::string("none") : feats) + "\n";
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const LayerAttention& l = s.layers[i];
     std::snprintf(b, sizeof b, "  layer %zu: %s", i, attn_kind_name(l.kind));
     o += b;
     if (l.kind != AttnKind::Full) o += " " + std::to_string(l.span);
+    if (l.moe) o += ", experts";
     if (!l.use_rope) o += ", no rope";
     else {
       std::snprintf(b, sizeof b, ", rope theta %g%s", l.rope_theta, l.rope_scaling || s.rope_scaling.type == RopeScalingType::None ? "" : " (unscaled)");

@@ -24,6 +24,7 @@ struct LayerAttention {
   bool use_rope = true;    // false for SmolLM3's NoPE layers (and Llama 4's global layers)
   float rope_theta = 0;    // RoPE base of this layer (Gemma 3 local layers use their own base)
   bool rope_scaling = true;  // ModelSpec::rope_scaling applies here (false: Gemma 3 local layers)
+  bool moe = false;          // the layer's FFN is the mixture of experts (ModelSpec::n_experts), else the dense MLP
 };
 
 enum class RopeScalingType { None, Linear, Llama3, Yarn, LongRope };
@@ -48,7 +49,7 @@ struct RopeScaling {
 enum class Activation { SiLU, GeLUTanh, GeLU };
 
 struct ModelSpec {
-  std::string family;        // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4"
+  std::string family;        // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3", "llama4", "mixtral", "qwen3_moe"
   std::string architecture;  // as the source names it: HF "LlamaForCausalLM" or GGUF "llama"
 
   int64_t vocab_size = 0;
@@ -84,6 +85,17 @@ struct ModelSpec {
   float attn_temperature_scale = 0;
   int64_t attn_temperature_floor = 0;
 
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); n_experts == 0 for a dense model. The
+  // layers with LayerAttention::moe route each token to n_experts_used of n_experts SwiGLU
+  // experts of width expert_ffn_size (softmax over all experts, top-k, renormalised when
+  // norm_topk_prob), plus a shared expert of width shared_expert_ffn_size (0: none) whose
+  // output is gated by a sigmoid (Qwen2-MoE). Other layers keep the dense MLP (intermediate_size).
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t expert_ffn_size = 0;
+  bool norm_topk_prob = false;
+  int64_t shared_expert_ffn_size = 0;
+
   std::vector<LayerAttention> layers;  // one per layer, size n_layers
 
   // Tensor sources: canonical name -> name in the source file(s). Fused HF tensors (Phi-3's
@@ -101,7 +113,17 @@ struct ModelSpec {
 //   attn_output.bias [hidden] (attn_output_bias), post_attention_norm (sandwich), ffn_norm,
 //   ffn_gate / ffn_up [ffn, hidden], ffn_down [hidden, ffn], ffn_gate.bias / ffn_up.bias [ffn] and
 //   ffn_down.bias [hidden] (mlp_bias), post_ffw_norm (sandwich)   (all ".weight" unless noted).
+// A mixture-of-experts layer has, instead of ffn_gate/up/down: the router ffn_gate_inp [E, hidden],
+//   for each expert e < E ffn_gate.e / ffn_up.e [expert_ffn, hidden] and ffn_down.e [hidden,
+//   expert_ffn] (llama.cpp's per-expert names), and with a shared expert ffn_gate_shexp /
+//   ffn_up_shexp [shared_ffn, hidden], ffn_down_shexp [hidden, shared_ffn] and its gate
+//   ffn_gate_inp_shexp [1, hidden].
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
+// An expert's tensor: expert_tensor(3, "ffn_up", 5) is "blk.3.ffn_up.5.weight".
+std::string expert_tensor(int64_t layer, const char* what, int64_t expert);
+// The parts of a per-layer name (after "blk.N.") that names an expert tensor: "ffn_up.5.weight"
+// gives ("ffn_up", 5); false for any other name.
+bool parse_expert_tensor(const std::string& name_in_layer, std::string* what, int64_t* expert);
 
 // Every canonical tensor the spec implies, in file order (embedding, layers, final norm, output).
 std::vector<std::string> canonical_tensor_names(const ModelSpec& s);

@@ -23,6 +23,7 @@ namespace ptn {
 std::string format_tensor_source(const TensorSourceRef& r) {
   std::string s = r.name;
   if (r.row_begin >= 0) s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) + "]";
+  if (r.expert >= 0) s += "[expert " + std::to_string(r.expert) + "]";
   if (r.interleaved_heads > 0) s += " (interleaved, " + std::to_string(r.interleaved_heads) + " heads)";
   return s;
 }
@@ -38,6 +39,12 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     if (sp == std::string::npos || tail.substr(sp) != " heads)") bad();
     try { r.interleaved_heads = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
     if (r.interleaved_heads <= 0) bad();
+    s = s.substr(0, p);
+  }
+  if (auto p = s.find("[expert "); p != std::string::npos) {
+    if (s.back() != ']') bad();
+    try { r.expert = std::stoll(s.substr(p + 8, s.size() - p - 9)); } catch (...) { bad(); }
+    if (r.expert < 0) bad();
     s = s.substr(0, p);
   }
   if (auto p = s.find("[rows "); p != std::string::npos) {
@@ -143,6 +150,7 @@ class MappedSource final : public WeightSource {
     Tensor t = raw(r.name);
     const std::string where = source_path(r.name) + ": tensor '" + r.name + "'";
     if (r.row_begin >= 0) t = t.slice_rows(r.row_begin, r.row_end);
+    if (r.expert >= 0) t = t.slice_rows(r.expert, r.expert + 1).reshaped({t.dim(1), t.dim(2)});
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
     return t;
   }
@@ -178,6 +186,11 @@ class MappedSource final : public WeightSource {
         if (shape.empty() || r.row_end > shape[0])
           fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
         shape[0] = r.row_end - r.row_begin;
+      }
+      if (r.expert >= 0) {
+        if (shape.size() != 3 || r.expert >= shape[0])
+          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " is not [experts > " + std::to_string(r.expert) + ", rows, cols] (needed for " + canon + ")");
+        shape = {shape[1], shape[2]};
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
       if (!want.empty() && shape != want)
@@ -253,6 +266,9 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
       check("kv head count", s.n_kv_heads, gs.n_kv_heads);
       check("vocabulary size", s.vocab_size, gs.vocab_size);
       check("feed-forward size", s.intermediate_size, gs.intermediate_size);
+      check("expert count", s.n_experts, gs.n_experts);
+      check("experts used per token", s.n_experts_used, gs.n_experts_used);
+      check("expert feed-forward size", s.expert_ffn_size, gs.expert_ffn_size);
       s.tensor_sources = gs.tensor_sources;
       s.norm_weight_plus_one = gs.norm_weight_plus_one;
       s.tie_word_embeddings = gs.tie_word_embeddings;

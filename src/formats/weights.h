@@ -67,6 +67,7 @@ struct TensorSourceRef {
   std::string name;
   int64_t row_begin = -1, row_end = -1;  // -1: all rows
   int64_t interleaved_heads = 0;         // 0: no permutation
+  int64_t expert = -1;                   // >= 0: matrix `expert` of a [E, rows, cols] tensor (GGUF's merged experts)
 };
 std::string format_tensor_source(const TensorSourceRef& r);
 // Throws Internal for text that format_tensor_source did not produce.

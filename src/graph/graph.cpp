@@ -25,6 +25,7 @@ constexpr OpInfo kOps[] = {
     {OpType::CacheWrite, "cache_write"},
     {OpType::StaticAttention, "static_attention"},
     {OpType::AttnTemperature, "attn_temperature"},
+    {OpType::MoeFfn, "moe_ffn"},
 };
 
 const char* kind_name(ValueKind k) {

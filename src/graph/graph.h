@@ -31,6 +31,10 @@ enum class OpType : uint16_t {
   CacheWrite,       // static cache only: buffer, x[T, Hkv*D], pos[T] -> (writes buffer rows at pos)
   StaticAttention,  // static cache only: q, k_buffer, v_buffer, pos -> [T, Hq*Dv]; attrs as UpdateAndAttend
   AttnTemperature,  // x[T, N], pos[T] -> x * (log(floor((pos + 1) / floor) + 1) * scale + 1) (Llama 4)
+  MoeFfn,           // x[T, H] -> [T, H]: mixture of SwiGLU experts (kernels/moe.h); weights: router [E, H], then
+                    // gate_e [F, H], up_e [F, H], down_e [H, F] for each e < E, then with attrs.shared the shared
+                    // expert's router [1, H], gate [Fs, H], up [Fs, H], down [H, Fs]; attrs: experts, top_k,
+                    // norm_topk_prob, shared
 };
 
 const char* op_name(OpType op);

@@ -63,6 +63,11 @@ struct Builder {
       fail(ErrorKind::Unsupported, "graph builder",
            "attention heads (" + std::to_string(s.n_heads) + ") not a multiple of kv heads (" +
                std::to_string(s.n_kv_heads) + ")");
+    bool any_moe = false;
+    for (const LayerAttention& la : s.layers) any_moe = any_moe || la.moe;
+    if (any_moe && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 || s.n_experts_used > s.n_experts ||
+                    s.expert_ffn_size < 1 || s.shared_expert_ffn_size < 0))
+      fail(ErrorKind::InvalidArgument, "graph builder", "model spec has inconsistent expert counts or sizes");
   }
 
   // Inputs and the (scaled) token embedding; returns the residual stream.
@@ -138,6 +143,35 @@ struct Builder {
     return d;
   }
 
+  // Mixture of experts of layer l on the residual x: norm, one moe_ffn node (router, top-k,
+  // routed SwiGLU experts, the shared expert when the spec has one), post-norm.
+  int32_t moe_ffn(int64_t l, int32_t x) {
+    const int64_t H = s.hidden_size, E = s.n_experts;
+    auto t = [&](const char* what) { return layer_tensor(l, what); };
+    auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
+    int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
+    std::vector<std::string> ws{t("ffn_gate_inp.weight")};
+    for (int64_t e = 0; e < E; ++e)
+      for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) ws.push_back(expert_tensor(l, w, e));
+    const bool shared = s.shared_expert_ffn_size > 0;
+    if (shared)
+      for (const char* w : {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
+        ws.push_back(t(w));
+    int32_t d = g.add_node(OpType::MoeFfn, {f}, act(nm("ffn_out"), H), ws,
+                           {{"experts", E}, {"top_k", s.n_experts_used}, {"norm_topk_prob", s.norm_topk_prob}, {"shared", shared}});
+    if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
+    return d;
+  }
+
+  // Block::Moe: attention, then the experts on the layers the spec marks (the gated MLP on the others).
+  int32_t moe_layer(int64_t l, int32_t x) {
+    if (!s.layers[static_cast<size_t>(l)].moe) return dense_layer(l, x);
+    const int64_t H = s.hidden_size;
+    const std::string p = "blk." + std::to_string(l) + ".";
+    x = g.add_node(OpType::Add, {x, attention(l, x)}, act(p + "resid_attn", H));
+    return g.add_node(OpType::Add, {x, moe_ffn(l, x)}, act(p + "resid_ffn", H));
+  }
+
   // Block::Dense: attention then gated MLP, each added to the residual stream.
   int32_t dense_layer(int64_t l, int32_t x) {
     const int64_t H = s.hidden_size;
@@ -168,6 +202,7 @@ struct Builder {
     for (int64_t l = 0; l < s.n_layers; ++l) {
       switch (block) {
         case Block::Dense: x = dense_layer(l, x); break;
+        case Block::Moe: x = moe_layer(l, x); break;
         case Block::Unsupported: fail(ErrorKind::Internal, "graph builder", "unsupported block kind");
       }
     }

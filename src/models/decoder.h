@@ -2,7 +2,8 @@
 // (formats/families.h: Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3,
 // dense Llama 4) differ only in what their ModelSpec says (norm style, q/k norms, biases,
 // sandwich norms, soft-capping, RoPE per layer, activation) and in their row's Block kind,
-// which picks the function that builds one layer (Block::Dense: attention + gated MLP).
+// which picks the function that builds one layer (Block::Dense: attention + gated MLP;
+// Block::Moe, Mixtral and Qwen3-MoE: attention + one moe_ffn node on the layers of experts).
 #pragma once
 #include <string>
 

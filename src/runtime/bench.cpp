@@ -57,14 +57,20 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
 
   BenchReport rep;
-  // Weight bytes one decode step streams: every matrix of a linear op, one embedding row.
+  // Weight bytes one decode step streams: every matrix of a linear op, one embedding row, and
+  // of a moe_ffn node the router, the shared expert and top_k of its E routed experts (a layer's
+  // experts all have one shape and type, so that is top_k / E of their bytes).
   std::set<std::string> seen;
   for (const Node& n : meta.graph.nodes) {
-    for (const auto& w : n.weights) {
+    const int64_t experts = n.op == OpType::MoeFfn ? n.attrs.value("experts", int64_t{0}) : 0;
+    const double used = experts > 0 ? static_cast<double>(n.attrs.value("top_k", int64_t{0})) / static_cast<double>(experts) : 1.0;
+    for (size_t k = 0; k < n.weights.size(); ++k) {
+      const std::string& w = n.weights[k];
       if (!seen.insert(w + (n.op == OpType::Embedding ? "#row" : "")).second) continue;
       const Tensor& t = program->tensor(w);
+      const bool routed = experts > 0 && k >= 1 && k <= static_cast<size_t>(3 * experts);
       rep.weight_bytes_per_token += n.op == OpType::Embedding ? static_cast<double>(t.row_bytes())
-                                                              : static_cast<double>(t.nbytes());
+                                                              : static_cast<double>(t.nbytes()) * (routed ? used : 1.0);
     }
   }
 

@@ -15,6 +15,7 @@
 #include "core/quant.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/moe.h"
 #include "kernels/ops.h"
 #include "runtime/arena_plan.h"
 
@@ -25,7 +26,8 @@ const std::set<OpType>& engine_ops() {
                                        OpType::Rope,      OpType::UpdateAndAttend, OpType::Add,
                                        OpType::Mul,       OpType::Scale,      OpType::Softcap,
                                        OpType::SwiGLU,    OpType::GeGLU,      OpType::SelectRows,
-                                       OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature};
+                                       OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature,
+                                       OpType::MoeFfn};
   return ops;
 }
 
@@ -70,6 +72,13 @@ struct NodePlan {
   // matmul_multi: the first holds the count, the others are marked as already computed.
   int multi = 1;
   bool in_multi = false;
+  // MoeFfn: the experts' weights, routing and the optimized op's reusable scratch.
+  struct Moe {
+    MoeWeights w;
+    MoeParams p;
+    MoeScratch scratch;
+  };
+  std::unique_ptr<Moe> moe;
 };
 
 struct StaticBuffer {
@@ -298,6 +307,56 @@ void plan_select_rows(const NodeCheck& c) {
     c.bad("maps [T, H] to [R, H]");
 }
 
+// MoeFfn: weights router, (gate, up, down) per expert, then the shared expert's router, gate,
+// up, down; every shape checked here and again by moe_check.
+void plan_moe(const NodeCheck& c, NodePlan& np) {
+  const Node& n = c.n;
+  c.need_inputs(1);
+  c.need_out();
+  c.need_same_shape(n.inputs[0]);
+  const int64_t E = c.attr<int64_t>("experts", 0), K = c.attr<int64_t>("top_k", 0);
+  const bool shared = c.attr<bool>("shared", false);
+  if (E < 1 || E > kMoeMaxExperts) c.bad("experts must be 1.." + std::to_string(kMoeMaxExperts));
+  if (K < 1 || K > E) c.bad("top_k must be 1..experts");
+  const size_t want = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0);
+  if (n.weights.size() != want) c.bad("expects " + std::to_string(want) + " weights, has " + std::to_string(n.weights.size()));
+  const int64_t H = c.width(n.output);
+  auto view = [&](size_t k, int64_t rows, int64_t cols) {
+    const Tensor& t = c.weight(k);
+    if (t.ndim() != 2 || (rows > 0 && t.dim(0) != rows) || t.dim(1) != cols)
+      c.bad("weight " + n.weights[k] + " " + t.describe() + " does not fit (" + (rows > 0 ? std::to_string(rows) : "F") + " x " +
+            std::to_string(cols) + " expected)");
+    if (!matmul_supports(t.dtype()) || t.dim(1) % traits(t.dtype()).block_size != 0)
+      c.bad(std::string("no matmul for ") + dtype_name(t.dtype()) + " " + t.describe() + " (" + n.weights[k] + ")");
+    return WeightView{t.dtype(), t.dim(0), t.dim(1), t.data(), t.row_bytes()};
+  };
+  auto m = std::make_unique<NodePlan::Moe>();
+  m->p = MoeParams{K, c.attr<bool>("norm_topk_prob", false)};
+  m->w.router = view(0, E, H);
+  const int64_t F = c.weight(1).ndim() == 2 ? c.weight(1).dim(0) : 0;
+  if (F < 1) c.bad("expert width must be >= 1");
+  for (int64_t e = 0; e < E; ++e) {
+    const size_t k = 1 + 3 * static_cast<size_t>(e);
+    m->w.gate.push_back(view(k, F, H));
+    m->w.up.push_back(view(k + 1, F, H));
+    m->w.down.push_back(view(k + 2, H, F));
+  }
+  if (shared) {
+    const size_t k = 1 + 3 * static_cast<size_t>(E);
+    m->w.shared = true;
+    m->w.shared_router = view(k, 1, H);
+    m->w.shared_gate = view(k + 1, 0, H);
+    m->w.shared_up = view(k + 2, m->w.shared_gate.rows, H);
+    m->w.shared_down = view(k + 3, H, m->w.shared_gate.rows);
+  }
+  try {
+    moe_check("moe_ffn", m->w, m->p, nullptr, 0, nullptr);
+  } catch (const Error& e) {
+    c.bad(e.what());
+  }
+  np.moe = std::move(m);
+}
+
 NodePlan plan_node(const NodeCheck& c) {
   NodePlan np;
   np.op = c.n.op;
@@ -325,6 +384,7 @@ NodePlan plan_node(const NodeCheck& c) {
     case OpType::Softcap: plan_scale_softcap(c, np); break;
     case OpType::AttnTemperature: plan_attn_temperature(c, np); break;
     case OpType::SelectRows: plan_select_rows(c); break;
+    case OpType::MoeFfn: plan_moe(c, np); break;
   }
   if (!engine_ops().count(c.n.op)) c.bad("op not supported by this engine");
   return np;
@@ -349,6 +409,7 @@ struct OpTable {
   void (*geglu_erf)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
   void (*scale)(const float* x, float s, float* out, int64_t n, ThreadPool& pool);
   void (*softcap)(float* x, int64_t n, float cap, ThreadPool& pool);
+  void (*moe)(NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool);
 };
 
 const OpTable kReferenceOps = {
@@ -373,6 +434,7 @@ const OpTable kReferenceOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::geglu_erf(a, b, out, n); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool&) { ref::scale(x, s, out, n); },
     [](float* x, int64_t n, float cap, ThreadPool&) { ref::softcap(x, n, cap); },
+    [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool&) { ref::moe_ffn(m.w, m.p, x, T, y); },
 };
 
 const OpTable kOptimizedOps = {
@@ -397,6 +459,9 @@ const OpTable kOptimizedOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { geglu_erf(a, b, out, n, pool); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool& pool) { scale(x, s, out, n, pool); },
     [](float* x, int64_t n, float cap, ThreadPool& pool) { softcap(x, n, cap, pool); },
+    [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool) {
+      moe_ffn(m.w, m.p, x, T, y, m.scratch, pool);
+    },
 };
 
 void buffer_write_row(StaticBuffer& b, int64_t row, const float* src) {
@@ -604,18 +669,30 @@ WeightView copy_matrix(const WeightView& src, uint8_t* dst, bool copy_rows, bool
 // WeightLayout::X16 / P32; the panels only where the CPU has BF16 dot products). The other
 // SIMD levels run from the program's bytes (the copy is untried there): AVX-512 only.
 void Executor::Impl::lay_out_weights(const Program& p) {
-  auto interleaved = [](const NodePlan& np) {
-    return can_interleave(np.w) && (np.w.type != DType::BF16 || simd_has_bf16());
+  auto interleaved = [](const WeightView& w) {
+    return can_interleave(w) && (w.type != DType::BF16 || simd_has_bf16());
   };
-  auto wanted = [](const NodePlan& np) {
-    return np.op == OpType::Linear && np.w.layout == WeightLayout::Rows && np.w.rows > 0 && np.w.cols > 0 &&
-           np.w.row_stride >= row_bytes(np.w.type, np.w.cols);
+  auto wanted = [](const WeightView& w) {
+    return w.layout == WeightLayout::Rows && w.rows > 0 && w.cols > 0 && w.row_stride >= row_bytes(w.type, w.cols);
   };
+  // The matrices of linear nodes and of moe_ffn nodes (router, every expert, the shared expert).
+  std::vector<WeightView*> mats;
+  for (NodePlan& np : nodes) {
+    if (np.op == OpType::Linear) mats.push_back(&np.w);
+    if (np.op == OpType::MoeFfn && np.moe) {
+      MoeWeights& m = np.moe->w;
+      mats.push_back(&m.router);
+      for (auto* v : {&m.gate, &m.up, &m.down})
+        for (WeightView& w : *v) mats.push_back(&w);
+      if (m.shared)
+        for (WeightView* w : {&m.shared_router, &m.shared_gate, &m.shared_up, &m.shared_down}) mats.push_back(w);
+    }
+  }
   std::unordered_map<const void*, size_t> offset;  // by the program's data pointer
   size_t total = 0;
-  for (const NodePlan& np : nodes)
-    if (wanted(np) && offset.emplace(np.w.data, total).second)
-      total += (row_bytes(np.w.type, np.w.cols) * static_cast<size_t>(np.w.rows) + 63) / 64 * 64;
+  for (const WeightView* w : mats)
+    if (wanted(*w) && offset.emplace(w->data, total).second)
+      total += (row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows) + 63) / 64 * 64;
   if (total == 0) return;
   constexpr size_t kHuge = size_t{2} << 20;
   const size_t bytes = (total + kHuge - 1) / kHuge * kHuge;
@@ -628,13 +705,12 @@ void Executor::Impl::lay_out_weights(const Program& p) {
   ::madvise(mem, bytes, MADV_HUGEPAGE);
   std::unordered_map<const void*, WeightView> copies;
   const bool file_backed = p.file() != nullptr;  // tensors are views of the read-only file mapping
-  for (NodePlan& np : nodes) {
-    if (!wanted(np)) continue;
-    auto it = copies.find(np.w.data);
+  for (WeightView* w : mats) {
+    if (!wanted(*w)) continue;
+    auto it = copies.find(w->data);
     if (it == copies.end())
-      it = copies.emplace(np.w.data, copy_matrix(np.w, mem + offset.at(np.w.data), !interleaved(np), file_backed, *pool))
-               .first;
-    np.w = it->second;
+      it = copies.emplace(w->data, copy_matrix(*w, mem + offset.at(w->data), !interleaved(*w), file_backed, *pool)).first;
+    *w = it->second;
   }
 }
 
@@ -807,6 +883,7 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
       }
       break;
     }
+    case OpType::MoeFfn: op.moe(*np.moe, f32(np.in[0]), rows_out, out, tp); break;
     case OpType::SelectRows: {
       const float* src = f32(np.in[0]);
       for (int64_t r = 0; r < s.R; ++r)

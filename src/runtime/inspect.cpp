@@ -18,6 +18,43 @@ bool is_ptn_file(const std::string& path) {
   return has_ptn_magic(magic, n);
 }
 
+namespace {
+
+// Experts per layer and what one token uses: every weight counts once, except that of each
+// layer's routed experts only top_k / E do (the embedding table counts whole although a token
+// reads one row of it, as parameter counts are usually quoted). Bytes: the weights a decode
+// step streams, the embedding table left out unless it is also the classifier.
+void print_experts(const ModelSpec& s, const PtnFile& f) {
+  if (s.n_experts <= 0) return;
+  int64_t moe_layers = 0;
+  for (const LayerAttention& l : s.layers) moe_layers += l.moe;
+  std::printf("  experts: %lld per layer on %lld of %lld layers, %lld used per token (%s), expert ffn %lld",
+              static_cast<long long>(s.n_experts), static_cast<long long>(moe_layers), static_cast<long long>(s.n_layers),
+              static_cast<long long>(s.n_experts_used), s.norm_topk_prob ? "renormalised" : "not renormalised",
+              static_cast<long long>(s.expert_ffn_size));
+  if (s.shared_expert_ffn_size > 0) std::printf(", shared expert ffn %lld", static_cast<long long>(s.shared_expert_ffn_size));
+  std::printf("\n");
+  double total = 0, active = 0, stream = 0;
+  const double used = static_cast<double>(s.n_experts_used) / static_cast<double>(s.n_experts);
+  for (const auto& t : f.tensor_infos()) {
+    if (t.name.rfind("golden.", 0) == 0 || t.name.rfind("tokenizer.", 0) == 0) continue;
+    double n = 1;
+    for (int64_t d : t.shape) n *= static_cast<double>(d);
+    const size_t dot = t.name.find('.', 4);
+    std::string what;
+    int64_t e = 0;
+    const bool expert = t.name.rfind("blk.", 0) == 0 && dot != std::string::npos && parse_expert_tensor(t.name.substr(dot + 1), &what, &e);
+    const double share = expert ? used : 1.0;
+    total += n;
+    active += n * share;
+    if (t.name != "token_embd.weight" || s.tie_word_embeddings) stream += static_cast<double>(t.nbytes) * share;
+  }
+  std::printf("  parameters: %.0f in all, %.0f active per token; a decode step streams about %.4g MB of weights\n", total,
+              active, stream / 1e6);
+}
+
+}  // namespace
+
 int inspect_ptn_file(const std::string& path) {
   auto program = Program::load(path, VerifyLevel::Cheap);
   const ProgramMeta& m = program->meta();
@@ -48,6 +85,7 @@ int inspect_ptn_file(const std::string& path) {
               s.qk_norm ? "yes" : "no",
               s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
   if (s.mlp_bias) std::printf("  MLP bias yes\n");
+  print_experts(s, *f);
   std::printf("\ncache spec (per layer: kv heads x head dim k/v, policy):\n");
   for (size_t l = 0; l < m.cache_spec.layers.size(); ++l) {
     const auto& c = m.cache_spec.layers[l];

@@ -73,8 +73,10 @@ AttnKind kind_from(const std::string& s, const std::string& where) {
 
 json spec_to_json(const ModelSpec& s) {
   json layers = json::array();
-  for (const auto& l : s.layers)
+  for (const auto& l : s.layers) {
     layers.push_back({{"kind", attn_kind_name(l.kind)}, {"span", l.span}, {"use_rope", l.use_rope}, {"rope_theta", l.rope_theta}});
+    if (l.moe) layers.back()["moe"] = true;  // only when set: dense files keep their bytes
+  }
   json j = {{"family", s.family},
           {"architecture", s.architecture},
           {"vocab_size", s.vocab_size},
@@ -104,6 +106,13 @@ json spec_to_json(const ModelSpec& s) {
   // Written only when set, so that files without them keep their bytes.
   if (s.attn_output_bias) j["attn_output_bias"] = true;
   if (s.mlp_bias) j["mlp_bias"] = true;
+  if (s.n_experts > 0) {
+    j["experts"] = s.n_experts;
+    j["experts_used"] = s.n_experts_used;
+    j["expert_ffn"] = s.expert_ffn_size;
+    j["norm_topk_prob"] = s.norm_topk_prob;
+    if (s.shared_expert_ffn_size > 0) j["shared_expert_ffn"] = s.shared_expert_ffn_size;
+  }
   return j;
 }
 
@@ -144,6 +153,13 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.mlp_bias = get<bool>(j, "mlp_bias", where, false);
   s.qk_norm = get<bool>(j, "qk_norm", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
+  s.n_experts = get_count(j, "experts", where, 0, 1024);
+  if (s.n_experts > 0) {
+    s.n_experts_used = get_count(j, "experts_used", where, 1, s.n_experts);
+    s.expert_ffn_size = get_count(j, "expert_ffn", where, 1, big);
+    s.norm_topk_prob = get<bool>(j, "norm_topk_prob", where, false);
+    s.shared_expert_ffn_size = get_count(j, "shared_expert_ffn", where, 0, big);
+  }
   if (!j.contains("layers") || !j["layers"].is_array() || static_cast<int64_t>(j["layers"].size()) != s.n_layers)
     bad(where, "model.layers", "must list one entry per layer");
   for (const auto& l : j["layers"]) {
@@ -152,6 +168,8 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
     la.span = get_count(l, "span", where, 0, big);
     la.use_rope = get<bool>(l, "use_rope", where, true);
     la.rope_theta = get<float>(l, "rope_theta", where, 0.f);
+    la.moe = get<bool>(l, "moe", where, false);
+    if (la.moe && s.n_experts == 0) bad(where, "model.layers.moe", "a layer of experts in a model without model.experts");
     s.layers.push_back(la);
   }
   return s;

@@ -282,6 +282,31 @@ std::vector<Case> cases() {
                                                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
                                                          {"original_max_position_embeddings", 32}}}}),
                DType::F32, {{{"no_rope_layers", {1, 1, 1, 0}}}, {{"attn_temperature_tuning", false}}}});
+  // Mixtral: 4 experts, top-2 renormalised, every layer windowed.
+  c.push_back({"mixtral", merged(base("MixtralForCausalLM", 2), {{"num_local_experts", 4}, {"num_experts_per_tok", 2},
+                                                                {"sliding_window", kWindow}, {"rope_theta", 1000000.0}}),
+               DType::F32, {{{"num_experts_per_tok", 1}}, {{"num_experts_per_tok", 3}}, {{"sliding_window", nullptr}}}});
+  // Qwen3-MoE: 8 experts of width 32, top-2 not renormalised (the config class's default), q/k
+  // norms, layer 1 a dense MLP by mlp_only_layers, BF16 storage.
+  c.push_back({"qwen3_moe", merged(base("Qwen3MoeForCausalLM", 3),
+                                   {{"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                                    {"mlp_only_layers", {1}}, {"rope_theta", 1000000.0}}),
+               DType::BF16, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
+  // Mixtral and Qwen3-MoE as their GGUF architectures express them (experts on every layer,
+  // renormalised, no window): also through ptn's GGUF writer and import (merged expert tensors).
+  c.push_back({"mixtral_full", merged(base("MixtralForCausalLM", 2), {{"num_local_experts", 4}, {"num_experts_per_tok", 2},
+                                                                     {"sliding_window", nullptr}, {"rope_theta", 1000000.0}}),
+               DType::BF16, {{{"num_experts_per_tok", 1}}}});
+  c.push_back({"qwen3_moe_full", merged(base("Qwen3MoeForCausalLM", 2),
+                                        {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                                         {"norm_topk_prob", true}, {"rope_theta", 1000000.0}}),
+               DType::F16, {{{"norm_topk_prob", false}}}});
+  // Qwen3-MoE with decoder_sparse_step 2 (layer 0 dense, layer 1 experts), renormalised top-3 of 4,
+  // attention_bias.
+  c.push_back({"qwen3_moe_step", merged(base("Qwen3MoeForCausalLM", 2),
+                                        {{"num_experts", 4}, {"num_experts_per_tok", 3}, {"moe_intermediate_size", 48},
+                                         {"decoder_sparse_step", 2}, {"norm_topk_prob", true}, {"attention_bias", true}}),
+               DType::F32, {{{"norm_topk_prob", false}}}});
   return c;
 }
 

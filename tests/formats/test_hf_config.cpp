@@ -434,11 +434,52 @@ TEST(HfConfig, DefaultsAreTheConfigClasses) {
   EXPECT_FLOAT_EQ(model_spec_from_hf_config(p, "cfg.json").norm_eps, 1e-5f);
 }
 
+// Mixtral 8x7B's dimensions: 8 experts of the FFN's width on every layer, top-2 renormalised,
+// each expert's w1 / w3 / w2 the canonical gate / up / down of that expert.
+TEST(HfConfig, MixtralExperts) {
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
+  const ModelSpec s = model_spec_from_hf_config(j, "cfg.json");
+  EXPECT_EQ(s.family, "mixtral");
+  EXPECT_EQ(s.n_experts, 8);
+  EXPECT_EQ(s.n_experts_used, 2);
+  EXPECT_EQ(s.expert_ffn_size, 14336);
+  EXPECT_TRUE(s.norm_topk_prob);
+  EXPECT_EQ(s.shared_expert_ffn_size, 0);
+  for (const LayerAttention& l : s.layers) EXPECT_TRUE(l.moe);
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_gate_inp.weight"), "model.layers.3.block_sparse_moe.gate.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_down.7.weight"), "model.layers.3.block_sparse_moe.experts.7.w2.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_up.0.weight"), "model.layers.0.block_sparse_moe.experts.0.w3.weight");
+  EXPECT_EQ(s.tensor_sources.count("blk.0.ffn_up.weight"), 0u);
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.ffn_down.7.weight"), (std::vector<int64_t>{4096, 14336}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.ffn_down.8.weight"), std::vector<int64_t>{});  // no ninth expert
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.ffn_gate_inp.weight"), (std::vector<int64_t>{8, 4096}));
+}
+
+// Qwen3-MoE: which layers are sparse (decoder_sparse_step, mlp_only_layers), the two widths.
+TEST(HfConfig, Qwen3MoeLayers) {
+  nlohmann::json j = {{"architectures", {"Qwen3MoeForCausalLM"}}, {"vocab_size", 1000}, {"hidden_size", 64},
+                      {"intermediate_size", 96}, {"moe_intermediate_size", 32}, {"num_hidden_layers", 6},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+                      {"num_experts", 16}, {"num_experts_per_tok", 4}, {"decoder_sparse_step", 2},
+                      {"mlp_only_layers", {3}}};
+  const ModelSpec s = model_spec_from_hf_config(j, "cfg.json");
+  std::string moe;
+  for (const LayerAttention& l : s.layers) moe += l.moe ? 'E' : 'D';
+  EXPECT_EQ(moe, "DEDDDE");  // (i + 1) % 2 == 0, except layer 3
+  EXPECT_FALSE(s.norm_topk_prob);  // Qwen3MoeConfig's default
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate.15.weight"), "model.layers.1.mlp.experts.15.gate_proj.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_gate.weight"), "model.layers.3.mlp.gate_proj.weight");
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.1.ffn_gate.15.weight"), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.ffn_gate.weight"), (std::vector<int64_t>{96, 64}));
+}
+
 TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), ErrorKind::Unsupported, "FalconForCausalLM");
   expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
-  nlohmann::json mixtral = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
-  expect_error(mixtral, ErrorKind::Unsupported, "mixture-of-experts");
+  nlohmann::json olmoe = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
+  olmoe["architectures"] = {"OlmoeForCausalLM"};
+  expect_error(olmoe, ErrorKind::Unsupported, "OLMoE");
   nlohmann::json l4 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
   l4.erase("moe_layers");
   expect_error(l4, ErrorKind::Unsupported, "moe_layers");

@@ -64,6 +64,18 @@ json small(const std::string& family) {
     base["mlp_bias"] = true;
   }
   if (family == "smollm3") { base["architectures"] = {"SmolLM3ForCausalLM"}; base["no_rope_layer_interval"] = 3; }
+  if (family == "mixtral") {
+    base["architectures"] = {"MixtralForCausalLM"};
+    base["num_local_experts"] = 4;
+    base["num_experts_per_tok"] = 2;
+  }
+  if (family == "qwen3_moe") {  // as its GGUF architecture expresses it: experts on every layer, renormalised
+    base["architectures"] = {"Qwen3MoeForCausalLM"};
+    base["num_experts"] = 6;
+    base["num_experts_per_tok"] = 2;
+    base["moe_intermediate_size"] = 32;
+    base["norm_topk_prob"] = true;
+  }
   return base;
 }
 
@@ -73,6 +85,7 @@ void expect_same_layers(const ModelSpec& a, const ModelSpec& b) {
     EXPECT_EQ(a.layers[i].kind, b.layers[i].kind) << "layer " << i;
     EXPECT_EQ(a.layers[i].span, b.layers[i].span) << "layer " << i;
     EXPECT_EQ(a.layers[i].use_rope, b.layers[i].use_rope) << "layer " << i;
+    EXPECT_EQ(a.layers[i].moe, b.layers[i].moe) << "layer " << i;
     EXPECT_FLOAT_EQ(a.layers[i].rope_theta, b.layers[i].rope_theta) << "layer " << i;
   }
 }
@@ -132,6 +145,10 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   auto back = open_weights(path);
   const ModelSpec& g = back->spec();
   expect_same_layers(s, g);
+  EXPECT_EQ(g.family, s.family);
+  EXPECT_EQ(g.n_experts, s.n_experts);
+  EXPECT_EQ(g.n_experts_used, s.n_experts_used);
+  EXPECT_EQ(g.expert_ffn_size, s.expert_ffn_size);
   EXPECT_EQ(g.n_kv_heads, s.n_kv_heads);
   EXPECT_EQ(g.head_dim, s.head_dim);
   EXPECT_EQ(g.attn_bias, s.attn_bias);
@@ -162,7 +179,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
-                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "llama-bias"));
+                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "llama-bias", "mixtral",
+                                           "qwen3_moe"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

@@ -27,7 +27,7 @@ TEST(Decoder, EveryRunnableFamilyHasABuilder) {
 
 TEST(Decoder, OtherFamiliesAreRefusedByName) {
   ModelSpec s;
-  for (const char* family : {"no-such-family", "mixtral"}) {
+  for (const char* family : {"no-such-family", "olmoe"}) {
     s.family = family;
     try {
       build_decoder_graph(s, {});
@@ -59,6 +59,29 @@ TEST(Decoder, LlamaLayersAreAttentionAndSwiGlu) {
   EXPECT_EQ(count_ops(g, OpType::SwiGLU), 3);
   EXPECT_EQ(count_ops(g, OpType::Add), 2 * 3);
   EXPECT_EQ(count_ops(g, OpType::Linear), 7 * 3 + 1);
+}
+
+// Block::Moe: a layer of experts is attention + one moe_ffn node (no gate/up/down linears, no
+// swiglu); Qwen3-MoE's mlp_only_layers keep the gated MLP.
+TEST(Decoder, MoeLayersAreOneMoeFfnNode) {
+  nlohmann::json c = {{"architectures", {"Qwen3MoeForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 64},
+                      {"intermediate_size", 96}, {"moe_intermediate_size", 32}, {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+                      {"num_experts", 6}, {"num_experts_per_tok", 2}, {"norm_topk_prob", true}, {"mlp_only_layers", {2}}};
+  Graph g = build_decoder_graph(model_spec_from_hf_config(c, "cfg"), {});
+  EXPECT_EQ(count_ops(g, OpType::MoeFfn), 2);
+  EXPECT_EQ(count_ops(g, OpType::SwiGLU), 1);
+  EXPECT_EQ(count_ops(g, OpType::Linear), 4 * 3 + 3 + 1);  // q/k/v/o per layer, the dense MLP, the classifier
+  for (const Node& n : g.nodes) {
+    if (n.op != OpType::MoeFfn) continue;
+    EXPECT_EQ(n.weights.size(), 1u + 3 * 6);
+    EXPECT_EQ(n.attrs.at("experts"), 6);
+    EXPECT_EQ(n.attrs.at("top_k"), 2);
+    EXPECT_EQ(n.attrs.at("norm_topk_prob"), true);
+    EXPECT_EQ(n.attrs.at("shared"), false);
+    EXPECT_NE(n.weights[0].find("ffn_gate_inp.weight"), std::string::npos);
+    EXPECT_NE(n.weights[3 * 5 + 3].find("ffn_down.5.weight"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -6,8 +6,9 @@ ptn's is used, and no code of transformers is copied):
   LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
   linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
   Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
-  Phi3ForCausalLM, SmolLM3ForCausalLM and the dense
-  layers of Llama4ForCausalLM; the masks of transformers' masking_utils (causal, sliding window
+  Phi3ForCausalLM, SmolLM3ForCausalLM, the dense
+  layers of Llama4ForCausalLM, MixtralForCausalLM (MixtralSparseMoeBlock) and Qwen3MoeForCausalLM
+  (Qwen3MoeSparseMoeBlock, decoder_sparse_step, mlp_only_layers); the masks of transformers' masking_utils (causal, sliding window
   `kv > q - W`, chunked `kv // C == q // C`); each family's config-class defaults for the keys
   read here, and both config forms (v4 rope_theta + rope_scaling, v5 rope_parameters, flat or
   keyed by layer type).
@@ -75,11 +76,16 @@ FAMILY_DEFAULTS = {
     "llama4": {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192, "use_qk_norm": True,
                "attn_temperature_tuning": True, "floor_scale": 8192, "attn_scale": 0.1,
                "no_rope_layer_interval": 4},
+    "mixtral": {"rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": None, "num_local_experts": 8,
+                "num_experts_per_tok": 2},
+    "qwen3_moe": {"sliding_window": 4096, "use_sliding_window": False, "num_experts": 128, "num_experts_per_tok": 8,
+                  "moe_intermediate_size": 768, "norm_topk_prob": False, "decoder_sparse_step": 1,
+                  "mlp_only_layers": None},
 }
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
-         "Llama4ForCausalLM": "llama4"}
+         "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe"}
 
 
 class Config:
@@ -199,7 +205,10 @@ def layer_plan(cfg, n):
             w = window if cfg.get("use_sliding_window") else None
             types = ["sliding_attention" if w is not None and i >= cfg.get("max_window_layers") else "full_attention"
                      for i in range(n)]
-        elif fam in ("mistral", "phi3"):
+        elif fam == "qwen3_moe":  # its config keeps the window only with use_sliding_window, then on every layer
+            w = window if cfg.get("use_sliding_window") else None
+            types = ["sliding_attention" if w is not None else "full_attention"] * n
+        elif fam in ("mistral", "phi3", "mixtral"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
         elif fam == "gemma2":
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
@@ -260,6 +269,41 @@ def rotate_interleaved(x, cos, sin):
     return out
 
 
+def sparse_layer(cfg, l):
+    """Whether layer l's MLP is the sparse block of experts."""
+    if cfg.family == "mixtral":
+        return True
+    if cfg.family == "qwen3_moe":
+        only = cfg.get("mlp_only_layers") or []
+        return l not in only and cfg.get("num_experts") > 0 and (l + 1) % cfg.get("decoder_sparse_step") == 0
+    return False
+
+
+def experts_ffn(cfg, W, block, x, act_name):
+    """The sparse block on x [T, H]: router softmax over every expert, the top-k by probability,
+    renormalised (Mixtral always, Qwen3-MoE with norm_topk_prob), each chosen expert's gated MLP."""
+    fam = cfg.family
+    n_exp = cfg.get("num_local_experts") if fam == "mixtral" else cfg.get("num_experts")
+    k = cfg.get("num_experts_per_tok")
+    renorm = True if fam == "mixtral" else bool(cfg.get("norm_topk_prob"))
+    logits = x @ W[block + "gate.weight"].T
+    assert logits.shape[1] == n_exp
+    z = np.exp(logits - logits.max(axis=1, keepdims=True))
+    prob = z / z.sum(axis=1, keepdims=True)
+    names = ("w1", "w3", "w2") if fam == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        chosen = sorted(range(n_exp), key=lambda e: (-prob[t, e], e))[:k]
+        total = sum(prob[t, e] for e in chosen)
+        for e in chosen:
+            p = f"{block}experts.{e}."
+            gate = x[t] @ W[p + names[0] + ".weight"].T
+            up = x[t] @ W[p + names[1] + ".weight"].T
+            y = (act(act_name, gate) * up) @ W[p + names[2] + ".weight"].T
+            out[t] += (prob[t, e] / total if renorm else prob[t, e]) * y
+    return out
+
+
 def forward(cfg, W, ids):
     """Returns (logits [T, vocab], final hidden states [T, hidden])."""
     fam = cfg.family
@@ -300,7 +344,7 @@ def forward(cfg, W, ids):
         else:
             q, k, v = (lin(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)
-        if fam in ("qwen3", "gemma3"):
+        if fam in ("qwen3", "gemma3", "qwen3_moe"):
             q = norm(q, W[p + "self_attn.q_norm.weight"])
             k = norm(k, W[p + "self_attn.k_norm.weight"])
         if use_rope[l]:
@@ -335,6 +379,10 @@ def forward(cfg, W, ids):
             f_in = norm(x + a, W[p + "post_attention_layernorm.weight"])
         x = x + a
         mlp = p + ("feed_forward." if fam == "llama4" else "mlp.")
+        if sparse_layer(cfg, l):
+            block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
+            x = x + experts_ffn(cfg, W, block, f_in, act_name)
+            continue
         if fam == "phi3":
             gu = lin(f_in, mlp + "gate_up_proj")
             half = gu.shape[1] // 2

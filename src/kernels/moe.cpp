@@ -1,0 +1,208 @@
+#include "kernels/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace ptn {
+
+namespace {
+
+[[noreturn]] void bad(const char* op, const std::string& what) { fail(ErrorKind::InvalidArgument, op, what); }
+
+// The strings of a message are built only when a check fails (this runs on every call).
+void check_view(const char* op, const WeightView& v, int64_t rows, int64_t cols, const char* what, int64_t expert = -1) {
+  auto name = [&] { return (expert >= 0 ? "expert " + std::to_string(expert) + " " : std::string()) + what; };
+  if (v.data == nullptr || v.rows != rows || v.cols != cols)
+    bad(op, name() + " is [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) + "], expected [" +
+                std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  if (!matmul_supports(v.type)) bad(op, name() + ": no matmul for " + dtype_name(v.type));
+  static const float probe[1] = {0.0f};  // matmul_check wants non-null rows; only the weight is checked here
+  matmul_check(op, v, probe, 1, probe);
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, const float* y) {
+  const int64_t E = w.router.rows, H = w.router.cols;
+  if (E < 1 || E > kMoeMaxExperts) bad(op, "expert count " + std::to_string(E) + " outside 1.." + std::to_string(kMoeMaxExperts));
+  if (p.top_k < 1 || p.top_k > E) bad(op, "top_k " + std::to_string(p.top_k) + " outside 1.." + std::to_string(E));
+  if (static_cast<int64_t>(w.gate.size()) != E || static_cast<int64_t>(w.up.size()) != E ||
+      static_cast<int64_t>(w.down.size()) != E)
+    bad(op, "needs gate, up and down weights for each of the " + std::to_string(E) + " experts");
+  check_view(op, w.router, E, H, "router");
+  const int64_t F = w.gate[0].rows;
+  for (int64_t e = 0; e < E; ++e) {
+    const size_t i = static_cast<size_t>(e);
+    check_view(op, w.gate[i], F, H, "gate", e);
+    check_view(op, w.up[i], F, H, "up", e);
+    check_view(op, w.down[i], H, F, "down", e);
+  }
+  if (w.shared) {
+    const int64_t Fs = w.shared_gate.rows;
+    check_view(op, w.shared_gate, Fs, H, "shared expert gate");
+    check_view(op, w.shared_up, Fs, H, "shared expert up");
+    check_view(op, w.shared_down, H, Fs, "shared expert down");
+    check_view(op, w.shared_router, 1, H, "shared expert router");
+  }
+  if (T < 0 || (T > 0 && (x == nullptr || y == nullptr))) bad(op, "bad rows or null pointers");
+}
+
+void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* experts, float* weights) {
+  double mx = -INFINITY;
+  for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[e]));
+  double sum = 0;
+  for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]) - mx);
+  // Selection by logit (the softmax keeps the order); a NaN logit is never chosen over a number.
+  double picked = 0;
+  for (int64_t j = 0; j < p.top_k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int64_t i = 0; i < j; ++i) taken = taken || experts[i] == e;
+      if (taken) continue;
+      if (best < 0 || logits[e] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[e]))) best = e;
+    }
+    experts[j] = static_cast<int32_t>(best);
+    const double prob = std::exp(static_cast<double>(logits[best]) - mx) / sum;
+    weights[j] = static_cast<float>(prob);
+    picked += prob;
+  }
+  if (p.norm_topk_prob && picked > 0)
+    for (int64_t j = 0; j < p.top_k; ++j) weights[j] = static_cast<float>(weights[j] / picked);
+}
+
+namespace ref {
+
+void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y) {
+  moe_check("moe_ffn", w, p, x, T, y);
+  const int64_t E = w.router.rows, H = w.router.cols, F = w.gate[0].rows;
+  const int64_t Fs = w.shared ? w.shared_gate.rows : 0;
+  std::vector<float> logits(static_cast<size_t>(E)), rw(static_cast<size_t>(p.top_k));
+  std::vector<int32_t> re(static_cast<size_t>(p.top_k));
+  const int64_t F_max = std::max(F, Fs);
+  std::vector<float> g(static_cast<size_t>(F_max)), u(g.size()), h(g.size()), o(static_cast<size_t>(H));
+  std::vector<double> acc(static_cast<size_t>(H));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xt = x + t * H;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    ref::matmul(w.router, xt, 1, logits.data());
+    moe_route(logits.data(), E, p, re.data(), rw.data());
+    for (int64_t j = 0; j < p.top_k; ++j) {
+      const size_t e = static_cast<size_t>(re[static_cast<size_t>(j)]);
+      ref::matmul(w.gate[e], xt, 1, g.data());
+      ref::matmul(w.up[e], xt, 1, u.data());
+      ref::swiglu(g.data(), u.data(), h.data(), F);
+      ref::matmul(w.down[e], h.data(), 1, o.data());
+      for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += static_cast<double>(rw[static_cast<size_t>(j)]) * o[static_cast<size_t>(c)];
+    }
+    if (w.shared) {
+      float sl = 0;
+      ref::matmul(w.shared_router, xt, 1, &sl);
+      const double s = sigmoid(sl);
+      ref::matmul(w.shared_gate, xt, 1, g.data());
+      ref::matmul(w.shared_up, xt, 1, u.data());
+      ref::swiglu(g.data(), u.data(), h.data(), Fs);
+      ref::matmul(w.shared_down, h.data(), 1, o.data());
+      for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += s * o[static_cast<size_t>(c)];
+    }
+    for (int64_t c = 0; c < H; ++c) y[t * H + c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+  }
+}
+
+}  // namespace ref
+
+namespace {
+template <class V>
+void grow(V& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+}  // namespace
+
+void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y, MoeScratch& s,
+             ThreadPool& pool) {
+  moe_check("moe_ffn", w, p, x, T, y);
+  if (T == 0) return;
+  const int64_t E = w.router.rows, H = w.router.cols, F = w.gate[0].rows, K = p.top_k;
+  const size_t TK = static_cast<size_t>(T * K);
+  grow(s.logits, static_cast<size_t>(T * E));
+  grow(s.route_w, TK);
+  grow(s.route_e, TK);
+  grow(s.order, TK);
+  grow(s.count, static_cast<size_t>(E));
+  grow(s.start, static_cast<size_t>(E + 1));
+
+  // Routing: one router product for every row, then each row's top-k.
+  matmul(w.router, x, T, s.logits.data(), pool);
+  for (int64_t t = 0; t < T; ++t)
+    moe_route(s.logits.data() + t * E, E, p, s.route_e.data() + t * K, s.route_w.data() + t * K);
+
+  // Group the T * K choices by expert (counting sort, rows in order within an expert).
+  std::fill(s.count.begin(), s.count.begin() + E, 0);
+  for (size_t i = 0; i < TK; ++i) ++s.count[static_cast<size_t>(s.route_e[i])];
+  s.start[0] = 0;
+  int32_t most = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    s.start[static_cast<size_t>(e + 1)] = s.start[static_cast<size_t>(e)] + s.count[static_cast<size_t>(e)];
+    most = std::max(most, s.count[static_cast<size_t>(e)]);
+  }
+  std::fill(s.count.begin(), s.count.begin() + E, 0);
+  for (size_t i = 0; i < TK; ++i) {
+    const size_t e = static_cast<size_t>(s.route_e[i]);
+    s.order[static_cast<size_t>(s.start[e] + s.count[e]++)] = static_cast<int32_t>(i);
+  }
+
+  // The shared expert (every row) first: y starts as its gated output, or zero.
+  if (w.shared) {
+    const int64_t Fs = w.shared_gate.rows;
+    grow(s.sg, static_cast<size_t>(T * Fs));
+    grow(s.su, static_cast<size_t>(T * Fs));
+    grow(s.sl, static_cast<size_t>(T));
+    const WeightView ws[3] = {w.shared_gate, w.shared_up, w.shared_router};
+    float* ys[3] = {s.sg.data(), s.su.data(), s.sl.data()};
+    matmul_multi(ws, ys, 3, x, T, pool);
+    swiglu(s.sg.data(), s.su.data(), s.sg.data(), T * Fs, pool);
+    matmul(w.shared_down, s.sg.data(), T, y, pool);
+    for (int64_t t = 0; t < T; ++t) {
+      const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
+      for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
+    }
+  } else {
+    std::fill(y, y + T * H, 0.0f);
+  }
+
+  // Each expert that has rows: gather them, one gate/up pass and one down pass over its weights.
+  const size_t n_max = static_cast<size_t>(most);
+  grow(s.xs, n_max * static_cast<size_t>(H));
+  grow(s.g, n_max * static_cast<size_t>(F));
+  grow(s.u, n_max * static_cast<size_t>(F));
+  grow(s.o, n_max * static_cast<size_t>(H));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = s.count[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const int32_t* idx = s.order.data() + s.start[static_cast<size_t>(e)];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = idx[i] / K;
+      std::copy(x + t * H, x + (t + 1) * H, s.xs.data() + i * H);
+    }
+    const WeightView gu[2] = {w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)]};
+    float* gy[2] = {s.g.data(), s.u.data()};
+    matmul_multi(gu, gy, 2, s.xs.data(), n, pool);
+    swiglu(s.g.data(), s.u.data(), s.g.data(), n * F, pool);
+    matmul(w.down[static_cast<size_t>(e)], s.g.data(), n, s.o.data(), pool);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = idx[i] / K;
+      const float wt = s.route_w[static_cast<size_t>(idx[i])];
+      const float* o = s.o.data() + i * H;
+      float* yt = y + t * H;
+      for (int64_t c = 0; c < H; ++c) yt[c] += wt * o[c];
+    }
+  }
+}
+
+}  // namespace ptn

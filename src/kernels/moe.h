@@ -1,0 +1,69 @@
+// The mixture-of-experts feed-forward of one layer (Mixtral, Qwen2-MoE, Qwen3-MoE), on rows
+// that are already normalised:
+//
+//   logits[t]  = router · x[t]                               router [E, H]
+//   p[t]       = softmax(logits[t]) over all E experts        (in double / f32)
+//   S[t]       = the top_k experts of p[t] (ties: the lower expert index first)
+//   w[t][e]    = p[t][e], or p[t][e] / sum_{e' in S[t]} p[t][e'] when norm_topk_prob
+//   y[t]       = sum_{e in S[t]} w[t][e] * down_e · (silu(gate_e · x[t]) * (up_e · x[t]))
+//              + sigmoid(shared_router · x[t]) * shared_down · (silu(shared_gate · x[t]) * (shared_up · x[t]))
+//                (the last term only with a shared expert, Qwen2-MoE)
+//
+// Mixtral's "top-k of the logits, then softmax over the k" is the same as softmax over all,
+// top-k, renormalised (norm_topk_prob = true): both are exp(l_e) / sum_{e' in S} exp(l_e').
+//
+// ptn::ref::moe_ffn is the readable definition: token by token, every product with
+// ref::matmul (double accumulation). ptn::moe_ffn is the fast version: the router is one
+// matmul over all rows; rows are then grouped by expert (a counting sort of the T * top_k
+// choices), each expert with at least one row multiplies its rows gathered into one matrix
+// with the optimized matmul (so each active expert's weights are read once per step, whatever
+// T), and the results are scattered back with their weights. Experts that no row chose are
+// not touched. Any weight type matmul accepts works (kernels/matmul.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/threadpool.h"
+#include "kernels/matmul.h"
+
+namespace ptn {
+
+constexpr int64_t kMoeMaxExperts = 1024;
+
+struct MoeWeights {
+  WeightView router;                       // [E, H]
+  std::vector<WeightView> gate, up, down;  // per expert: [F, H], [F, H], [H, F]
+  bool shared = false;                     // a shared expert (Qwen2-MoE)
+  WeightView shared_gate{}, shared_up{}, shared_down{};  // [Fs, H], [Fs, H], [H, Fs]
+  WeightView shared_router{};              // [1, H]: the shared expert's sigmoid gate
+};
+
+struct MoeParams {
+  int64_t top_k = 0;
+  bool norm_topk_prob = false;
+};
+
+// Throws InvalidArgument naming `op` when the weights do not fit together (experts 1..1024,
+// top_k 1..E, every expert [F, H] / [H, F] with one F, matmul-supported types) or x / y are null.
+void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, const float* y);
+
+// The routing of one row: the top_k experts (descending probability, ties to the lower index)
+// and their weights, from the router logits [E]. Shared by both implementations.
+void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* experts, float* weights);
+
+// Scratch the optimized op reuses from step to step (grows to the largest step, then no call
+// allocates).
+struct MoeScratch {
+  std::vector<float> logits, route_w, xs, g, u, h, o, sg, su, sh, so, sl;
+  std::vector<int32_t> route_e, count, start, order;
+};
+
+namespace ref {
+// y [T, H] from x [T, H]; y must not overlap x.
+void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y);
+}  // namespace ref
+
+void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y, MoeScratch& scratch,
+             ThreadPool& pool);
+
+}  // namespace ptn

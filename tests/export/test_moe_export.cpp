@@ -1,0 +1,211 @@
+// Mixture-of-experts programs end to end: Mixtral and Qwen3-MoE configs with random weights,
+// exported as they are and quantized (q8_0, q4_k_m), pass their golden samples with every cache;
+// the optimized executor with the paged cache continues a prompt greedily exactly as the
+// reference executor with the reference cache; routers stay f32 under the quantized mixes;
+// `ptn inspect` reports experts and active parameters; bad MoE config fields are refused by name.
+// (The logits against an independent forward are in test_family_oracle.cpp.)
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "export_test_util.h"
+#include "formats/hf_config.h"
+#include "formats/random_weights.h"
+#include "formats/safetensors.h"
+#include "formats/synth.h"
+#include "runtime/inspect.h"
+
+namespace ptn {
+namespace {
+
+using namespace ptn::testing;
+using json = nlohmann::json;
+
+// hidden 256 and expert width 256 so that the K-quants apply to every matrix.
+json mixtral_config() {
+  return {{"architectures", {"MixtralForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 256},
+          {"intermediate_size", 256}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"head_dim", 64}, {"max_position_embeddings", 512},
+          {"rms_norm_eps", 1e-5}, {"rope_theta", 1000000.0}, {"num_local_experts", 8},
+          {"num_experts_per_tok", 2}, {"sliding_window", nullptr}, {"tie_word_embeddings", false}};
+}
+
+json qwen3_moe_config() {
+  return {{"architectures", {"Qwen3MoeForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 256},
+          {"intermediate_size", 512}, {"moe_intermediate_size", 256}, {"num_hidden_layers", 3},
+          {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64},
+          {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
+          {"num_experts", 8}, {"num_experts_per_tok", 2}, {"norm_topk_prob", true},
+          {"mlp_only_layers", {0}}, {"tie_word_embeddings", true}};
+}
+
+std::shared_ptr<const Program> export_random(const TempDir& d, const std::string& name, const json& cfg,
+                                             const std::string& quantize) {
+  ExportOptions o = base_options(write_config(d, name, cfg), d / (name + quantize + ".ptn"));
+  o.random_weights = true;
+  o.seed = 5;
+  o.quantize = quantize;
+  o.max_seq_length = 48;
+  quiet_export(o);
+  return Program::load(o.output, VerifyLevel::Full);
+}
+
+TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
+  TempDir d;
+  const std::vector<int32_t> prompt = {1, 17, 250, 42, 9, 201, 7, 88, 3, 140, 66, 12, 299, 5, 31, 77};
+  for (const auto& [name, cfg] : std::vector<std::pair<std::string, json>>{{"mixtral", mixtral_config()},
+                                                                         {"qwen3_moe", qwen3_moe_config()}}) {
+    for (const std::string q : {"", "q8_0", "q4_k_m"}) {
+      SCOPED_TRACE(name + " " + (q.empty() ? "f32" : q));
+      auto p = export_random(d, name, cfg, q);
+      // The graph has one moe_ffn per layer of experts.
+      int moe_layers = 0;
+      for (const LayerAttention& l : p->meta().spec.layers) moe_layers += l.moe;
+      EXPECT_EQ(p->meta().graph.op_histogram()["moe_ffn"], moe_layers);
+      EXPECT_EQ(moe_layers, 2);  // Mixtral: both layers; Qwen3-MoE: layers 1 and 2 (mlp_only_layers [0])
+      for (const auto& t : p->file()->tensor_infos()) {
+        if (t.name.find(".ffn_gate_inp.") != std::string::npos) EXPECT_EQ(t.dtype, DType::F32) << t.name;
+        if (!q.empty() && t.name.find(".ffn_up.3.") != std::string::npos)
+          EXPECT_EQ(t.dtype, q == "q8_0" ? DType::Q8_0 : DType::Q4_K) << t.name;
+      }
+      expect_verifies(p, /*with_q8=*/true, q.empty() ? 1e-6 : 5e-3);
+      if (q.empty()) {
+        // f32 weights: the paths differ by summation order only, so the greedy ids are equal.
+        // The prompt is one step of 16 rows (grouped by expert), the continuation one row a step.
+        const auto want = greedy(p, ExecMode::Reference, "reference", DType::F32, prompt, 24);
+        EXPECT_EQ(greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 24, nullptr, 4), want);
+      }
+    }
+  }
+}
+
+// The executor's copy of the experts for the AVX-512 kernels (Q4_K / Q8_0 in 16-row tiles)
+// gives the logits of the row layout up to float rounding, and the same greedy ids.
+TEST(MoeExport, RepackedExpertsGiveTheSameLogits) {
+  TempDir d;
+  const std::vector<int32_t> prompt = {1, 17, 250, 42, 9, 201, 7, 88, 3, 140, 66, 12};
+  for (const std::string q : {"q4_k_m", "q8_0"}) {
+    SCOPED_TRACE(q);
+    auto p = export_random(d, "qwen3_moe", qwen3_moe_config(), q);
+    std::vector<float> packed_logits, rows_logits;
+    const auto packed = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 16, &packed_logits);
+    set_weight_repack(false);
+    const auto rows = greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 16, &rows_logits);
+    set_weight_repack(true);
+    EXPECT_EQ(packed, rows);
+    EXPECT_LT(nmse({packed_logits}, {rows_logits}), 1e-10);
+  }
+}
+
+// Several sequences in one step (continuous batching): each sequence's logits equal those of the
+// same sequence run alone by the reference executor.
+TEST(MoeExport, BatchedStepsMatchSingleSequences) {
+  TempDir d;
+  auto p = export_random(d, "mixtral", mixtral_config(), "");
+  const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4, 5, 6}, {7, 8, 9}, {250, 251, 252, 253}};
+  std::vector<std::vector<float>> alone;
+  for (const auto& s : seqs) {
+    std::vector<float> first;
+    greedy(p, ExecMode::Reference, "reference", DType::F32, s, 1, &first);
+    alone.push_back(first);
+  }
+  Executor exec(p, ExecMode::Optimized, 16);
+  auto cache = make_cache("paged", p->meta().cache_spec, cache_options(DType::F32, 64, 4));
+  CacheScope scope(exec, *cache);
+  StepBatch b;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    cache->add_sequence(static_cast<SeqId>(s));
+    for (size_t i = 0; i < seqs[s].size(); ++i)
+      b.rows.push_back({static_cast<SeqId>(s), static_cast<int32_t>(i), seqs[s][i]});
+  }
+  int64_t n = 0;
+  const float* l = exec.step(b, OutputRows::LastPerSequence, &n);
+  ASSERT_EQ(n, 3);
+  const int64_t V = exec.vocab_size();
+  for (int64_t s = 0; s < n; ++s) {
+    const std::vector<float> got(l + s * V, l + (s + 1) * V);
+    EXPECT_LT(nmse({got}, {alone[static_cast<size_t>(s)]}), 1e-9) << "sequence " << s;
+  }
+}
+
+TEST(MoeExport, InspectShowsExpertsAndActiveParameters) {
+  TempDir d;
+  auto p = export_random(d, "mixtral", mixtral_config(), "");
+  ::testing::internal::CaptureStdout();
+  inspect_ptn_file(p->name());
+  std::fflush(stdout);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("experts: 8 per layer on 2 of 2 layers, 2 used per token (renormalised), expert ffn 256"), std::string::npos)
+      << out;
+  // Counted here from the config: embedding + classifier + final norm, and per layer attention
+  // (q, o 256x256; k, v 128x256), two norms, the router and 8 (all) or 2 (active) experts of 3 x 256x256.
+  const double V = 300, H = 256, per_layer_fixed = 2 * H * H + 2 * 128 * H + 2 * H + 8 * H, expert = 3 * H * H;
+  const double total = 2 * V * H + H + 2 * (per_layer_fixed + 8 * expert);
+  const double active = 2 * V * H + H + 2 * (per_layer_fixed + 2 * expert);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("parameters: ([0-9]+) in all, ([0-9]+) active per token"))) << out;
+  EXPECT_EQ(std::stod(m[1]), total);
+  EXPECT_EQ(std::stod(m[2]), active);
+}
+
+// Each bad field is refused with its name; families ptn does not run are refused by name.
+TEST(MoeExport, BadExpertConfigsAreRefusedByField) {
+  struct Bad {
+    json config;
+    std::string needle;
+  };
+  auto with = [](json c, const json& patch) {
+    c.merge_patch(patch);
+    return c;
+  };
+  const std::vector<Bad> bad = {
+      {with(mixtral_config(), {{"num_experts_per_tok", 9}}), "num_experts_per_tok"},
+      {with(mixtral_config(), {{"num_local_experts", 0}}), "num_local_experts"},
+      {with(mixtral_config(), {{"num_local_experts", 5000}}), "num_local_experts"},
+      {with(mixtral_config(), {{"num_local_experts", "8"}}), "num_local_experts"},
+      {with(qwen3_moe_config(), {{"mlp_only_layers", {7}}}), "mlp_only_layers"},
+      {with(qwen3_moe_config(), {{"mlp_only_layers", {"a"}}}), "mlp_only_layers"},
+      {with(qwen3_moe_config(), {{"moe_intermediate_size", -3}}), "moe_intermediate_size"},
+      {with(qwen3_moe_config(), {{"decoder_sparse_step", 0}}), "decoder_sparse_step"},
+      {with(qwen3_moe_config(), {{"use_sliding_window", true}}), "use_sliding_window"},
+      {with(qwen3_moe_config(), {{"num_experts_per_tok", 0}}), "num_experts_per_tok"},
+      {with(qwen3_moe_config(), {{"architectures", {"OlmoeForCausalLM"}}}), "OLMoE"},
+      {with(qwen3_moe_config(), {{"architectures", {"GptOssForCausalLM"}}}), "gpt-oss"},
+      {with(qwen3_moe_config(), {{"architectures", {"DeepseekV3ForCausalLM"}}}), "DeepSeek V3"},
+      {with(qwen3_moe_config(), {{"architectures", {"Qwen2MoeForCausalLM"}}}), "Qwen2-MoE"},
+  };
+  for (const Bad& b : bad) {
+    try {
+      model_spec_from_hf_config(b.config, "config.json");
+      ADD_FAILURE() << "accepted: " << b.config.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.needle), std::string::npos) << e.what();
+    }
+  }
+  // A checkpoint without one expert's tensor is refused naming that tensor.
+  TempDir d;
+  const json cfg = mixtral_config();
+  const std::string dir = d / "m";
+  write_hf_directory(*random_weights(model_spec_from_hf_config(cfg, "m"), 1), cfg, dir, DType::F32);
+  const std::string missing = "model.layers.1.block_sparse_moe.experts.5.w2.weight";
+  {
+    auto st = SafetensorsSet::open_file(dir + "/model.safetensors");
+    std::vector<SafetensorsEntry> entries;
+    for (const std::string& n : st->names()) {
+      if (n == missing) continue;
+      Tensor t = st->tensor(n).copy();
+      entries.push_back({n, t.dtype(), t.shape(), [t] { return t; }});
+    }
+    st.reset();
+    write_safetensors(dir + "/model.safetensors", entries);
+  }
+  try {
+    open_weights(dir);
+    ADD_FAILURE() << "a checkpoint without " << missing << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ptn

@@ -1,0 +1,240 @@
+// moe_ffn: the optimized op (rows grouped by expert, optimized matmuls) against the reference
+// (token by token, reference matmuls) for every expert weight type, with and without
+// renormalised top-k and a shared expert, on steps where several rows choose the same expert
+// and some experts get no row; and the routing against its definition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "kernel_test_util.h"
+#include "kernels/moe.h"
+
+namespace ptn {
+namespace {
+
+using test::nmse;
+
+struct Mat {
+  DType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  WeightView view() const { return {type, rows, cols, bytes.data(), row_bytes(type, cols)}; }
+};
+
+// Uniform values of standard deviation `sd`, stored as type t.
+Mat make_mat(DType t, int64_t rows, int64_t cols, std::mt19937_64& rng, double sd) {
+  Mat m{t, rows, cols, std::vector<uint8_t>(row_bytes(t, cols) * static_cast<size_t>(rows))};
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = static_cast<float>(std::sqrt(3.0) * sd * u(rng));
+    quantize_row(t, row.data(), m.bytes.data() + static_cast<size_t>(r) * row_bytes(t, cols), cols);
+  }
+  return m;
+}
+
+struct Layer {
+  Mat router;
+  std::vector<Mat> gate, up, down;
+  bool shared = false;
+  Mat sg, su, sd, sr;
+  MoeWeights views() const {
+    MoeWeights w;
+    w.router = router.view();
+    for (size_t e = 0; e < gate.size(); ++e) {
+      w.gate.push_back(gate[e].view());
+      w.up.push_back(up[e].view());
+      w.down.push_back(down[e].view());
+    }
+    w.shared = shared;
+    if (shared) {
+      w.shared_gate = sg.view();
+      w.shared_up = su.view();
+      w.shared_down = sd.view();
+      w.shared_router = sr.view();
+    }
+    return w;
+  }
+};
+
+constexpr int64_t kH = 256, kF = 256, kE = 8;
+constexpr int64_t kShunned = kE - 1;  // the expert no row chooses (see make_x)
+
+// Experts of type t; the router stays f32 (the exporter and llama.cpp's files keep it so).
+// Router row kShunned has a large negative weight on column 0, which make_x sets high in
+// every row: no row picks that expert.
+Layer make_layer(DType t, bool shared, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Layer l;
+  l.router = make_mat(DType::F32, kE, kH, rng, 3.0 / std::sqrt(double(kH)));
+  float* r7 = reinterpret_cast<float*>(l.router.bytes.data()) + kShunned * kH;
+  r7[0] = -20.0f;
+  for (int64_t e = 0; e < kE; ++e) {
+    l.gate.push_back(make_mat(t, kF, kH, rng, 1.0 / std::sqrt(double(kH))));
+    l.up.push_back(make_mat(t, kF, kH, rng, 1.0 / std::sqrt(double(kH))));
+    l.down.push_back(make_mat(t, kH, kF, rng, 1.0 / std::sqrt(double(kF))));
+  }
+  l.shared = shared;
+  if (shared) {
+    const int64_t Fs = 512;
+    l.sg = make_mat(t, Fs, kH, rng, 1.0 / std::sqrt(double(kH)));
+    l.su = make_mat(t, Fs, kH, rng, 1.0 / std::sqrt(double(kH)));
+    l.sd = make_mat(t, kH, Fs, rng, 1.0 / std::sqrt(double(Fs)));
+    l.sr = make_mat(DType::F32, 1, kH, rng, 1.0 / std::sqrt(double(kH)));
+  }
+  return l;
+}
+
+std::vector<float> make_x(int64_t T, uint64_t seed) {
+  std::vector<float> x = test::random_vec(static_cast<size_t>(T * kH), seed);
+  for (int64_t t = 0; t < T; ++t) x[static_cast<size_t>(t * kH)] = 2.0f;
+  return x;
+}
+
+// How many rows chose each expert (by the reference routing).
+std::vector<int> expert_rows(const Layer& l, const MoeParams& p, const std::vector<float>& x, int64_t T) {
+  std::vector<int> n(kE, 0);
+  std::vector<float> logits(kE), w(static_cast<size_t>(p.top_k));
+  std::vector<int32_t> e(static_cast<size_t>(p.top_k));
+  for (int64_t t = 0; t < T; ++t) {
+    ref::matmul(l.router.view(), x.data() + t * kH, 1, logits.data());
+    moe_route(logits.data(), kE, p, e.data(), w.data());
+    for (int32_t k : e) ++n[static_cast<size_t>(k)];
+  }
+  return n;
+}
+
+double threshold(DType t) {
+  if (t == DType::F32 || t == DType::F16) return 1e-7;
+  if (t == DType::BF16) return 5e-5;  // AVX-512 BF16 dot products round the activations
+  return 5e-4;                        // 8-bit activations against the reference's f32
+}
+
+TEST(MoeFfn, OptimizedMatchesReferenceForEveryWeightType) {
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  uint64_t seed = 1;
+  for (DType t : types) {
+    for (bool shared : {false, true}) {
+      const Layer l = make_layer(t, shared, ++seed);
+      const MoeWeights w = l.views();
+      for (bool norm : {true, false}) {
+        const MoeParams p{2, norm};
+        for (int64_t T : {1, 3, 37}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + (shared ? " shared" : "") + (norm ? " norm" : "") + " T=" + std::to_string(T));
+          const std::vector<float> x = make_x(T, seed * 31 + static_cast<uint64_t>(T));
+          if (T == 37) {  // the step this test is about: shared experts and an idle one
+            const std::vector<int> n = expert_rows(l, p, x, T);
+            EXPECT_EQ(n[kShunned], 0);
+            EXPECT_GE(*std::max_element(n.begin(), n.end()), 2);
+          }
+          std::vector<float> want(static_cast<size_t>(T * kH));
+          ref::moe_ffn(w, p, x.data(), T, want.data());
+          test::for_each_config([&](ThreadPool& pool, const std::string& label) {
+            MoeScratch scratch;
+            std::vector<float> got(want.size(), 123.0f);
+            moe_ffn(w, p, x.data(), T, got.data(), scratch, pool);
+            const double e = nmse(want, got);
+            EXPECT_LT(e, threshold(t)) << label;
+            // Scratch from a larger step is reused as it is.
+            std::vector<float> again(want.size(), -5.0f);
+            moe_ffn(w, p, x.data(), T, again.data(), scratch, pool);
+            EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * 4), 0) << label;
+          });
+        }
+      }
+    }
+  }
+}
+
+// The reference against a direct formula, for one row with experts in f32: the combination
+// weights are softmax-then-top-k (optionally renormalised), and with renormalisation they are
+// Mixtral's softmax over the top-k logits.
+TEST(MoeFfn, ReferenceFollowsTheDefinition) {
+  const Layer l = make_layer(DType::F32, true, 99);
+  const MoeWeights w = l.views();
+  const std::vector<float> x = make_x(1, 5);
+  auto lin = [](const Mat& m, const std::vector<double>& v) {
+    std::vector<double> out(static_cast<size_t>(m.rows));
+    const float* d = reinterpret_cast<const float*>(m.bytes.data());
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c) out[static_cast<size_t>(r)] += double(d[r * m.cols + c]) * v[static_cast<size_t>(c)];
+    return out;
+  };
+  auto mlp = [&](const Mat& g, const Mat& u, const Mat& dn, const std::vector<double>& v) {
+    std::vector<double> a = lin(g, v), b = lin(u, v);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    return lin(dn, a);
+  };
+  const std::vector<double> xd(x.begin(), x.end());
+  const std::vector<double> logits = lin(l.router, xd);
+  std::vector<int> idx(kE);
+  for (int i = 0; i < kE; ++i) idx[static_cast<size_t>(i)] = i;
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+  for (int64_t k : {1, 2, 3}) {
+    for (bool norm : {true, false}) {
+      double z = 0, zk = 0;
+      for (double v : logits) z += std::exp(v);
+      for (int64_t j = 0; j < k; ++j) zk += std::exp(logits[static_cast<size_t>(idx[static_cast<size_t>(j)])]);
+      std::vector<double> want(kH, 0.0);
+      for (int64_t j = 0; j < k; ++j) {
+        const int e = idx[static_cast<size_t>(j)];
+        const double wt = std::exp(logits[static_cast<size_t>(e)]) / (norm ? zk : z);  // Mixtral form when norm
+        const std::vector<double> o = mlp(l.gate[static_cast<size_t>(e)], l.up[static_cast<size_t>(e)], l.down[static_cast<size_t>(e)], xd);
+        for (int64_t c = 0; c < kH; ++c) want[static_cast<size_t>(c)] += wt * o[static_cast<size_t>(c)];
+      }
+      const double sl = lin(l.sr, xd)[0];
+      const std::vector<double> so = mlp(l.sg, l.su, l.sd, xd);
+      for (int64_t c = 0; c < kH; ++c) want[static_cast<size_t>(c)] += so[static_cast<size_t>(c)] / (1 + std::exp(-sl));
+      std::vector<float> got(kH);
+      ref::moe_ffn(w, MoeParams{k, norm}, x.data(), 1, got.data());
+      const std::vector<float> wf(want.begin(), want.end());
+      EXPECT_LT(nmse(wf, got), 1e-12) << "k=" << k << " norm=" << norm;
+    }
+  }
+}
+
+TEST(MoeFfn, RoutingPicksTheLargestAndBreaksTiesByIndex) {
+  const float logits[5] = {0.5f, 2.0f, 2.0f, -1.0f, 1.0f};
+  int32_t e[3];
+  float w[3];
+  moe_route(logits, 5, MoeParams{3, false}, e, w);
+  EXPECT_EQ(e[0], 1);
+  EXPECT_EQ(e[1], 2);
+  EXPECT_EQ(e[2], 4);
+  double z = 0;
+  for (float v : logits) z += std::exp(double(v));
+  EXPECT_NEAR(w[2], std::exp(1.0) / z, 1e-7);
+  moe_route(logits, 5, MoeParams{3, true}, e, w);
+  EXPECT_NEAR(w[0] + w[1] + w[2], 1.0, 1e-6);
+  EXPECT_NEAR(w[0], std::exp(2.0) / (2 * std::exp(2.0) + std::exp(1.0)), 1e-7);
+}
+
+TEST(MoeFfn, RefusesWeightsThatDoNotFit) {
+  const Layer l = make_layer(DType::F32, false, 3);
+  const std::vector<float> x = make_x(2, 1);
+  std::vector<float> y(2 * kH);
+  MoeScratch s;
+  auto expect_refused = [&](const MoeWeights& w, const MoeParams& p, const char* what) {
+    EXPECT_THROW(ref::moe_ffn(w, p, x.data(), 2, y.data()), Error) << what;
+    EXPECT_THROW(moe_ffn(w, p, x.data(), 2, y.data(), s, default_pool()), Error) << what;
+  };
+  const MoeWeights ok = l.views();
+  expect_refused(ok, MoeParams{0, true}, "top_k 0");
+  expect_refused(ok, MoeParams{kE + 1, true}, "top_k above the experts");
+  MoeWeights missing = ok;
+  missing.down.pop_back();
+  expect_refused(missing, MoeParams{2, true}, "an expert without down");
+  MoeWeights narrow = ok;
+  narrow.up[3].rows = kF / 2;
+  expect_refused(narrow, MoeParams{2, true}, "an expert of another width");
+  MoeWeights no_shared = ok;
+  no_shared.shared = true;
+  expect_refused(no_shared, MoeParams{2, true}, "a shared expert without weights");
+}
+
+}  // namespace
+}  // namespace ptn
