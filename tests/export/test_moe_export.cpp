@@ -64,9 +64,12 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
       EXPECT_EQ(p->meta().graph.op_histogram()["moe_ffn"], moe_layers);
       EXPECT_EQ(moe_layers, 2);  // Mixtral: both layers; Qwen3-MoE: layers 1 and 2 (mlp_only_layers [0])
       for (const auto& t : p->file()->tensor_infos()) {
-        if (t.name.find(".ffn_gate_inp.") != std::string::npos) EXPECT_EQ(t.dtype, DType::F32) << t.name;
-        if (!q.empty() && t.name.find(".ffn_up.3.") != std::string::npos)
+        if (t.name.find(".ffn_gate_inp.") != std::string::npos) {
+          EXPECT_EQ(t.dtype, DType::F32) << t.name;
+        }
+        if (!q.empty() && t.name.find(".ffn_up.3.") != std::string::npos) {
           EXPECT_EQ(t.dtype, q == "q8_0" ? DType::Q8_0 : DType::Q4_K) << t.name;
+        }
       }
       expect_verifies(p, /*with_q8=*/true, q.empty() ? 1e-6 : 5e-3);
       if (q.empty()) {
