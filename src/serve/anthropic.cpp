@@ -478,7 +478,7 @@ std::string AnthropicProtocol::chunk(const json& c) {
     started_ = true;
     json message = {{"id", id_},          {"type", "message"},      {"role", "assistant"},
                     {"model", model_.name}, {"content", json::array()}, {"stop_reason", nullptr},
-                    {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 0}, {"output_tokens", 0}}}};
+                    {"stop_sequence", nullptr}, {"usage", {{"input_tokens", prompt_tokens_}, {"output_tokens", 0}}}};
     out += event("message_start", {{"type", "message_start"}, {"message", message}});
   }
   const json& choices = member(c, "choices");

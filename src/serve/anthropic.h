@@ -23,6 +23,7 @@ class AnthropicProtocol : public Protocol {
   Translated translate(const std::string& body_text) override;
   nlohmann::json reply(const nlohmann::json& completion) override;
   std::string chunk(const nlohmann::json& chunk) override;
+  void set_prompt_tokens(int64_t tokens) override { prompt_tokens_ = tokens; }
   std::string end() override;
   std::string stream_error(int status, const std::string& type, const std::string& message) override;
   nlohmann::json error(int status, const std::string& type, const std::string& message, const std::string& param,
@@ -43,6 +44,7 @@ class AnthropicProtocol : public Protocol {
   std::string id_;  // msg_...
   // Streaming state.
   bool started_ = false, finished_ = false;
+  int64_t prompt_tokens_ = 0;  // message_start's usage.input_tokens
   int block_ = -1;          // index of the last block opened
   std::string open_;        // type of the open block ("": none)
   std::string stop_reason_, stop_sequence_;

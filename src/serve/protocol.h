@@ -7,6 +7,7 @@
 //
 //   Server::handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model));
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -26,6 +27,10 @@ class Protocol {
     bool stream = false;
   };
   virtual Translated translate(const std::string& body_text) = 0;
+
+  // The prompt's token count, known once the translated body has been parsed (before the first
+  // chunk), for protocols whose first streamed event carries it.
+  virtual void set_prompt_tokens(int64_t /*tokens*/) {}
 
   // Non-streaming: the reply body built from the chat.completion (or text_completion) object.
   virtual nlohmann::json reply(const nlohmann::json& completion) = 0;

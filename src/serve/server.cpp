@@ -327,7 +327,10 @@ void Server::run_generation(const httplib::Request& req, httplib::Response& res,
                        "tool_choice");
       pr.gen.grammar = parse_output_constraint(body_text);
     }
-    if (proto) pr.include_usage = true;  // a protocol's last events carry the counts
+    if (proto) {
+      pr.include_usage = true;  // a protocol's last events carry the counts
+      proto->set_prompt_tokens(static_cast<int64_t>(pr.gen.prompt.size()));
+    }
     pr.gen.arrival = arrival;
     ch = engine_->submit(pr.gen);
   } catch (const ApiError& e) {

@@ -113,12 +113,13 @@ TEST_F(ProtocolServeTest, MessagesGiveTheChatPathsText) {
   std::istringstream in(res->body);
   std::string line, text;
   std::vector<std::string> names;
-  json last_delta;
+  json last_delta, start;
   while (std::getline(in, line)) {
     if (line.rfind("event: ", 0) == 0) names.push_back(line.substr(7));
     if (line.rfind("data: ", 0) != 0) continue;
     const json d = json::parse(line.substr(6));
     EXPECT_EQ(d["type"], names.back());
+    if (d["type"] == "message_start") start = d;
     if (d["type"] == "content_block_delta") text += d["delta"]["text"].get<std::string>();
     if (d["type"] == "message_delta") last_delta = d;
   }
@@ -129,6 +130,8 @@ TEST_F(ProtocolServeTest, MessagesGiveTheChatPathsText) {
   EXPECT_EQ(last_delta["delta"]["stop_reason"], "max_tokens");
   EXPECT_EQ(last_delta["usage"]["output_tokens"], 20);
   EXPECT_EQ(last_delta["usage"]["input_tokens"], m["usage"]["input_tokens"]);
+  // The prompt's count is known before the first event: message_start carries it already.
+  EXPECT_EQ(start["message"]["usage"]["input_tokens"], m["usage"]["input_tokens"]);
 }
 
 TEST_F(ProtocolServeTest, MessagesErrorsHaveAnthropicsShape) {
