@@ -1,10 +1,9 @@
 #include "serve/anthropic.h"
 
 #include <cmath>
-#include <mutex>
-#include <random>
 #include <set>
 
+#include "serve/ids.h"
 #include "serve/tools.h"
 
 namespace ptn::serve {
@@ -16,16 +15,6 @@ namespace {
 
 ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, "invalid_request_error", "'" + param + "': " + message, param);
-}
-
-std::string random_id(const char* prefix) {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  static const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::lock_guard<std::mutex> lock(mu);
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id += alnum[rng() % 62];
-  return id;
 }
 
 bool present(const ojson& o, const char* k) { return o.contains(k) && !o[k].is_null(); }
@@ -340,7 +329,7 @@ void translate_sampling(const ojson& body, ojson& out) {
 
 }  // namespace
 
-AnthropicProtocol::AnthropicProtocol(const ModelInfo& model) : model_(model), id_(random_id("msg_")) {}
+AnthropicProtocol::AnthropicProtocol(const ModelInfo& model) : model_(model), id_(random_id("msg_", 24)) {}
 
 ojson AnthropicProtocol::translate_body(const ojson& body, bool count) {
   static const std::set<std::string> fields = {"model",       "max_tokens", "messages", "system", "tools",

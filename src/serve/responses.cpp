@@ -1,9 +1,9 @@
 #include "serve/responses.h"
 
 #include <ctime>
-#include <mutex>
-#include <random>
 #include <set>
+
+#include "serve/ids.h"
 
 namespace ptn::serve {
 
@@ -14,17 +14,6 @@ namespace {
 
 ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, "invalid_request_error", "'" + param + "': " + message, param);
-}
-
-// prefix + 24 random letters and digits (resp_..., msg_..., fc_..., rs_...).
-std::string random_id(const char* prefix) {
-  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id += kChars[rng() % (sizeof(kChars) - 1)];
-  return id;
 }
 
 // The value of `key` unless absent or null.
@@ -96,7 +85,7 @@ const char* const kNoState =
 }  // namespace
 
 ResponsesProtocol::ResponsesProtocol(const ModelInfo& model)
-    : model_(model), id_(random_id("resp_")), created_at_(static_cast<int64_t>(std::time(nullptr))) {}
+    : model_(model), id_(random_id("resp_", 24)), created_at_(static_cast<int64_t>(std::time(nullptr))) {}
 
 // --- the request --------------------------------------------------------------------------------
 
@@ -576,19 +565,19 @@ json ResponsesProtocol::reply(const json& completion) {
   const std::string item_status = incomplete_ ? "incomplete" : "completed";
   if (message) {
     const std::string reasoning = string_member(*message, "reasoning_content");
-    if (!reasoning.empty()) output_.push_back(reasoning_item(random_id("rs_"), item_status, reasoning));
+    if (!reasoning.empty()) output_.push_back(reasoning_item(random_id("rs_", 24), item_status, reasoning));
     const std::string text = string_member(*message, "content");
     const json* calls = member(*message, "tool_calls");
     const bool has_calls = calls && calls->is_array() && !calls->empty();
-    if (!text.empty() || !has_calls) output_.push_back(message_item(random_id("msg_"), item_status, text));
+    if (!text.empty() || !has_calls) output_.push_back(message_item(random_id("msg_", 24), item_status, text));
     if (has_calls)
       for (const json& c : *calls) {
         const json* fn = member(c, "function");
-        output_.push_back(function_call(random_id("fc_"), "completed", string_member(c, "id"),
+        output_.push_back(function_call(random_id("fc_", 24), "completed", string_member(c, "id"),
                                         fn ? string_member(*fn, "name") : "", fn ? string_member(*fn, "arguments") : ""));
       }
   } else {
-    output_.push_back(message_item(random_id("msg_"), item_status, ""));
+    output_.push_back(message_item(random_id("msg_", 24), item_status, ""));
   }
   if (const json* u = member(completion, "usage")) usage_ = usage_json(*u);
   return response_object(incomplete_ ? "incomplete" : "completed");
@@ -613,7 +602,7 @@ std::string ResponsesProtocol::start_stream() {
 
 std::string ResponsesProtocol::open_message() {
   open_ = Open::Message;
-  open_id_ = random_id("msg_");
+  open_id_ = random_id("msg_", 24);
   open_text_.clear();
   const auto index = static_cast<int64_t>(output_.size());
   ojson item = message_item(open_id_, "in_progress", "");
@@ -630,7 +619,7 @@ std::string ResponsesProtocol::open_message() {
 
 std::string ResponsesProtocol::open_reasoning() {
   open_ = Open::Reasoning;
-  open_id_ = random_id("rs_");
+  open_id_ = random_id("rs_", 24);
   open_text_.clear();
   const auto index = static_cast<int64_t>(output_.size());
   ojson item = reasoning_item(open_id_, "in_progress", "");
@@ -681,7 +670,7 @@ std::string ResponsesProtocol::close_open_item() {
 std::string ResponsesProtocol::function_call_item(const std::string& call_id, const std::string& name,
                                                   const std::string& arguments) {
   const auto index = static_cast<int64_t>(output_.size());
-  const std::string id = random_id("fc_");
+  const std::string id = random_id("fc_", 24);
   std::string out;
   out += event("response.output_item.added",
                {{"output_index", index}, {"item", json::parse(dump_ordered(function_call(id, "in_progress", call_id, name, "")))}});
