@@ -190,27 +190,6 @@ ojson translate_messages(const ojson& m) {
   return out;
 }
 
-// Readers of the chat path's replies that never throw: a missing or mistyped member reads as
-// null / "" / 0 (the server builds these objects, but nothing here trusts their shape).
-const json& member(const json& o, const char* k) {
-  static const json null_json;
-  if (!o.is_object()) return null_json;
-  auto it = o.find(k);
-  return it == o.end() ? null_json : *it;
-}
-std::string text_of(const json& o, const char* k) {
-  const json& v = member(o, k);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-int64_t count_of(const json& o, const char* k) {
-  const json& v = member(o, k);
-  return v.is_number_integer() ? v.get<int64_t>() : 0;
-}
-const json& first_choice(const json& o) {
-  static const json null_json;
-  const json& c = member(o, "choices");
-  return c.is_array() && !c.empty() ? c[0] : null_json;
-}
 
 int64_t ns_of(const json& timings, const char* ms_key) {
   if (!timings.is_object() || !timings.contains(ms_key) || !timings[ms_key].is_number()) return 0;

@@ -4,6 +4,29 @@ namespace ptn::serve {
 
 using json = nlohmann::json;
 
+const json& member(const json& o, const char* key) {
+  static const json null_json;
+  if (!o.is_object()) return null_json;
+  auto it = o.find(key);
+  return it == o.end() ? null_json : *it;
+}
+
+std::string text_of(const json& o, const char* key) {
+  const json& v = member(o, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+int64_t count_of(const json& o, const char* key) {
+  const json& v = member(o, key);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+const json& first_choice(const json& completion) {
+  static const json null_json;
+  const json& c = member(completion, "choices");
+  return c.is_array() && !c.empty() ? c[0] : null_json;
+}
+
 ErrorShape error_shape_for_path(const std::string& path) {
   auto starts = [&](const char* prefix) { return path.rfind(prefix, 0) == 0; };
   if (path == "/v1/messages" || starts("/v1/messages/")) return ErrorShape::Anthropic;

@@ -51,6 +51,14 @@ class Protocol {
                                const std::string& param, const std::string& code) const = 0;
 };
 
+// Readers of the chat path's replies for the protocols, that never throw: a missing or mistyped
+// member reads as null / "" / 0 (the server builds these objects, but a protocol trusts no
+// shape).
+const nlohmann::json& member(const nlohmann::json& o, const char* key);
+std::string text_of(const nlohmann::json& o, const char* key);
+int64_t count_of(const nlohmann::json& o, const char* key);
+const nlohmann::json& first_choice(const nlohmann::json& completion);  // choices[0], or null
+
 // The error shapes of the other APIs, also used for errors raised before a handler runs (401,
 // 404, 413, ...), chosen by the request's path.
 enum class ErrorShape { OpenAI, Anthropic, Ollama };

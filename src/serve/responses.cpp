@@ -539,47 +539,42 @@ ojson function_call(const std::string& id, const std::string& status, const std:
                {"call_id", call_id}, {"name", name},        {"arguments", arguments}};
 }
 
-const json* member(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
+// (The readers of protocol.h, as pointers: nullptr for an absent or null member.)
+const json* member_ptr(const json& obj, const char* key) {
+  const json& v = member(obj, key);
+  return v.is_null() ? nullptr : &v;
 }
 
-std::string string_member(const json& obj, const char* key) {
-  const json* v = member(obj, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-const json* first_choice(const json& j) {
-  const json* choices = member(j, "choices");
-  return choices && choices->is_array() && !choices->empty() ? &(*choices)[0] : nullptr;
+const json* first_choice_ptr(const json& j) {
+  const json& c = first_choice(j);
+  return c.is_null() ? nullptr : &c;
 }
 
 }  // namespace
 
 json ResponsesProtocol::reply(const json& completion) {
   output_ = ojson::array();
-  const json* choice = first_choice(completion);
-  const json* message = choice ? member(*choice, "message") : nullptr;
-  set_finish(choice ? string_member(*choice, "finish_reason") : "");
+  const json* choice = first_choice_ptr(completion);
+  const json* message = choice ? member_ptr(*choice, "message") : nullptr;
+  set_finish(choice ? text_of(*choice, "finish_reason") : "");
   const std::string item_status = incomplete_ ? "incomplete" : "completed";
   if (message) {
-    const std::string reasoning = string_member(*message, "reasoning_content");
+    const std::string reasoning = text_of(*message, "reasoning_content");
     if (!reasoning.empty()) output_.push_back(reasoning_item(random_id("rs_", 24), item_status, reasoning));
-    const std::string text = string_member(*message, "content");
-    const json* calls = member(*message, "tool_calls");
+    const std::string text = text_of(*message, "content");
+    const json* calls = member_ptr(*message, "tool_calls");
     const bool has_calls = calls && calls->is_array() && !calls->empty();
     if (!text.empty() || !has_calls) output_.push_back(message_item(random_id("msg_", 24), item_status, text));
     if (has_calls)
       for (const json& c : *calls) {
-        const json* fn = member(c, "function");
-        output_.push_back(function_call(random_id("fc_", 24), "completed", string_member(c, "id"),
-                                        fn ? string_member(*fn, "name") : "", fn ? string_member(*fn, "arguments") : ""));
+        const json* fn = member_ptr(c, "function");
+        output_.push_back(function_call(random_id("fc_", 24), "completed", text_of(c, "id"),
+                                        fn ? text_of(*fn, "name") : "", fn ? text_of(*fn, "arguments") : ""));
       }
   } else {
     output_.push_back(message_item(random_id("msg_", 24), item_status, ""));
   }
-  if (const json* u = member(completion, "usage")) usage_ = usage_json(*u);
+  if (const json* u = member_ptr(completion, "usage")) usage_ = usage_json(*u);
   return response_object(incomplete_ ? "incomplete" : "completed");
 }
 
@@ -686,11 +681,11 @@ std::string ResponsesProtocol::function_call_item(const std::string& call_id, co
 std::string ResponsesProtocol::chunk(const json& c) {
   if (failed_ || ended_) return "";
   std::string out = start_stream();
-  if (const json* u = member(c, "usage"); u && u->is_object()) usage_ = usage_json(*u);
-  const json* choice = first_choice(c);
+  if (const json* u = member_ptr(c, "usage"); u && u->is_object()) usage_ = usage_json(*u);
+  const json* choice = first_choice_ptr(c);
   if (!choice || finished_) return out;
-  if (const json* delta = member(*choice, "delta")) {
-    const std::string reasoning = string_member(*delta, "reasoning_content");
+  if (const json* delta = member_ptr(*choice, "delta")) {
+    const std::string reasoning = text_of(*delta, "reasoning_content");
     if (!reasoning.empty()) {
       if (open_ != Open::Reasoning) {
         out += close_open_item();
@@ -702,7 +697,7 @@ std::string ResponsesProtocol::chunk(const json& c) {
                                                      {"delta", reasoning}});
       open_text_ += reasoning;
     }
-    const std::string content = string_member(*delta, "content");
+    const std::string content = text_of(*delta, "content");
     if (!content.empty()) {
       if (open_ != Open::Message) {
         out += close_open_item();
@@ -715,16 +710,16 @@ std::string ResponsesProtocol::chunk(const json& c) {
                                                   {"logprobs", json::array()}});
       open_text_ += content;
     }
-    if (const json* calls = member(*delta, "tool_calls"); calls && calls->is_array() && !calls->empty()) {
+    if (const json* calls = member_ptr(*delta, "tool_calls"); calls && calls->is_array() && !calls->empty()) {
       out += close_open_item();
       for (const json& call : *calls) {
-        const json* fn = member(call, "function");
-        out += function_call_item(string_member(call, "id"), fn ? string_member(*fn, "name") : "",
-                                  fn ? string_member(*fn, "arguments") : "");
+        const json* fn = member_ptr(call, "function");
+        out += function_call_item(text_of(call, "id"), fn ? text_of(*fn, "name") : "",
+                                  fn ? text_of(*fn, "arguments") : "");
       }
     }
   }
-  if (const json* fr = member(*choice, "finish_reason"); fr && fr->is_string()) {
+  if (const json* fr = member_ptr(*choice, "finish_reason"); fr && fr->is_string()) {
     set_finish(fr->get<std::string>());
     out += close_open_item();
     // A reply of no text and no calls is still one (empty) message.

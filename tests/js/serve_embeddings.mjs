@@ -4,43 +4,15 @@
 // 64-dimensional unit vectors equal to the server's own float reply for the same text, in order.
 //   node serve_embeddings.mjs <ptn binary> <repo root>
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { embed, embedMany } from 'ai';
+import { check, finish, parseArgs, startServer } from './serve_util.mjs';
 
-const [ptn, root] = process.argv.slice(2);
-if (!ptn || !root) {
-  console.error('usage: node serve_embeddings.mjs <ptn binary> <repo root>');
-  process.exit(2);
-}
-const hf = path.join(root, 'models/stories260K/hf');
-const server = spawn(ptn, ['serve', '-m', hf, '--port', '0', '-t', '1', '--model-name', 'stories'],
-                     { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise((resolve, reject) => {
-  let out = '';
-  const timer = setTimeout(() => reject(new Error(`no address printed: ${out}`)), 30000);
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/listening on http:\/\/[^:]+:(\d+)/);
-    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  server.on('exit', (code) => reject(new Error(`server exited early (${code}): ${out}`)));
-});
-const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
-const baseURL = `http://127.0.0.1:${port}/v1`;
-
-let failures = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { ptn, root } = parseArgs('serve_embeddings.mjs');
+const server = await startServer(ptn, root, { model: path.join(root, 'models/stories260K/hf') });
+const { baseURL } = server;
 
 const texts = ['Once upon a time', 'The little dog ran to the park.', 'Lily and Ben were friends'];
 
@@ -116,8 +88,6 @@ await check('AI SDK: an unknown model is a 404 error', async () => {
                        (e) => e.statusCode === 404);
 });
 
-server.kill('SIGTERM');
-const { code, signal } = await exited;
+const { code, signal } = await server.stop();
 await check('SIGTERM exits 0', async () => assert.deepEqual({ code, signal }, { code: 0, signal: null }));
-console.log(failures ? `${failures} failed` : 'all passed');
-process.exit(failures ? 1 : 0);
+finish();
