@@ -70,7 +70,7 @@ std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                                 "/metrics",        "/tokenize",            "/detokenize", "/v1/messages",
                                 "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/tags",
-                                "/api/show",       "/api/version",         "/api/ps",
+                                "/api/show",       "/api/version",         "/api/ps",          "/api/embed",
                                 "/v1/embeddings",  "/v1/responses"};
   for (const char* k : known)
     if (path == k) return k;

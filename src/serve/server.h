@@ -18,6 +18,7 @@
 #include "serve/api.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
+#include "serve/protocol.h"
 
 namespace httplib {
 class Server;
@@ -82,7 +83,18 @@ class Server {
   // protocol, errors, the reply and the stream are in its shapes.
   void run_generation(const httplib::Request& req, httplib::Response& res, const std::string& body_text, bool chat,
                       std::shared_ptr<Protocol> proto);
-  void handle_embeddings(const httplib::Request& req, httplib::Response& res);  // server_embeddings.cpp
+  // server_embeddings.cpp: /v1/embeddings and Ollama's /api/embed over one engine path.
+  struct EmbeddingResult {
+    std::vector<std::vector<float>> vectors;  // normalized, in input order
+    bool base64 = false;
+    int64_t prompt_tokens = 0;
+    double seconds = 0;  // arrival to the last vector
+  };
+  // Runs an OpenAI embeddings body; false when it has answered already (an error in `shape`).
+  bool run_embeddings(const httplib::Request& req, httplib::Response& res, const nlohmann::json& body,
+                      ErrorShape shape, EmbeddingResult* out);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+  void handle_ollama_embed(const httplib::Request& req, httplib::Response& res);
 
   std::shared_ptr<const Program> program_;
   ServerOptions opt_;

@@ -67,6 +67,7 @@ void Server::routes_other_apis() {
   s.Post("/api/generate", [this](const httplib::Request& req, httplib::Response& res) {
     handle_protocol(req, res, std::make_unique<OllamaProtocol>(model_, OllamaProtocol::Endpoint::Generate));
   });
+  s.Post("/api/embed", [this](const httplib::Request& req, httplib::Response& res) { handle_ollama_embed(req, res); });
   s.Get("/api/tags", [facts](const httplib::Request&, httplib::Response& res) { reply_json(res, ollama_tags(*facts)); });
   s.Get("/api/ps", [facts](const httplib::Request&, httplib::Response& res) { reply_json(res, ollama_ps(*facts)); });
   s.Get("/api/version",

@@ -112,6 +112,22 @@ await check('list, show, ps and version describe the served model', async () => 
   assert.match(v.version, /^\d+\.\d+\.\d+/);
 });
 
+await check('embed gives unit vectors equal to /v1/embeddings', async () => {
+  const texts = ['Once upon a time', 'The little dog ran'];
+  const r = await ollama.embed({ model: 'stories', input: texts });
+  assert.equal(r.embeddings.length, 2);
+  const want = await (await fetch(`${host}/v1/embeddings`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ input: texts }),
+  })).json();
+  for (let i = 0; i < texts.length; i++) {
+    const v = r.embeddings[i];
+    assert.equal(v.length, want.data[i].embedding.length);
+    assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-5, `norm ${Math.hypot(...v)}`);
+    for (let j = 0; j < v.length; j++) assert.ok(Math.abs(v[j] - want.data[i].embedding[j]) < 1e-6, `${i}.${j}`);
+  }
+  assert.equal(r.prompt_eval_count, want.usage.prompt_tokens);
+});
+
 await check('errors surface with the server\'s message and status', async () => {
   await assert.rejects(ollama.chat({ model: 'nope', messages }),
                        (e) => e.name === 'ResponseError' && e.status_code === 404 && /nope/.test(e.error));

@@ -274,6 +274,32 @@ TEST_F(EmbedTest, BatchesKeepTheirOrderAndEqualSingleRequests) {
   EXPECT_LT(nmse(vec(one_array["data"][0]["embedding"]), vec(r["data"][0]["embedding"])), 1e-10);
 }
 
+// Ollama's /api/embed: the same vectors as /v1/embeddings, in its shape; its errors in its shape.
+TEST_F(EmbedTest, OllamaEmbedGivesTheSameVectors) {
+  const json want = server_->embed({{"input", kTexts}});
+  auto r = server_->post({{"model", "stories"}, {"input", kTexts}, {"truncate", false}, {"keep_alive", "5m"}}, "/api/embed");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json o = json::parse(r->body);
+  ASSERT_EQ(o["embeddings"].size(), kTexts.size());
+  for (size_t i = 0; i < kTexts.size(); ++i)
+    EXPECT_LT(nmse(vec(o["embeddings"][i]), vec(want["data"][i]["embedding"])), 1e-10) << i;
+  EXPECT_EQ(o["prompt_eval_count"], want["usage"]["prompt_tokens"]);
+  EXPECT_GT(o["total_duration"].get<int64_t>(), 0);
+  auto one = server_->post({{"input", kTexts[0]}}, "/api/embed");
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->status, 200) << one->body;
+  EXPECT_EQ(json::parse(one->body)["embeddings"].size(), 1u);
+  for (const json& bad : {json{{"input", 5}}, json{{"input", {"a", 7}}}, json{{"prompt", "x"}},
+                          json{{"input", "x"}, {"options", {{"temperature", 1}}}}, json{{"input", "x"}, {"model", "other"}}}) {
+    auto e = server_->post(bad, "/api/embed");
+    ASSERT_TRUE(e);
+    EXPECT_GE(e->status, 400) << bad.dump();
+    const json b = json::parse(e->body);
+    EXPECT_TRUE(b["error"].is_string()) << e->body;  // Ollama's shape
+  }
+}
+
 TEST_F(EmbedTest, Base64IsTheLittleEndianFloats) {
   const json f = server_->embed({{"input", kTexts[0]}, {"encoding_format", "float"}});
   const json b = server_->embed({{"input", kTexts[0]}, {"encoding_format", "base64"}});
