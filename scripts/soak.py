@@ -5,11 +5,13 @@ Started by scripts/soak.sh. The server runs stories260K (context raised to 2048)
 chat template and a small KV budget, so the cache fills and sequences are preempted. Workers send,
 at random: plain and streamed completions and chats, streams cancelled mid-way, connections
 dropped before the reply, long prompts near the context, structured output (json_schema), n > 1,
-forced tool calls, and bad requests. Every few seconds the server's RSS and /metrics are sampled.
+forced tool calls, the Responses, Anthropic Messages (streamed) and Ollama /api/chat (NDJSON) APIs,
+embeddings, and bad requests. Every few seconds the server's RSS and /metrics are sampled.
 
 At the end it checks, and exits 1 if any fails:
   - every request got the answer its kind expects (200, or 400 for a bad one; 503 only when the
-    queue was full), every finished stream ended with [DONE], every structured reply parses;
+    queue was full), every finished stream ended as its API ends one ([DONE], message_stop, done: true), every
+    structured reply parses, responses hold a message and embeddings are finite vectors;
   - the server is alive (/health 200) and, once idle, holds no KV blocks and runs no sequence;
   - RSS is flat after the warm-up: in runs of 10 minutes or more the median of the last minute is
     within 5% of the median of minutes 4-6 (shorter runs: the last third within 25% + 16 MB of the
@@ -120,13 +122,32 @@ def request_for(kind, rng):
         return "/v1/chat/completions", dict(chat, max_tokens=80, tools=WEATHER, parallel_tool_calls=False,
                                             tool_choice={"type": "function", "function": {"name": "get_weather"}},
                                             logit_bias={"1": -100}), 200, False
+    if kind == "responses":
+        return "/v1/responses", {"input": chat["messages"][0]["content"], "max_output_tokens": rng.randint(4, 40)}, 200, False
+    if kind == "messages":  # Anthropic's Messages API, streamed
+        return "/v1/messages", dict(chat, model="stories", max_tokens=rng.randint(4, 40), stream=True), 200, True
+    if kind == "ollama_chat":  # Ollama's /api/chat, NDJSON stream
+        return "/api/chat", dict(chat, model="stories", options={"num_predict": rng.randint(4, 40)}), 200, True
+    if kind == "embeddings":
+        return "/v1/embeddings", {"input": [chat["messages"][0]["content"], "Lily"]}, 200, False
     if kind == "bad":
         return "/v1/completions", rng.choice([{"prompt": "x", "temperature": -3}, {"prompt": 7},
                                               {"prompt": "x", "bogus": 1}, {"messages": 3}]), 400, False
     raise ValueError(kind)
 
 
-KINDS = ["completion", "stream", "chat_stream", "long_prompt", "json", "n3", "tools", "bad", "cancel", "disconnect"]
+KINDS = ["completion", "stream", "chat_stream", "long_prompt", "json", "n3", "tools", "responses", "messages",
+         "ollama_chat", "embeddings", "bad", "cancel", "disconnect"]
+
+
+def stream_ended(kind, data):
+    """Whether a finished stream of `kind` ended as its API says a stream ends."""
+    if kind == "messages":
+        return "event: message_stop" in data.rstrip().rsplit("\n\n", 1)[-1]
+    if kind == "ollama_chat":
+        lines = [l for l in data.splitlines() if l.strip()]
+        return bool(lines) and json.loads(lines[-1]).get("done") is True
+    return data.rstrip().endswith("data: [DONE]")
 
 
 class Stats:
@@ -178,8 +199,8 @@ def one_request(port, kind, rng, stats):
             return
         data = r.read().decode()
         if stream:
-            if not data.rstrip().endswith("data: [DONE]"):
-                stats.fail(kind, f"stream without [DONE]: {data[-200:]!r}")
+            if not stream_ended(kind, data):
+                stats.fail(kind, f"stream not ended as its API says: {data[-200:]!r}")
                 return
         elif want == 200:
             reply = json.loads(data)
@@ -192,6 +213,14 @@ def one_request(port, kind, rng, stats):
                         return
             if kind == "n3" and len(reply["choices"]) != 3:
                 stats.fail(kind, f"{len(reply['choices'])} choices")
+                return
+            if kind == "responses" and (reply.get("object") != "response" or not any(
+                    o.get("type") == "message" for o in reply.get("output", []))):
+                stats.fail(kind, f"no message in the response: {reply!r}"[:300])
+                return
+            if kind == "embeddings" and (len(reply["data"]) != 2 or any(
+                    len(d["embedding"]) == 0 or not all(abs(x) < 1e30 for x in d["embedding"]) for d in reply["data"])):
+                stats.fail(kind, f"bad embeddings: {data[:300]!r}")
                 return
             if kind == "tools":
                 calls = reply["choices"][0]["message"].get("tool_calls") or []

@@ -91,7 +91,7 @@ class Server {
     double seconds = 0;  // arrival to the last vector
   };
   // Runs an OpenAI embeddings body; false when it has answered already (an error in `shape`).
-  bool run_embeddings(const httplib::Request& req, httplib::Response& res, const nlohmann::json& body,
+  bool run_embeddings(httplib::Response& res, const nlohmann::json& body,
                       ErrorShape shape, EmbeddingResult* out);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
   void handle_ollama_embed(const httplib::Request& req, httplib::Response& res);

@@ -61,7 +61,7 @@ nlohmann::json ollama_embed_body(const nlohmann::json& body) {
 
 }  // namespace
 
-bool Server::run_embeddings(const httplib::Request& req, httplib::Response& res, const nlohmann::json& body,
+bool Server::run_embeddings(httplib::Response& res, const nlohmann::json& body,
                             ErrorShape shape, EmbeddingResult* out) {
   const auto arrival = Clock::now();
   const EmbeddingInfo& info = program_->meta().embedding;
@@ -88,7 +88,6 @@ bool Server::run_embeddings(const httplib::Request& req, httplib::Response& res,
     }
     return false;
   }
-  (void)req;
   const int sock = current_connection_socket();
   const auto end = arrival + std::chrono::seconds(opt_.request_timeout_s);
   auto next_check = Clock::now();
@@ -143,7 +142,7 @@ void Server::handle_embeddings(const httplib::Request& req, httplib::Response& r
     return;
   }
   EmbeddingResult r;
-  if (!run_embeddings(req, res, body, ErrorShape::OpenAI, &r)) return;
+  if (!run_embeddings(res, body, ErrorShape::OpenAI, &r)) return;
   res.set_content(dump(embedding_response(r.vectors, r.base64, model_.name, r.prompt_tokens)), "application/json");
 }
 
@@ -160,7 +159,7 @@ void Server::handle_ollama_embed(const httplib::Request& req, httplib::Response&
     return;
   }
   EmbeddingResult r;
-  if (!run_embeddings(req, res, body, ErrorShape::Ollama, &r)) return;
+  if (!run_embeddings(res, body, ErrorShape::Ollama, &r)) return;
   const int64_t ns = static_cast<int64_t>(r.seconds * 1e9);
   nlohmann::json reply = {{"model", model_.name},
                           {"embeddings", r.vectors},

@@ -1,6 +1,7 @@
 // Helpers of the serve tests: a per-process scratch directory and stories260K exported from
 // the bundled Hugging Face files, as is or with one of its JSON files edited.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,7 +11,10 @@
 #include <sstream>
 #include <string>
 
+#include "core/file.h"
 #include "export/exporter.h"
+#include "serve/api.h"
+#include "serve/protocol.h"
 
 namespace ptn::testing {
 
@@ -63,6 +67,25 @@ inline std::string export_stories(const std::filesystem::path& dir, const std::s
   const std::filesystem::path hf = dir / (name + "_hf");
   copy_stories_hf(hf, "config.json", [&](nlohmann::json& cfg) { cfg["max_position_embeddings"] = context; });
   return export_hf(hf, dir, name);
+}
+
+// Qwen 3's chat template (tests/data/chat/templates/), which knows tools and think sections.
+inline std::string qwen3_template() {
+  return read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
+}
+
+// The param of the ApiError (status 400, its message naming the param) that `p` raises for
+// `body`; a test failure and "" when the body is accepted.
+inline std::string refused_param(serve::Protocol& p, const std::string& body) {
+  try {
+    p.translate(body);
+  } catch (const serve::ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find(e.param), std::string::npos) << e.what();
+    return e.param;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return "";
 }
 
 }  // namespace ptn::testing

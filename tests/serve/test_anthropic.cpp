@@ -11,6 +11,7 @@
 
 #include "core/file.h"
 #include "serve/anthropic.h"
+#include "serve_test_util.h"
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
@@ -28,9 +29,7 @@ ModelInfo model_with(const std::string& tmpl) {
   return m;
 }
 
-std::string qwen3() {
-  return read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
-}
+std::string qwen3() { return ptn::testing::qwen3_template(); }
 
 ojson translated(const ModelInfo& m, const std::string& body, bool* stream = nullptr) {
   AnthropicProtocol p(m);
@@ -43,15 +42,7 @@ ojson translated(const ModelInfo& m, const std::string& body, bool* stream = nul
 // The ApiError a body gets: its param (and the message names it).
 std::string refusal(const ModelInfo& m, const std::string& body) {
   AnthropicProtocol p(m);
-  try {
-    p.translate(body);
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status, 400);
-    EXPECT_NE(std::string(e.what()).find(e.param), std::string::npos) << e.what();
-    return e.param;
-  }
-  ADD_FAILURE() << "accepted: " << body;
-  return "";
+  return ptn::testing::refused_param(p, body);
 }
 
 struct Sse {

@@ -20,6 +20,7 @@
 #include "kvcache/factory.h"
 #include "serve/embeddings.h"
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,27 +38,15 @@ const char* const kScratch = "ptn_embed_test_";
 const std::vector<std::string> kTexts = {"Once upon a time", "The little dog ran to the park.",
                                          "Lily and Ben were friends", "A"};
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
+serve::ServerOptions named_stories(serve::ServerOptions o) {
+  o.model_name = "stories";
+  return o;
 }
 
-struct Running {
-  std::unique_ptr<serve::Server> server;
-  int port = 0;
-  Running(const std::string& path, serve::ServerOptions o) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.model_name = "stories";
-    server = std::make_unique<serve::Server>(Program::load(path), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~Running() { server->shutdown(std::chrono::seconds(5)); }
+struct Running : ptn::testing::RunningServer {
+  Running(const std::string& path, serve::ServerOptions o) : RunningServer(path, named_stories(std::move(o))) {}
   httplib::Result post(const json& body, const char* path = "/v1/embeddings") const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    return c.Post(path, body.dump(), "application/json");
+    return RunningServer::post(path, body);
   }
   json embed(const json& body) const {
     auto r = post(body);
@@ -338,7 +327,7 @@ TEST_F(EmbedTest, APreemptedInputIsPooledAgainFromItsStart) {
   eo.max_batch_tokens = 2;
   eo.max_running = 2;
   serve::Metrics metrics;
-  serve::Engine engine(*program_, *tok_, eo, &pool(), &metrics);
+  serve::Engine engine(*program_, *tok_, eo, &ptn::testing::serve_pool(), &metrics);
   std::vector<int32_t> input;
   for (int i = 0; i < 60; ++i) input.push_back(3 + (i * 37) % 500);
   serve::GenRequest g;

@@ -1,46 +1,21 @@
-// The responses fuzz harness (fuzz/fuzz_responses.cpp, compiled without its libFuzzer entry
-// point) over its committed seeds (each must be accepted), every truncation of them (must not
-// crash or throw) and the crash inputs kept under tests/data/fuzz-regressions/responses/.
+// The responses fuzz harness (fuzz/fuzz_responses.cpp, compiled without its libFuzzer entry point) over
+// its committed seeds (each must be accepted), every truncation of them (must not crash or
+// throw) and any input it ever crashed on, kept under tests/data/fuzz-regressions/responses/.
 #define PTN_FUZZ_NO_ENTRY
 #include "../../fuzz/fuzz_responses.cpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <string>
-#include <vector>
 
 #include "../fuzz_test_util.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-int run(const std::vector<uint8_t>& b) { return ptn::fuzz::run_responses(b.empty() ? nullptr : b.data(), b.size()); }
-
-}  // namespace
-
-TEST(ResponsesFuzzRegressions, SeedsAreAcceptedAndTruncationsAreSafe) {
-  const auto seeds = ptn_test::files_in(fs::path(PTN_SOURCE_DIR) / "fuzz" / "corpus" / "responses");
-  ASSERT_GE(seeds.size(), 3u);
-  for (const auto& p : seeds) {
-    SCOPED_TRACE(p.string());
-    const auto bytes = ptn_test::read_bytes(p);
-    EXPECT_EQ(run(bytes), 1) << "a committed seed is no longer accepted";
-    for (size_t cut = 0; cut < bytes.size(); ++cut) {
-      int result = -1;
-      EXPECT_NO_THROW(result = run(std::vector<uint8_t>(bytes.begin(), bytes.begin() + cut))) << "cut at " << cut;
-      EXPECT_TRUE(result == 0 || result == 1);
-    }
-  }
-}
-
-TEST(ResponsesFuzzRegressions, CrashInputsAreRejectedCleanly) {
-  // Empty until the fuzzer finds something: each input it ever crashed on is kept here.
-  for (const auto& p : ptn_test::files_in(fs::path(PTN_TEST_DATA) / "fuzz-regressions" / "responses")) {
-    SCOPED_TRACE(p.string());
-    int result = -1;
-    EXPECT_NO_THROW(result = run(ptn_test::read_bytes(p)));
-    EXPECT_TRUE(result == 0 || result == 1);
-  }
+TEST(ResponsesFuzzRegressions, SeedsTruncationsAndCrashInputsAreHandled) {
+  EXPECT_GE(ptn_test::expect_seeds_accepted_and_truncations_safe(ptn::fuzz::run_responses,
+                                                                 fs::path(PTN_SOURCE_DIR) / "fuzz" / "corpus" / "responses"),
+            3u);
+  ptn_test::expect_crash_inputs_rejected_cleanly(ptn::fuzz::run_responses,
+                                                 fs::path(PTN_TEST_DATA) / "fuzz-regressions" / "responses");
 }

@@ -1,46 +1,21 @@
-// The tool_calls fuzz harness (fuzz/fuzz_tool_calls.cpp, compiled without its libFuzzer entry
-// point) over its committed seeds (each must be accepted), every truncation of them (must not
-// crash or throw) and the crash inputs kept under tests/data/fuzz-regressions/tool_calls/.
+// The tool_calls fuzz harness (fuzz/fuzz_tool_calls.cpp, compiled without its libFuzzer entry point) over
+// its committed seeds (each must be accepted), every truncation of them (must not crash or
+// throw) and any input it ever crashed on, kept under tests/data/fuzz-regressions/tool_calls/.
 #define PTN_FUZZ_NO_ENTRY
 #include "../../fuzz/fuzz_tool_calls.cpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <string>
-#include <vector>
 
 #include "../fuzz_test_util.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-int run(const std::vector<uint8_t>& b) { return ptn::fuzz::run_tool_calls(b.empty() ? nullptr : b.data(), b.size()); }
-
-}  // namespace
-
-TEST(ToolCallsFuzzRegressions, SeedsAreAcceptedAndTruncationsAreSafe) {
-  const auto seeds = ptn_test::files_in(fs::path(PTN_SOURCE_DIR) / "fuzz" / "corpus" / "tool_calls");
-  ASSERT_GE(seeds.size(), 3u);
-  for (const auto& p : seeds) {
-    SCOPED_TRACE(p.string());
-    const auto bytes = ptn_test::read_bytes(p);
-    EXPECT_EQ(run(bytes), 1) << "a committed seed is no longer accepted";
-    for (size_t cut = 0; cut < bytes.size(); ++cut) {
-      int result = -1;
-      EXPECT_NO_THROW(result = run(std::vector<uint8_t>(bytes.begin(), bytes.begin() + cut))) << "cut at " << cut;
-      EXPECT_TRUE(result == 0 || result == 1);
-    }
-  }
-}
-
-TEST(ToolCallsFuzzRegressions, CrashInputsAreRejectedCleanly) {
-  // Empty until the fuzzer finds something: each input it ever crashed on is kept here.
-  for (const auto& p : ptn_test::files_in(fs::path(PTN_TEST_DATA) / "fuzz-regressions" / "tool_calls")) {
-    SCOPED_TRACE(p.string());
-    int result = -1;
-    EXPECT_NO_THROW(result = run(ptn_test::read_bytes(p)));
-    EXPECT_TRUE(result == 0 || result == 1);
-  }
+TEST(ToolCallsFuzzRegressions, SeedsTruncationsAndCrashInputsAreHandled) {
+  EXPECT_GE(ptn_test::expect_seeds_accepted_and_truncations_safe(ptn::fuzz::run_tool_calls,
+                                                                 fs::path(PTN_SOURCE_DIR) / "fuzz" / "corpus" / "tool_calls"),
+            3u);
+  ptn_test::expect_crash_inputs_rejected_cleanly(ptn::fuzz::run_tool_calls,
+                                                 fs::path(PTN_TEST_DATA) / "fuzz-regressions" / "tool_calls");
 }

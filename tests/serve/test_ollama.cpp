@@ -10,6 +10,7 @@
 
 #include "core/file.h"
 #include "serve/ollama.h"
+#include "serve_test_util.h"
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
@@ -28,21 +29,11 @@ ModelInfo model_with(const std::string& tmpl) {
   return m;
 }
 
-std::string qwen3() {
-  return read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
-}
+std::string qwen3() { return ptn::testing::qwen3_template(); }
 
 std::string refusal(const ModelInfo& m, OllamaProtocol::Endpoint ep, const std::string& body) {
   OllamaProtocol p(m, ep);
-  try {
-    p.translate(body);
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status, 400);
-    EXPECT_NE(std::string(e.what()).find(e.param), std::string::npos) << e.what();
-    return e.param;
-  }
-  ADD_FAILURE() << "accepted: " << body;
-  return "";
+  return ptn::testing::refused_param(p, body);
 }
 
 std::vector<json> lines(const std::string& ndjson) {

@@ -14,6 +14,7 @@
 #include "serve/api.h"
 #include "serve/reasoning.h"
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 using json = nlohmann::json;
@@ -107,32 +108,23 @@ TEST(Reasoning, StreamSplitterEqualsTheWholeTextSplit) {
   }
 }
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
+// stories260K (context 2048) served with Qwen 3's chat template.
+const std::string& qwen_program() {
+  static const std::string program =
+      ptn::testing::export_stories(ptn::testing::temp_dir("ptn_reasoning_test_"), "stories", 2048);
+  return program;
 }
 
-struct QwenServer {
-  std::unique_ptr<Server> server;
-  int port = 0;
-  QwenServer() {
-    static const std::string program =
-        ptn::testing::export_stories(ptn::testing::temp_dir("ptn_reasoning_test_"), "stories", 2048);
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.model_name = "stories";
-    o.chat_template = read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
-    server = std::make_unique<Server>(Program::load(program), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~QwenServer() { server->shutdown(std::chrono::seconds(5)); }
-  httplib::Result post(const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    return c.Post("/v1/chat/completions", body.dump(), "application/json");
-  }
+ServerOptions qwen_options() {
+  ServerOptions o;
+  o.model_name = "stories";
+  o.chat_template = ptn::testing::qwen3_template();
+  return o;
+}
+
+struct QwenServer : ptn::testing::RunningServer {
+  QwenServer() : RunningServer(qwen_program(), qwen_options()) {}
+  httplib::Result post(const json& body) const { return RunningServer::post("/v1/chat/completions", body); }
 };
 
 json forced(const std::string& gbnf) {

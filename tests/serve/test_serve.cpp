@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,29 +48,7 @@ json expected() {
 }
 
 // One compute thread: the model is tiny, and the test machine is shared.
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
-}
-
-struct Running {
-  std::unique_ptr<serve::Server> server;
-  int port = 0;
-  Running(const std::string& path, serve::ServerOptions o) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    server = std::make_unique<serve::Server>(Program::load(path), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~Running() { server->shutdown(std::chrono::seconds(5)); }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    c.set_write_timeout(60, 0);
-    return c;
-  }
-};
+using Running = ptn::testing::RunningServer;
 
 class ServeTest : public ::testing::Test {
  protected:

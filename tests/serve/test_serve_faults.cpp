@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 extern char** environ;
@@ -94,26 +95,13 @@ int64_t rss_kb() {
 // This process's scratch directory (see temp_dir), removed after the suite.
 const char* const kScratch = "ptn_serve_faults_";
 
-ThreadPool& pool() {
-  static ThreadPool p(1);  // the model is tiny and the machine shared
-  return p;
-}
-
 int64_t metric(int port, const std::string& name);
 
-struct Running {
-  std::unique_ptr<serve::Server> server;
-  int port = 0;
+struct Running : ptn::testing::RunningServer {
   int64_t blocks_baseline = -1;  // KV blocks in use before any request
-  Running(const std::string& path, serve::ServerOptions o) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    server = std::make_unique<serve::Server>(Program::load(path), o, &pool());
-    port = server->bind();
-    server->start();
+  Running(const std::string& path, serve::ServerOptions o) : RunningServer(path, std::move(o)) {
     blocks_baseline = metric(port, "ptn_kv_blocks_used");
   }
-  ~Running() { server->shutdown(std::chrono::seconds(2)); }
 };
 
 // --- a raw TCP client --------------------------------------------------------------------------

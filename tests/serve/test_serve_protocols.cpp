@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 namespace fs = std::filesystem;
@@ -28,11 +29,6 @@ const char* kChatMl =
     "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 const char* const kScratch = "ptn_serve_protocols_test_";
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
-}
-
 class ProtocolServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -40,18 +36,14 @@ class ProtocolServeTest : public ::testing::Test {
     copy_stories_hf(dir / "chat_hf", "tokenizer_config.json", [](json& cfg) { cfg["chat_template"] = kChatMl; });
     const std::string path = export_hf(dir / "chat_hf", dir, "stories_chat");
     serve::ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
     o.model_name = "chat";
     o.engine.capacity_tokens = 4096;
-    server_ = new serve::Server(Program::load(path), o, &pool());
-    port_ = server_->bind();
-    server_->start();
+    running_ = new ptn::testing::RunningServer(path, o);
+    port_ = running_->port;
   }
   static void TearDownTestSuite() {
-    server_->shutdown(std::chrono::seconds(5));
-    delete server_;
-    server_ = nullptr;
+    delete running_;
+    running_ = nullptr;
     std::error_code ec;
     fs::remove_all(temp_dir(kScratch), ec);
   }
@@ -83,10 +75,10 @@ class ProtocolServeTest : public ::testing::Test {
                                               {"temperature", 0}});
     return r.is_null() ? "" : r["choices"][0]["message"]["content"].get<std::string>();
   }
-  static serve::Server* server_;
+  static ptn::testing::RunningServer* running_;
   static int port_;
 };
-serve::Server* ProtocolServeTest::server_ = nullptr;
+ptn::testing::RunningServer* ProtocolServeTest::running_ = nullptr;
 int ProtocolServeTest::port_ = 0;
 
 const json kUser = json::array({{{"role", "user"}, {"content", "Tell me a story"}}});

@@ -12,6 +12,7 @@
 
 #include "core/file.h"
 #include "serve/server.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 using json = nlohmann::json;
@@ -22,11 +23,6 @@ namespace {
 
 const char* const kScratch = "ptn_serve_responses_test_";
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
-}
-
 // ChatML whose generation prompt opens a think section (as DeepSeek-R1's distills do), so the
 // reply starts in the reasoning.
 const char* kThinkingChatMl =
@@ -34,34 +30,27 @@ const char* kThinkingChatMl =
     "message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}"
     "{% endif %}";
 
-struct ResponsesServer {
-  std::unique_ptr<Server> server;
-  int port = 0;
-  explicit ResponsesServer(const std::string& chat_template = "") {
-    static const std::string program = ptn::testing::export_stories(ptn::testing::temp_dir(kScratch), "stories", 2048);
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.model_name = "stories";
-    o.chat_template = !chat_template.empty() ? chat_template
-                      : read_text_file(std::string(PTN_TEST_DATA) + "/chat/templates/Qwen-Qwen3.jinja", 1 << 20);
-    server = std::make_unique<Server>(Program::load(program), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~ResponsesServer() { server->shutdown(std::chrono::seconds(5)); }
+const std::string& responses_program() {
+  static const std::string program = ptn::testing::export_stories(ptn::testing::temp_dir(kScratch), "stories", 2048);
+  return program;
+}
+
+// Qwen 3's chat template unless another is given.
+ServerOptions responses_options(const std::string& chat_template) {
+  ServerOptions o;
+  o.model_name = "stories";
+  o.chat_template = !chat_template.empty() ? chat_template
+                    : ptn::testing::qwen3_template();
+  return o;
+}
+
+struct ResponsesServer : ptn::testing::RunningServer {
+  explicit ResponsesServer(const std::string& chat_template = "")
+      : RunningServer(responses_program(), responses_options(chat_template)) {}
   httplib::Result post(const json& body, const std::string& path = "/v1/responses") const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    return c.Post(path, body.dump(), "application/json");
+    return RunningServer::post(path, body);
   }
-  json post_ok(const json& body) const {
-    auto res = post(body);
-    EXPECT_TRUE(res);
-    if (!res) return json();
-    EXPECT_EQ(res->status, 200) << res->body;
-    return res->status == 200 ? json::parse(res->body) : json();
-  }
+  json post_ok(const json& body) const { return RunningServer::post_ok("/v1/responses", body); }
   // The error object of a refused body (status checked).
   json refused(const json& body, int status = 400) const {
     auto res = post(body);

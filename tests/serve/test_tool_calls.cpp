@@ -18,6 +18,7 @@
 #include "serve/api.h"
 #include "serve/server.h"
 #include "serve/tools.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 namespace fs = std::filesystem;
@@ -244,41 +245,25 @@ TEST(ToolGrammar, RequiredCallOfEachFormat) {
 
 // --- the server end to end ----------------------------------------------------------------------
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
-}
-
 const char* const kScratch = "ptn_tool_calls_test_";
 
-struct ToolServer {
-  std::unique_ptr<Server> server;
-  int port = 0;
-  explicit ToolServer(const std::string& tmpl) {
-    // A context of 2048: the templates' tool preambles alone fill most of 512 byte-level tokens.
-    static const std::string program = ptn::testing::export_stories(ptn::testing::temp_dir(kScratch), "stories", 2048);
-    ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.model_name = "stories";
-    o.chat_template = template_text(tmpl);
-    server = std::make_unique<Server>(Program::load(program), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~ToolServer() { server->shutdown(std::chrono::seconds(5)); }
-  httplib::Result post(const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    return c.Post("/v1/chat/completions", body.dump(), "application/json");
-  }
-  json post_ok(const json& body) const {
-    auto res = post(body);
-    EXPECT_TRUE(res);
-    if (!res) return json();
-    EXPECT_EQ(res->status, 200) << res->body;
-    return res->status == 200 ? json::parse(res->body) : json();
-  }
+// A context of 2048: the templates' tool preambles alone fill most of 512 byte-level tokens.
+const std::string& tool_program() {
+  static const std::string program = ptn::testing::export_stories(ptn::testing::temp_dir(kScratch), "stories", 2048);
+  return program;
+}
+
+ServerOptions tool_options(const std::string& tmpl) {
+  ServerOptions o;
+  o.model_name = "stories";
+  o.chat_template = template_text(tmpl);
+  return o;
+}
+
+struct ToolServer : ptn::testing::RunningServer {
+  explicit ToolServer(const std::string& tmpl) : RunningServer(tool_program(), tool_options(tmpl)) {}
+  httplib::Result post(const json& body) const { return RunningServer::post("/v1/chat/completions", body); }
+  json post_ok(const json& body) const { return RunningServer::post_ok("/v1/chat/completions", body); }
 };
 
 // Short tools for the server tests: stories260K's context is 512 tokens of a 512-token vocabulary,
