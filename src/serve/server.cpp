@@ -16,6 +16,10 @@
 
 namespace ptn::serve {
 
+std::string too_large_message(size_t max_bytes) {
+  return "the request body is larger than this server's limit of " + std::to_string(max_bytes) + " bytes";
+}
+
 using json = nlohmann::json;
 
 bool keys_equal(const std::string& presented, const std::string& expected) {
@@ -83,11 +87,12 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 // raw bytes by HttpServer) is checked here, once read.
 bool body_too_large(const httplib::Request& req, httplib::Response& res, size_t max_bytes) {
   if (req.body.size() <= max_bytes) return false;
-  send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
+  send_routed_error(req, res, 413, "invalid_request_error", too_large_message(max_bytes));
   return true;
 }
 
 }  // namespace
+
 
 Server::Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads)
     : program_(std::move(program)), opt_(options) {
@@ -176,7 +181,7 @@ void Server::routes() {
     close_after_reply(res);  // the request body was not read
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     // The library answers 400 to a request it could not read; say which limit stopped it.
     switch (res.status == 400 ? current_read_limit() : ReadLimit::None) {
@@ -184,7 +189,7 @@ void Server::routes() {
         send_routed_error(req, res, 431, "invalid_request_error", "the request line and headers are too large");
         return;
       case ReadLimit::BodyTooLarge:
-        send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
+        send_routed_error(req, res, 413, "invalid_request_error", too_large_message(opt_.max_body_bytes));
         return;
       case ReadLimit::Deadline:
         send_routed_error(req, res, 408, "invalid_request_error", "the request did not arrive in time");
@@ -195,7 +200,7 @@ void Server::routes() {
     if (res.status == 404)
       send_routed_error(req, res, 404, "invalid_request_error", "no such endpoint: " + req.method + " " + req.path);
     else if (res.status == 413)
-      send_routed_error(req, res, 413, "invalid_request_error", "the request body is too large");
+      send_routed_error(req, res, 413, "invalid_request_error", too_large_message(opt_.max_body_bytes));
     else
       send_routed_error(req, res, res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status));
   });

@@ -49,6 +49,9 @@ struct ServerOptions {
   EngineOptions engine;
 };
 
+// The message of a 413: the body is larger than `max_bytes`, the server's limit.
+std::string too_large_message(size_t max_bytes);
+
 class Server {
  public:
   Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads);

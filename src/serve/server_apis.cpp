@@ -37,7 +37,7 @@ void Server::routes_other_apis() {
   });
   s.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
     if (req.body.size() > opt_.max_body_bytes)
-      return reply_json(res, anthropic_error_body(413, "the request body is too large"), 413);
+      return reply_json(res, anthropic_error_body(413, too_large_message(opt_.max_body_bytes)), 413);
     try {
       reply_json(res, anthropic_count_tokens(req.body, model_));
     } catch (const ApiError& e) {
@@ -74,7 +74,7 @@ void Server::routes_other_apis() {
         [facts](const httplib::Request&, httplib::Response& res) { reply_json(res, ollama_version(*facts)); });
   s.Post("/api/show", [this, facts](const httplib::Request& req, httplib::Response& res) {
     if (req.body.size() > opt_.max_body_bytes)
-      return reply_json(res, ollama_error_body("the request body is too large"), 413);
+      return reply_json(res, ollama_error_body(too_large_message(opt_.max_body_bytes)), 413);
     try {
       reply_json(res, ollama_show(req.body, *facts));
     } catch (const ApiError& e) {

@@ -131,7 +131,7 @@ bool Server::run_embeddings(httplib::Response& res, const nlohmann::json& body,
 
 void Server::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
   if (req.body.size() > opt_.max_body_bytes) {
-    reply_error(res, ErrorShape::OpenAI, 413, "invalid_request_error", "the request body is too large");
+    reply_error(res, ErrorShape::OpenAI, 413, "invalid_request_error", too_large_message(opt_.max_body_bytes));
     return;
   }
   nlohmann::json body;
@@ -148,7 +148,7 @@ void Server::handle_embeddings(const httplib::Request& req, httplib::Response& r
 
 void Server::handle_ollama_embed(const httplib::Request& req, httplib::Response& res) {
   if (req.body.size() > opt_.max_body_bytes) {
-    reply_error(res, ErrorShape::Ollama, 413, "invalid_request_error", "the request body is too large");
+    reply_error(res, ErrorShape::Ollama, 413, "invalid_request_error", too_large_message(opt_.max_body_bytes));
     return;
   }
   nlohmann::json body;

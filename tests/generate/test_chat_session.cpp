@@ -38,7 +38,8 @@ class ChatSessionTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
   void SetUp() override {
-    if (!program_) GTEST_SKIP() << "ptn binary not built or export failed: " << PTN_BINARY;
+    // The ptn binary is built before the tests: a missing program is a failure, never a skip.
+    ASSERT_TRUE(program_) << "exporting stories260K with " << PTN_BINARY << " failed";
   }
   static std::unique_ptr<Session> session(int64_t ctx = 0) {
     SessionOptions so;

@@ -155,7 +155,11 @@ TEST_F(ServeTest, TokenIdsPromptAndTokenizeEndpoints) {
   json t = post_ok(*srv_, "/tokenize", {{"content", ex["prompt"]}, {"add_special", true}});
   EXPECT_EQ(t["tokens"], ex["prompt_token_ids_with_bos"]);
   json d = post_ok(*srv_, "/detokenize", {{"tokens", ex["greedy_50_new_token_ids"]}});
-  EXPECT_FALSE(d["content"].get<std::string>().empty());
+  const std::string text_50 = ex["text_prompt_plus_50"];
+  EXPECT_EQ(d["content"], text_50.substr(std::string(ex["prompt"]).size())) << "expected.json's text, not ptn's";
+  json round = post_ok(*srv_, "/detokenize", {{"tokens", ex["prompt_token_ids_with_bos"]}});
+  // Special tokens render as their text, as llama-server's /detokenize does.
+  EXPECT_EQ(round["content"], "<s> " + ex["prompt"].get<std::string>());
   json r = post_ok(*srv_, "/v1/completions",
                    {{"prompt", ex["prompt_token_ids_with_bos"]}, {"max_tokens", 50}, {"temperature", 0},
                     {"logprobs", 3}});
@@ -303,13 +307,29 @@ TEST_F(ServeTest, BadRequestsGetErrorsAndTheServerKeepsServing) {
 }
 
 TEST_F(ServeTest, OversizedBodyGets413) {
+  {
+    // A server whose limit is 4 KiB, and a body of 8 KiB: small enough that the client has
+    // written all of it before the answer comes, so the 413 always arrives.
+    serve::ServerOptions o;
+    o.model_name = "stories";
+    o.max_body_bytes = 4096;
+    Running small(*plain_path_, o);
+    auto res = small.post("/v1/completions", {{"prompt", std::string(8192, 'a')}, {"max_tokens", 1}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 413) << res->body.substr(0, 200);
+    EXPECT_NE(res->body.find("4096"), std::string::npos) << "the error names the limit: " << res->body;
+    auto under = small.post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 2}});
+    ASSERT_TRUE(under);
+    EXPECT_EQ(under->status, 200) << under->body;
+  }
+  // 10 MiB to the default limit (4 MiB): the server may close the connection before the client
+  // has written it all, so only a reply that came is checked; either way it goes on serving.
   auto c = srv_->client();
   std::string body = R"({"prompt": ")" + std::string(10 << 20, 'a') + "\"}";
   auto res = c.Post("/v1/completions", body, "application/json");
   if (res) {
     EXPECT_EQ(res->status, 413) << res->body.substr(0, 200);
   }
-  // (the server may close the connection before the client has written it all; either way:)
   EXPECT_EQ(completion_text("Once upon a time", 5), ", there was a little");
 }
 
