@@ -16,7 +16,7 @@ ifeq ($(SANITIZE),1)
   CMAKE_ARGS += -DPTN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
 
-.PHONY: all deps build test bench demo clean fuzz
+.PHONY: all deps build test test-aarch64 bench demo clean fuzz
 
 all: build
 
@@ -33,6 +33,12 @@ test: build
 	@scripts/test-setup.sh
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# Cross-build for aarch64 in build-aarch64 and run the kernel tests and `ptn verify` at every
+# NEON level under qemu-aarch64 user mode (scripts/test-aarch64.sh; CI runs it).
+test-aarch64: deps
+	@scripts/install-aarch64-deps.sh
+	@JOBS=$(JOBS) scripts/test-aarch64.sh build-aarch64
+
 bench: deps
 	@cmake -S . -B build-bench -DPTN_BUILD_BENCH=ON -DPTN_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS)
@@ -46,4 +52,4 @@ demo: build
 	@scripts/demo.sh $(BUILD)/ptn
 
 clean:
-	rm -rf build build-san build-bench build-fuzz
+	rm -rf build build-san build-bench build-fuzz build-aarch64

@@ -13,9 +13,14 @@ std::function<int()> setup(CLI::App& app) {
     const auto& f = ptn::cpu_features();
     std::printf("simd level: %s (detected %s)\n", ptn::simd_level_name(ptn::simd_level()),
                 ptn::simd_level_name(ptn::detected_simd_level()));
+#if defined(__aarch64__)
+    std::printf("asimd %d asimddp %d i8mm %d asimdhp %d\n", f.asimd, f.asimddp, f.i8mm, f.fphp);
+#else
     std::printf("avx2 %d fma %d f16c %d avx512f %d bw %d vl %d dq %d vnni %d bf16 %d avx-vnni %d\n",
                 f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni,
                 f.avx512bf16, f.avxvnni);
+#endif
+    std::printf("levels: %s\n", ptn::simd_level_names().c_str());
     std::printf("threads: %d\n", ptn::default_threads());
     return 0;
   };

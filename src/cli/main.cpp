@@ -51,6 +51,11 @@ int main(int argc, char** argv) {
     before = app.get_subcommand(c.name);
     runners.emplace_back(before, std::move(run));
   }
+  // A PTN_SIMD that names no level of this build is refused, never run past at full speed.
+  if (const std::string err = ptn::simd_env_error(); !err.empty()) {
+    std::fprintf(stderr, "ptn: %s\n", err.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,8 @@
 #include "core/threadpool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 
 #include <memory>
 
@@ -8,7 +10,13 @@
 
 namespace ptn {
 
+#if defined(__x86_64__) || defined(__i386__)
 static inline void cpu_relax() { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_relax() { __asm__ volatile("yield"); }
+#else
+static inline void cpu_relax() {}
+#endif
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });

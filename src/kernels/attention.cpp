@@ -21,9 +21,13 @@ const AttnKernels& attn_kernels_scalar() {
 
 const AttnKernels& attn_kernels(SimdLevel level) {
   switch (level) {
+#if defined(__x86_64__)
     case SimdLevel::AVX512: return attn_kernels_avx512();
     case SimdLevel::AVX2: return attn_kernels_avx2();
-    case SimdLevel::Scalar: break;
+#elif defined(__aarch64__)
+    case SimdLevel::Neon: case SimdLevel::NeonDotprod: case SimdLevel::NeonI8mm: return attn_kernels_neon();
+#endif
+    default: break;
   }
   return attn_kernels_scalar();
 }
@@ -153,7 +157,11 @@ void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, c
   check_kv_rows("v", v, t.dv, n);
   if (n == 0) return;
   // The kernels of the width the tile was begun with (the SIMD cap may have moved since).
+#if defined(__aarch64__)
+  const SimdLevel level = t.w == 4 ? SimdLevel::Neon : SimdLevel::Scalar;
+#else
   const SimdLevel level = t.w >= 16 ? SimdLevel::AVX512 : t.w >= 8 ? SimdLevel::AVX2 : SimdLevel::Scalar;
+#endif
   const kdetail::AttnKernels& kern = kdetail::attn_kernels(level);
   if (kern.tile_width != t.w) fail(ErrorKind::Internal, "attn_tile_block", "no kernel for tile width " + std::to_string(t.w));
   kern.tile_block(t, k, v, n, lo, hi);

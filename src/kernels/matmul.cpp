@@ -59,8 +59,14 @@ struct LevelFns {
 
 LevelFns level_fns() {
   const SimdLevel level = simd_level();
+#if defined(__x86_64__)
   if (level == SimdLevel::AVX512) return {mm::quantize_acts_avx512, mm::matmul_range_avx512};
   if (level == SimdLevel::AVX2) return {mm::quantize_acts_avx2, mm::matmul_range_avx2};
+#elif defined(__aarch64__)
+  if (level == SimdLevel::NeonI8mm) return {mm::quantize_acts_neon, mm::matmul_range_neon_i8mm};
+  if (level == SimdLevel::NeonDotprod) return {mm::quantize_acts_neon, mm::matmul_range_neon_dotprod};
+  if (level == SimdLevel::Neon) return {mm::quantize_acts_neon, mm::matmul_range_neon};
+#endif
   return {mm::quantize_acts_scalar, mm::matmul_range_scalar};
 }
 
@@ -86,7 +92,11 @@ void deinterleaved_range(RangeFn range, const WeightView& w, const float* x, con
 
 void run_range(const LevelFns& fns, const WeightView& w, const float* x, const mm::QuantActs& qa, int64_t m, int64_t n0,
                int64_t n1, float* y) {
+#if defined(__x86_64__)
   const bool avx512 = fns.range == mm::matmul_range_avx512;
+#else
+  const bool avx512 = false;
+#endif
   if ((w.layout == WeightLayout::X16 && !avx512) || (w.layout == WeightLayout::P32 && !(avx512 && simd_has_bf16())))
     return deinterleaved_range(fns.range, w, x, qa, m, n0, n1, y);
   fns.range(w, x, qa, m, n0, n1, y);
@@ -97,6 +107,7 @@ void run_range(const LevelFns& fns, const WeightView& w, const float* x, const m
 mm::QuantActs quantize_acts(DType t, const float* x, int64_t m, int64_t k, QuantizeFn quantize, ThreadPool& pool) {
   mm::QuantActs qa;
   thread_local mm::Scratch scratch;
+#if defined(__x86_64__)
   if (quantize == mm::quantize_acts_avx512 && mm::avx512_uses_bf16_pairs(t, m)) {
     // BF16 weights: the activations as bf16 pairs, once for every thread.
     qa.m = m;
@@ -108,6 +119,7 @@ mm::QuantActs quantize_acts(DType t, const float* x, int64_t m, int64_t k, Quant
       mm::bf16_pairs_avx512(x, 0, m, k, qa.xb);
     return qa;
   }
+#endif
   if (!traits(t).quantized) return qa;
   qa.m = m;
   qa.k = k;

@@ -168,6 +168,12 @@ void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa)
 void matmul_range_scalar(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// aarch64: one activation format for every NEON level; row kernels per level (matmul_neon.cpp,
+// matmul_dotprod.cpp, matmul_i8mm.cpp, written once in matmul_neon_impl.h).
+void quantize_acts_neon(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
+void matmul_range_neon(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+void matmul_range_neon_dotprod(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+void matmul_range_neon_i8mm(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 // Rows [r0, r1) of x [.., k] as bf16 pairs (round to nearest even; an odd k pairs the last
 // element with zero) into xb [.., (k + 1) / 2]. AVX-512 with BF16 only (simd_has_bf16()).
 void bf16_pairs_avx512(const float* x, int64_t r0, int64_t r1, int64_t k, uint32_t* xb);

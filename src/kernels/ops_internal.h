@@ -50,6 +50,7 @@ struct OpsKernels {
 const OpsKernels& ops_kernels_scalar();
 const OpsKernels& ops_kernels_avx2();
 const OpsKernels& ops_kernels_avx512();
+const OpsKernels& ops_kernels_neon();  // aarch64: every NEON level (f32 ops need no dot products)
 const OpsKernels& ops_kernels(SimdLevel level);
 
 struct AttnKernels {
@@ -65,6 +66,7 @@ struct AttnKernels {
 const AttnKernels& attn_kernels_scalar();
 const AttnKernels& attn_kernels_avx2();
 const AttnKernels& attn_kernels_avx512();
+const AttnKernels& attn_kernels_neon();
 const AttnKernels& attn_kernels(SimdLevel level);
 
 }  // namespace ptn::kdetail

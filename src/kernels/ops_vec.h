@@ -1,6 +1,7 @@
 // Internal to src/kernels: tiny f32 vector types with one interface, so that the row kernels
 // (ops_impl.h, attention_impl.h) are written once and compiled per instruction set:
-//   ScalarV (1 lane, portable), Avx2V (8 lanes, AVX2+FMA+F16C), Avx512V (16 lanes).
+//   ScalarV (1 lane, portable), Avx2V (8 lanes, AVX2+FMA+F16C), Avx512V (16 lanes),
+//   NeonV (4 lanes, aarch64 Advanced SIMD: FMA and f16 conversion are baseline there).
 // Everything here has internal linkage (anonymous namespace): a file compiled with AVX-512
 // flags must not hand the linker a copy of an inline function that a scalar file also uses.
 #pragma once
@@ -15,6 +16,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "core/fp16.h"
@@ -185,6 +190,70 @@ struct Avx512V {
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   static float half(uint16_t h) { return _cvtsh_ss(h); }
+};
+#endif
+
+#if defined(__aarch64__)
+struct NeonV {
+  using R = float32x4_t;
+  static constexpr int W = 4;
+  static constexpr bool kScalar = false;
+  static R load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, R v) { vst1q_f32(p, v); }
+  static R set1(float v) { return vdupq_n_f32(v); }
+  static R zero() { return vdupq_n_f32(0.0f); }
+  static R add(R a, R b) { return vaddq_f32(a, b); }
+  static R sub(R a, R b) { return vsubq_f32(a, b); }
+  static R mul(R a, R b) { return vmulq_f32(a, b); }
+  static R div(R a, R b) { return vdivq_f32(a, b); }
+  static R fma(R a, R b, R c) { return vfmaq_f32(c, a, b); }
+  // x86's max(a, b) returns b when either is NaN; FMAXNM/FMAX differ, so spell it out.
+  static R max(R a, R b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+  static R abs(R a) { return vabsq_f32(a); }
+  static R copysign(R mag, R sgn) {
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u);
+    return vbslq_f32(sign, sgn, mag);
+  }
+  static R select_neg(R m, R a, R b) {
+    const uint32x4_t neg = vreinterpretq_u32_s32(vshrq_n_s32(vreinterpretq_s32_f32(m), 31));
+    return vbslq_f32(neg, a, b);
+  }
+  static float hsum(R a) { return vaddvq_f32(a); }
+  static float hmax(R a) { return vmaxvq_f32(a); }
+  static R exp(R x) {
+    // As Avx2V::exp: clamp (NaN kept: the compares are false for it), x = n ln2 + r, the
+    // polynomial, 2^n in two halves.
+    R xc = vbslq_f32(vcgtq_f32(x, set1(kExpHi)), set1(kExpHi), x);
+    xc = vbslq_f32(vcltq_f32(xc, set1(kExpLo)), set1(kExpLo), xc);
+    R n = vrndnq_f32(vmulq_f32(xc, set1(kLog2e)));
+    R r = vfmsq_f32(xc, n, set1(kLn2Hi));
+    r = vfmsq_f32(r, n, set1(kLn2Lo));
+    R p = set1(kExpP0);
+    p = vfmaq_f32(set1(kExpP1), p, r);
+    p = vfmaq_f32(set1(kExpP2), p, r);
+    p = vfmaq_f32(set1(kExpP3), p, r);
+    p = vfmaq_f32(set1(kExpP4), p, r);
+    p = vfmaq_f32(set1(kExpP5), p, r);
+    R y = vfmaq_f32(vaddq_f32(r, set1(1.0f)), p, vmulq_f32(r, r));
+    const int32x4_t ni = vcvtq_s32_f32(n);  // n is integral: truncation is exact
+    const int32x4_t n1 = vshrq_n_s32(ni, 1);
+    const int32x4_t n2 = vsubq_s32(ni, n1);
+    const int32x4_t bias = vdupq_n_s32(127);
+    const R s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+    const R s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+    y = vmulq_f32(vmulq_f32(y, s1), s2);
+    return vbslq_f32(vcgtq_f32(x, set1(kExpHi)), set1(INFINITY), y);
+  }
+  static R load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static R load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+  static R load_i8(const int8_t* p) {
+    int8x8_t b = vreinterpret_s8_u32(vdup_n_u32(0));
+    int32_t w;
+    std::memcpy(&w, p, 4);
+    b = vreinterpret_s8_s32(vset_lane_s32(w, vreinterpret_s32_s8(b), 0));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(b))));
+  }
+  static float half(uint16_t h) { return fp16_to_f32(h); }
 };
 #endif
 

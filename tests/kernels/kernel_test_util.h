@@ -42,7 +42,8 @@ inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, 
 inline std::vector<SimdLevel> simd_levels() {
   std::vector<SimdLevel> out{SimdLevel::Scalar};
   std::string skipped;
-  for (SimdLevel l : {SimdLevel::AVX2, SimdLevel::AVX512}) {
+  for (SimdLevel l : simd_levels_of_arch()) {  // this architecture's: x86-64 or aarch64
+    if (l == SimdLevel::Scalar) continue;
     if (detected_simd_level() >= l)
       out.push_back(l);
     else
@@ -58,7 +59,7 @@ inline std::vector<SimdLevel> simd_levels() {
 
 // Restores the uncapped level when a test ends.
 struct SimdCapGuard {
-  ~SimdCapGuard() { set_simd_cap(SimdLevel::AVX512); }
+  ~SimdCapGuard() { reset_simd_cap(); }
 };
 
 // Runs fn(pool, label) for every SIMD level present and 1 and 2 threads.

@@ -97,7 +97,7 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want, 
 std::vector<SimdLevel> levels() { return ptn::test::simd_levels(); }
 
 struct SimdCapReset {
-  ~SimdCapReset() { set_simd_cap(SimdLevel::AVX512); }
+  ~SimdCapReset() { reset_simd_cap(); }
 };
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,  DType::Q8_0,
