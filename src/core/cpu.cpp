@@ -54,6 +54,7 @@ SimdLevel detected_simd_level() {
   const CpuFeatures& f = cpu_features();
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.fma && f.f16c)
     return SimdLevel::AVX512;
+  if (f.avx2 && f.fma && f.f16c && (f.avxvnni || (f.avx512vnni && f.avx512vl))) return SimdLevel::AVX2VNNI;
   if (f.avx2 && f.fma && f.f16c) return SimdLevel::AVX2;
   return SimdLevel::Scalar;
 }
@@ -83,6 +84,7 @@ const char* simd_level_name(SimdLevel level) {
   switch (level) {
     case SimdLevel::Scalar: return "scalar";
     case SimdLevel::AVX2: return "avx2";
+    case SimdLevel::AVX2VNNI: return "avx2-vnni";
     case SimdLevel::AVX512: return "avx512";
   }
   return "?";
@@ -91,6 +93,7 @@ const char* simd_level_name(SimdLevel level) {
 bool parse_simd_level(const std::string& name, SimdLevel* out) {
   if (name == "scalar") *out = SimdLevel::Scalar;
   else if (name == "avx2") *out = SimdLevel::AVX2;
+  else if (name == "avx2-vnni" || name == "avxvnni") *out = SimdLevel::AVX2VNNI;
   else if (name == "avx512") *out = SimdLevel::AVX512;
   else return false;
   return true;

@@ -22,7 +22,8 @@ const AttnKernels& attn_kernels_scalar() {
 const AttnKernels& attn_kernels(SimdLevel level) {
   switch (level) {
     case SimdLevel::AVX512: return attn_kernels_avx512();
-    case SimdLevel::AVX2: return attn_kernels_avx2();
+    case SimdLevel::AVX2:
+    case SimdLevel::AVX2VNNI: return attn_kernels_avx2();
     case SimdLevel::Scalar: break;
   }
   return attn_kernels_scalar();

@@ -61,6 +61,7 @@ LevelFns level_fns() {
   const SimdLevel level = simd_level();
   if (level == SimdLevel::AVX512) return {mm::quantize_acts_avx512, mm::matmul_range_avx512};
   if (level == SimdLevel::AVX2) return {mm::quantize_acts_avx2, mm::matmul_range_avx2};
+  if (level == SimdLevel::AVX2VNNI) return {mm::quantize_acts_avx2, mm::matmul_range_avx2vnni};
   return {mm::quantize_acts_scalar, mm::matmul_range_scalar};
 }
 

@@ -22,7 +22,8 @@ const OpsKernels& ops_kernels_scalar() {
 const OpsKernels& ops_kernels(SimdLevel level) {
   switch (level) {
     case SimdLevel::AVX512: return ops_kernels_avx512();
-    case SimdLevel::AVX2: return ops_kernels_avx2();
+    case SimdLevel::AVX2:
+    case SimdLevel::AVX2VNNI: return ops_kernels_avx2();
     case SimdLevel::Scalar: break;
   }
   return ops_kernels_scalar();

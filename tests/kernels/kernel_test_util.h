@@ -42,7 +42,7 @@ inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, 
 inline std::vector<SimdLevel> simd_levels() {
   std::vector<SimdLevel> out{SimdLevel::Scalar};
   std::string skipped;
-  for (SimdLevel l : {SimdLevel::AVX2, SimdLevel::AVX512}) {
+  for (SimdLevel l : {SimdLevel::AVX2, SimdLevel::AVX2VNNI, SimdLevel::AVX512}) {
     if (detected_simd_level() >= l)
       out.push_back(l);
     else
