@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Replays the golden samples of programs exported on another machine at every SIMD level this
-# CPU has (scalar always; avx2 and avx512 when detected; on aarch64 neon, neon-dotprod and
+# CPU has (scalar always; avx2, avx2-vnni and avx512 when detected; on aarch64 neon, neon-dotprod and
 # neon-i8mm), one thread each. The binary may be a wrapper (qemu-aarch64 for an ARM build).
 #   scripts/verify-levels.sh <ptn binary> FILE.ptn...
 set -euo pipefail
@@ -8,7 +8,8 @@ ptn=$1
 shift
 detected=$("$ptn" cpu | sed -n 's/.*(detected \([a-z0-9-]*\)).*/\1/p')
 case "$detected" in
-  avx512) levels="scalar avx2 avx512" ;;
+  avx512) levels="scalar avx2 avx2-vnni avx512" ;;
+  avx2-vnni) levels="scalar avx2 avx2-vnni" ;;
   avx2) levels="scalar avx2" ;;
   scalar) levels="scalar" ;;
   neon-i8mm) levels="scalar neon neon-dotprod neon-i8mm" ;;
@@ -16,7 +17,7 @@ case "$detected" in
   neon) levels="scalar neon" ;;
   *) echo "verify-levels: cannot read the detected SIMD level from '$ptn cpu'" >&2; exit 1 ;;
 esac
-case "$detected" in neon*) all="neon neon-dotprod neon-i8mm" ;; *) all="avx2 avx512" ;; esac
+case "$detected" in neon*) all="neon neon-dotprod neon-i8mm" ;; *) all="avx2 avx2-vnni avx512" ;; esac
 for skipped in $all; do
   case " $levels " in *" $skipped "*) ;; *) echo "verify-levels: skip $skipped: this CPU lacks it (detected $detected)" ;; esac
 done

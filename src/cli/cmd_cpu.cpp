@@ -19,6 +19,9 @@ std::function<int()> setup(CLI::App& app) {
     std::printf("avx2 %d fma %d f16c %d avx512f %d bw %d vl %d dq %d vnni %d bf16 %d avx-vnni %d\n",
                 f.avx2, f.fma, f.f16c, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512vnni,
                 f.avx512bf16, f.avxvnni);
+    if (ptn::simd_level() == ptn::SimdLevel::AVX2VNNI)
+      std::printf("avx2-vnni dot products: %s\n", f.avxvnni ? "AVX-VNNI (VEX vpdpbusd ymm)"
+                                                              : "AVX512-VNNI + VL (EVEX vpdpbusd ymm, the same computation)");
 #endif
     std::printf("levels: %s\n", ptn::simd_level_names().c_str());
     std::printf("threads: %d\n", ptn::default_threads());

@@ -79,6 +79,7 @@ SimdLevel detected_simd_level() {
 #if defined(PTN_CPU_X86)
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.fma && f.f16c)
     return SimdLevel::AVX512;
+  if (f.avx2 && f.fma && f.f16c && (f.avxvnni || (f.avx512vnni && f.avx512vl))) return SimdLevel::AVX2VNNI;
   if (f.avx2 && f.fma && f.f16c) return SimdLevel::AVX2;
 #elif defined(PTN_CPU_ARM64)
   if (f.asimd && f.asimddp && f.i8mm) return SimdLevel::NeonI8mm;
@@ -90,7 +91,7 @@ SimdLevel detected_simd_level() {
 
 const std::vector<SimdLevel>& simd_levels_of_arch() {
 #if defined(PTN_CPU_X86)
-  static const std::vector<SimdLevel> v{SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512};
+  static const std::vector<SimdLevel> v{SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX2VNNI, SimdLevel::AVX512};
 #elif defined(PTN_CPU_ARM64)
   static const std::vector<SimdLevel> v{SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::NeonDotprod,
                                         SimdLevel::NeonI8mm};
@@ -135,6 +136,7 @@ const char* simd_level_name(SimdLevel level) {
   switch (level) {
     case SimdLevel::Scalar: return "scalar";
     case SimdLevel::AVX2: return "avx2";
+    case SimdLevel::AVX2VNNI: return "avx2-vnni";
     case SimdLevel::AVX512: return "avx512";
     case SimdLevel::Neon: return "neon";
     case SimdLevel::NeonDotprod: return "neon-dotprod";
@@ -145,7 +147,7 @@ const char* simd_level_name(SimdLevel level) {
 
 bool parse_simd_level(const std::string& name, SimdLevel* out) {
   for (SimdLevel l : simd_levels_of_arch()) {
-    if (name == simd_level_name(l)) {
+    if (name == simd_level_name(l) || (l == SimdLevel::AVX2VNNI && name == "avxvnni")) {
       *out = l;
       return true;
     }

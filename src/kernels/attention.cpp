@@ -23,7 +23,8 @@ const AttnKernels& attn_kernels(SimdLevel level) {
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::AVX512: return attn_kernels_avx512();
-    case SimdLevel::AVX2: return attn_kernels_avx2();
+    case SimdLevel::AVX2:
+    case SimdLevel::AVX2VNNI: return attn_kernels_avx2();
 #elif defined(__aarch64__)
     case SimdLevel::Neon: case SimdLevel::NeonDotprod: case SimdLevel::NeonI8mm: return attn_kernels_neon();
 #endif

@@ -62,6 +62,7 @@ LevelFns level_fns() {
 #if defined(__x86_64__)
   if (level == SimdLevel::AVX512) return {mm::quantize_acts_avx512, mm::matmul_range_avx512};
   if (level == SimdLevel::AVX2) return {mm::quantize_acts_avx2, mm::matmul_range_avx2};
+  if (level == SimdLevel::AVX2VNNI) return {mm::quantize_acts_avx2, mm::matmul_range_avx2vnni};
 #elif defined(__aarch64__)
   if (level == SimdLevel::NeonI8mm) return {mm::quantize_acts_neon, mm::matmul_range_neon_i8mm};
   if (level == SimdLevel::NeonDotprod) return {mm::quantize_acts_neon, mm::matmul_range_neon_dotprod};

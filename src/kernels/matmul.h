@@ -19,12 +19,13 @@
 //     W are split over the threads) to int8 with one f32 scale per weight block (32 elements
 //     for the 32-element types, 256 for the K-quants, as ggml's Q8_0 / Q8_K activations; round to
 //     nearest even, scale = max|x| / 127), and the dot products are integer (AVX-512 VNNI,
-//     AVX2 maddubs). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
+//     AVX2 maddubs, AVX-VNNI on ymm). The error is that of 8-bit activations (NMSE ~1e-5..1e-4).
 // Kernels (kernels/matmul_*avx512.cpp, matmul_avx2.cpp, matmul_generic.h): for m < 20 rows
 // (decode) each weight row is decoded in registers and dotted with up to 4 activation rows,
 // so the weights stream from memory once; for m >= 20 (prefill, AVX-512) 32 weight rows at a
 // time are decoded into an L1-sized transposed panel and multiplied with all activation rows
-// by a register-blocked VNNI / FMA / BF16 micro-kernel. Weights are used in their GGUF layout,
+// by a register-blocked VNNI / FMA / BF16 micro-kernel (AVX2 and avx2-vnni, quantized weights:
+// 8 weight rows per panel, maddubs or ymm VNNI, kernels/matmul_quant_panels_x86.h). Weights are used in their GGUF layout,
 // except Q4_K and Q8_0 matrices that the executor interleaves 16 rows at a time
 // (WeightLayout::X16, see interleave_rows): the AVX-512 kernels then multiply 16 weight rows
 // per VNNI instruction with no per-row unpacking; and BF16 matrices it stores as 32-row panels

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu.h"
+#include "core/error.h"
 #include "kernels/matmul_generic.h"
 
 namespace ptn::mm {
@@ -334,10 +336,36 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
   }
 }
 
+// Activation rows from which the quantized panels take over from the row kernels (the AVX-512
+// level's threshold; below it the row kernels stream each weight row once per 4 rows).
+constexpr int64_t kPanelMinRows = 20;
+
+void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+
 }  // namespace
 
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
                        float* y) {
+  // Many activation rows (prefill): quantized weights go through the panels, as on AVX-512.
+  if (m >= kPanelMinRows && traits(w.type).quantized && w.layout == WeightLayout::Rows)
+    return qpanel_range_avx2(w, qa, m, n0, n1, y);
+  rows_range(w, x, qa, m, n0, n1, y);
+}
+
+void matmul_range_avx2vnni(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1,
+                           float* y) {
+  if (m >= kPanelMinRows && traits(w.type).quantized && w.layout == WeightLayout::Rows) {
+    if (cpu_features().avxvnni) return qpanel_range_avxvnni(w, qa, m, n0, n1, y);
+    if (cpu_features().avx512vnni && cpu_features().avx512vl) return qpanel_range_vnni_evex(w, qa, m, n0, n1, y);
+    fail(ErrorKind::Internal, "matmul", "the avx2-vnni level on a CPU without AVX-VNNI");
+  }
+  rows_range(w, x, qa, m, n0, n1, y);
+}
+
+namespace {
+
+// The AVX2 row kernels over weight rows [n0, n1).
+void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   // The activation row tiles (4 rows each), set up once rather than once per weight row.
   thread_local std::vector<RowArgs> tiles;
@@ -358,5 +386,7 @@ void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa,
     }
   }
 }
+
+}  // namespace
 
 }  // namespace ptn::mm

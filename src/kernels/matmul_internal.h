@@ -168,6 +168,14 @@ void quantize_acts_avx512(const float* x, int64_t r0, int64_t r1, QuantActs& qa)
 void matmul_range_scalar(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx2(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// AVX2 panels for quantized weights in rows (matmul_quant_panels_avx2.cpp), the prefill case.
+void qpanel_range_avx2(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// The same with vpdpbusd on ymm (level avx2-vnni): the VEX AVX-VNNI form, and the EVEX
+// AVX512-VNNI form that computes the same on CPUs with AVX512VL + VNNI but no AVX-VNNI.
+void qpanel_range_avxvnni(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+void qpanel_range_vnni_evex(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// AVX2 level with AVX-VNNI (SimdLevel::AVX2VNNI): the AVX2 row kernels, the VNNI panels.
+void matmul_range_avx2vnni(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 // aarch64: one activation format for every NEON level; row kernels per level (matmul_neon.cpp,
 // matmul_dotprod.cpp, matmul_i8mm.cpp, written once in matmul_neon_impl.h).
 void quantize_acts_neon(const float* x, int64_t r0, int64_t r1, QuantActs& qa);

@@ -23,7 +23,8 @@ const OpsKernels& ops_kernels(SimdLevel level) {
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::AVX512: return ops_kernels_avx512();
-    case SimdLevel::AVX2: return ops_kernels_avx2();
+    case SimdLevel::AVX2:
+    case SimdLevel::AVX2VNNI: return ops_kernels_avx2();
 #elif defined(__aarch64__)
     case SimdLevel::Neon: case SimdLevel::NeonDotprod: case SimdLevel::NeonI8mm: return ops_kernels_neon();
 #endif

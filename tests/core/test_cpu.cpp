@@ -18,7 +18,7 @@ TEST(Cpu, LevelNamesRoundTripAndOtherArchitecturesAreRefused) {
     EXPECT_EQ(got, l);
   }
 #if defined(__aarch64__)
-  const char* foreign[] = {"avx2", "avx512"};
+  const char* foreign[] = {"avx2", "avx2-vnni", "avxvnni", "avx512"};
 #else
   const char* foreign[] = {"neon", "neon-dotprod", "neon-i8mm"};
 #endif

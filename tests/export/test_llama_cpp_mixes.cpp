@@ -34,7 +34,7 @@ std::string read_all(const std::string& path) {
 // The SIMD levels of this machine (forced with set_simd_cap, as PTN_SIMD does).
 std::vector<SimdLevel> simd_levels() {
   std::vector<SimdLevel> out;
-  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512})
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX2VNNI, SimdLevel::AVX512})
     if (static_cast<int>(l) <= static_cast<int>(detected_simd_level())) out.push_back(l);
   return out;
 }

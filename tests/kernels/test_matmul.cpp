@@ -210,6 +210,16 @@ TEST(Matmul, FloatRowKernelBlocksOfWeightRows) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) check_type(t, {2048}, {200}, {5, 8, 13}, seed += 10);
 }
 
+// The AVX2 quantized panels decode K in chunks of 64 sub-blocks (2048 columns): a K of 65 or
+// 72 sub-blocks makes a second, partial chunk; n = 67 ends in a partial 8-column panel.
+TEST(Matmul, QuantPanelsOverSeveralChunks) {
+  uint32_t seed = 1900;
+  for (DType t : kAllTypes) {
+    if (!traits(t).quantized) continue;
+    check_type(t, {traits(t).block_size == 256 ? 2304 : 2080}, {67}, {23}, seed += 10);
+  }
+}
+
 TEST(Matmul, F32) { check_type(DType::F32, {1, 7, 300}); }
 TEST(Matmul, F16) { check_type(DType::F16, {1, 33, 520}); }
 TEST(Matmul, BF16) { check_type(DType::BF16, {1, 35, 520}); }

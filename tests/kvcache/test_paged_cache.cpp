@@ -480,7 +480,7 @@ TEST(PagedCache, SimdLevelsAgreeWithScalar) {
   const CacheSpec spec = small_spec(2, 2, 96, 32, {{AttnKind::Window, 20}});
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     std::vector<StepOut> outs;
-    for (SimdLevel lvl : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX512}) {
+    for (SimdLevel lvl : {SimdLevel::Scalar, SimdLevel::AVX2, SimdLevel::AVX2VNNI, SimdLevel::AVX512}) {
       if (lvl > detected_simd_level()) continue;
       set_simd_cap(lvl);
       PagedCache p(spec, opts(512, 16, dt));
