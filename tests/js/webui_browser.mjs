@@ -120,6 +120,7 @@ await check('stop ends a long reply in the page and on the server', async () => 
   assert(running === 0, 'the server still runs the sequence');
   const generated = (await metric(server.url, 'ptn_generated_tokens_total')) - before;
   assert(generated < 8000, `the server generated all ${generated} tokens: it did not see the stop`);
+  console.log(`     (the server generated ${generated} of the 8000 tokens asked for)`);
   await setSettings(page, { max_tokens: 60 });
 });
 
