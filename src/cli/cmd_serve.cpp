@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string model_name;
   std::string template_file;
   bool parse_special = false;
+  bool no_webui = false;
   std::string pooling;
   int timeout = 600;
   int shutdown_deadline = 10;
@@ -94,7 +95,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("max-queue"), a->max_queue, "requests waiting before 503 (default 256)");
   c->add_option(opt("parallel"), a->parallel, "sequences generating at once (default 64)");
   c->add_option(opt("block-size"), a->block_size, "tokens per KV block (default 16)");
-  c->add_option(opt("api-key"), a->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  c->add_option(opt("api-key"), a->api_key, "require 'Authorization: Bearer KEY' (not on /health nor the chat page's files)");
   c->add_option(opt("cors-origin"), a->cors_origins,
                 "let a browser page from this origin call the API (e.g. http://localhost:3000; '*' for any; repeatable)");
   c->add_option(opt("model-name"), a->model_name, "model id reported and accepted (default: the file's name)");
@@ -104,6 +105,7 @@ std::function<int()> setup(CLI::App& app) {
               "let request text contain control tokens (e.g. <|im_end|>); off: request text is always text");
   c->add_option(opt("pooling"), a->pooling,
                 "/v1/embeddings pooling: last, mean or cls (default: what the model was exported with, else last)");
+  c->add_flag(opt("no-webui"), a->no_webui, "do not serve the browser chat page at / (then / answers 404)");
   c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
   c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
   return [a] {
@@ -141,6 +143,7 @@ std::function<int()> setup(CLI::App& app) {
     so.pooling = a->pooling;
     if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);
     so.request_timeout_s = a->timeout;
+    so.webui = !a->no_webui;
     so.engine.cache_dtype = *dtype;
     so.engine.capacity_tokens = a->ctx;
     so.engine.capacity_bytes = a->kv_memory.empty() ? 0 : parse_bytes(a->kv_memory);
@@ -156,6 +159,7 @@ std::function<int()> setup(CLI::App& app) {
     server.start();
     std::printf("ptn serve: model '%s', context %lld tokens, listening on http://%s:%d\n",
                 server.model().name.c_str(), static_cast<long long>(server.model().context), a->host.c_str(), port);
+    if (so.webui) std::printf("ptn serve: chat page at http://%s:%d/\n", a->host.c_str(), port);
     std::fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -75,7 +75,7 @@ std::string endpoint_label(const std::string& path) {
                                 "/metrics",        "/tokenize",            "/detokenize", "/v1/messages",
                                 "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/tags",
                                 "/api/show",       "/api/version",         "/api/ps",          "/api/embed",
-                                "/v1/embeddings",  "/v1/responses"};
+                                "/v1/embeddings",  "/v1/responses",        "/"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -170,7 +170,10 @@ void Server::routes() {
       }
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The page's static files carry no data: a browser must load them to be asked for the key.
+    if (opt_.api_key.empty() || req.path == "/health" ||
+        ((req.method == "GET" || req.method == "HEAD") && is_webui_path(req.path)))
+      return httplib::Server::HandlerResponse::Unhandled;
     // Anthropic's clients send the key as x-api-key; either header is accepted on every path.
     if (keys_equal(bearer_token(req.get_header_value("Authorization")), opt_.api_key) ||
         (req.has_header("x-api-key") && keys_equal(req.get_header_value("x-api-key"), opt_.api_key)))
@@ -278,6 +281,7 @@ void Server::routes() {
     handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model_));
   });
   routes_other_apis();
+  if (opt_.webui) routes_webui();
 }
 
 void Server::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {

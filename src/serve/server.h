@@ -46,6 +46,7 @@ struct ServerOptions {
   int request_read_timeout_s = 0;             // a whole request must arrive within this (0: 10 x read)
   int request_timeout_s = 600;                // a non-streaming request waits at most this long
   int http_threads = 0;                       // 0: max_running + max_queue + 4, at most 512
+  bool webui = true;                          // the chat page at / (serve/webui.h); off: / is a 404
   EngineOptions engine;
 };
 
@@ -75,6 +76,10 @@ class Server {
   void routes();
   // Anthropic's /v1/messages, the Ollama API and /v1/models/{id} (server_apis.cpp).
   void routes_other_apis();
+  // The chat page: GET / and /webui/<file> (server_webui.cpp).
+  void routes_webui();
+  // Whether `path` is one of the page's files (served without the API key: the page asks for it).
+  bool is_webui_path(const std::string& path) const;
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
  public:
   // Another API's request (Responses, Anthropic, Ollama): translated into a chat or completions
