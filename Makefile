@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev \
   libpcre2-dev libcli11-dev nodejs npm clang libclang-rt-14-dev gnuplot-nox python3-numpy \
-  chromium
+  chromium libhiredis-dev redis-server haproxy
 
 ifeq ($(SANITIZE),1)
   BUILD := build-san

@@ -6,6 +6,9 @@
 //   /save FILE      write the conversation as a JSON array of {"role", "content"} messages
 //   /load FILE      read such a file (or {"messages": [...]}), render it and feed it
 //   /quit           end (so does end of input)
+// --save FILE writes the conversation and the cache's full KV blocks at the end (a KV record,
+// kvcache/kv_record.h); --load FILE restores them at the start, so the saved prompt is not
+// computed again.
 // A line starting with "//" sends the text after the first '/'. Replies go to stdout, one per
 // turn followed by a newline; notices and per-turn statistics go to stderr. With stdin not a
 // terminal (a pipe or a file) nothing but the replies is written to stdout.
@@ -21,6 +24,7 @@
 #include "core/file.h"
 #include "core/text.h"
 #include "generate/chat_session.h"
+#include "runtime/kv_state.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -32,6 +36,7 @@ constexpr size_t kMaxConversationFile = 64u << 20;
 
 struct ChatArgs {
   std::string model, system, template_file;
+  std::string save_file, load_file;  // --save / --load: KV records (docs/kv-format.md)
   int64_t ctx = 0, n_predict = 0;
   int threads = 0;
   bool no_repack = false;
@@ -99,6 +104,32 @@ void load_conversation(ptn::ChatSession& chat, const std::string& path) {
   chat.load(j, path);
 }
 
+// --save: the session's tokens and full blocks, with the conversation as the record's meta.
+void save_session(const ptn::Session& session, const ptn::ChatSession& chat, const std::string& path) {
+  ptn::kv::KvRecord rec = session.save_kv();
+  rec.meta = chat.messages().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  ptn::write_kv_file(path, rec);
+  std::fprintf(stderr, "ptn chat: saved %zu messages, %zu tokens and %zu KV blocks to %s\n", chat.messages().size(),
+               rec.tokens.size(), rec.blocks.size(), path.c_str());
+}
+
+// --load: restore the blocks (identity checked), then load the conversation over them, so only
+// what the blocks do not cover is computed.
+void load_session(ptn::Session& session, ptn::ChatSession& chat, const std::string& path) {
+  const ptn::kv::KvRecord rec = ptn::read_kv_file(path);
+  nlohmann::ordered_json conv;
+  try {
+    conv = nlohmann::ordered_json::parse(rec.meta);
+  } catch (const nlohmann::json::exception& e) {
+    ptn::fail(ptn::ErrorKind::Corrupt, path, std::string("the conversation in the file is not JSON: ") + e.what());
+  }
+  const int64_t n = session.restore_kv(rec, path);
+  chat.adopt_cache(std::vector<int32_t>(rec.tokens.begin(), rec.tokens.begin() + n));
+  chat.load(conv, path);
+  std::fprintf(stderr, "ptn chat: loaded %zu messages from %s (%zu tokens, %lld from its KV blocks)\n",
+               chat.messages().size(), path.c_str(), chat.cached_tokens().size(), static_cast<long long>(n));
+}
+
 std::function<int()> setup(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   auto* c = app.add_subcommand("chat", "Chat with a .ptn program on stdin/stdout using its chat template");
@@ -113,6 +144,11 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_repack_flag(c, &a->no_repack);
   ptn::cli::add_context_flag(c, &a->ctx);
   ptn::cli::add_cache_flags(c, &a->cache);
+  c->add_option(opt("save"), a->save_file,
+                "at the end, write the conversation and its KV cache blocks to this file (docs/kv-format.md)");
+  c->add_option(opt("load"), a->load_file,
+                "start from a file --save wrote: its conversation, with the saved blocks instead of recomputing "
+                "them (refused when written by another program, cache dtype or block size)");
   c->add_flag(opt("print-ids"), a->print_ids, "print each reply's token ids to stderr as a JSON array");
   c->add_flag(opt("ignore-bos-stop"), a->no_bos_stop, "keep generating when the model emits BOS");
   c->add_flag(opt("parse-special"), a->parse_special,
@@ -146,6 +182,7 @@ std::function<int()> setup(CLI::App& app) {
     cc.lookup = a->lookup;
     ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
+    if (!a->load_file.empty()) load_session(session, chat, a->load_file);
     const bool interactive = ::isatty(STDIN_FILENO) != 0;
     if (chat.uses_fallback())
       std::fprintf(stderr,
@@ -219,6 +256,7 @@ std::function<int()> setup(CLI::App& app) {
         std::fprintf(stderr, "ptn chat: %s\n", e.what());
       }
     }
+    if (!a->save_file.empty()) save_session(session, chat, a->save_file);
     return 0;
   };
 }

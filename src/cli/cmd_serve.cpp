@@ -37,6 +37,9 @@ struct ServeArgs {
   std::string pooling;
   int timeout = 600;
   int shutdown_deadline = 10;
+  std::string kv_store;
+  int kv_store_timeout_ms = 50;
+  int kv_store_ttl = 3600;
 };
 
 // "512M", "2G", "1048576" -> bytes.
@@ -108,6 +111,12 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("no-webui"), a->no_webui, "do not serve the browser chat page at / (then / answers 404)");
   c->add_option(opt("timeout"), a->timeout, "seconds a non-streaming request may take (default 600)");
   c->add_option(opt("shutdown-deadline"), a->shutdown_deadline, "seconds running requests get on SIGINT/SIGTERM (default 10)");
+  c->add_option(opt("kv-store"), a->kv_store,
+                "redis://HOST:PORT of a shared prefix tier: full KV blocks written behind requests, read on a "
+                "prefix miss (docs/scale-out.md)");
+  c->add_option(opt("kv-store-timeout-ms"), a->kv_store_timeout_ms,
+                "a store slower than this is skipped and the prefix computed (default 50)");
+  c->add_option(opt("kv-store-ttl"), a->kv_store_ttl, "seconds a written block lives in the store (default 3600)");
   return [a] {
     if (!a->kv_memory.empty() && a->ctx > 0)
       ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory/--ctx", "give one of them, not both");
@@ -151,6 +160,9 @@ std::function<int()> setup(CLI::App& app) {
     so.engine.max_queue = a->max_queue;
     so.engine.max_running = a->parallel;
     so.engine.block_size = a->block_size;
+    so.engine.kv_store = a->kv_store;
+    so.engine.kv_store_timeout_ms = a->kv_store_timeout_ms;
+    so.engine.kv_store_ttl_seconds = a->kv_store_ttl;
     auto program = ptn::cli::load_model("serve", a->model);
     if (so.engine.capacity_tokens == 0 && so.engine.capacity_bytes == 0)
       so.engine.capacity_tokens = default_cache_tokens(program->meta(), *dtype);

@@ -112,6 +112,10 @@ class PtnFile {
   uint64_t file_size() const { return size_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t alignment() const { return alignment_; }
+  // The stored manifest's size and CRC32C (the manifest lists every tensor's CRC, so the pair
+  // names the program's graph and weights: KV records use it as the program's identity).
+  uint64_t manifest_size() const { return manifest_size_; }
+  uint32_t manifest_crc32c() const { return manifest_crc_; }
   const std::string& name() const { return name_; }
 
   bool has_tensor(const std::string& name) const;

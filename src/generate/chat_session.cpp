@@ -159,6 +159,14 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
   return r;
 }
 
+void ChatSession::adopt_cache(const std::vector<int32_t>& tokens) {
+  if (session_.position() != static_cast<int64_t>(tokens.size()))
+    fail(ErrorKind::InvalidArgument, "chat",
+         "adopt_cache: the session holds " + std::to_string(session_.position()) + " tokens, not " +
+             std::to_string(tokens.size()));
+  cached_ = tokens;
+}
+
 void ChatSession::reset() {
   messages_ = nlohmann::ordered_json::array();
   if (!config_.system.empty()) messages_.push_back({{"role", "system"}, {"content", config_.system}});

@@ -82,6 +82,10 @@ class ChatSession {
   std::vector<int32_t> tokenize(const std::string& rendered) const;
   // The tokens the session's cache holds, in order.
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
+  // Tells the chat that the session already holds `tokens` (Session::restore_kv attached them),
+  // so that the next load or send feeds only what follows them. Throws InvalidArgument unless
+  // the session's position is tokens.size().
+  void adopt_cache(const std::vector<int32_t>& tokens);
 
  private:
   gen::GenerationParams reply_params() const;

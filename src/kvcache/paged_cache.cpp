@@ -358,6 +358,98 @@ int64_t PagedCache::reuse_prefix(SeqId seq, const std::vector<int32_t>& tokens) 
   return s.length;
 }
 
+// --- saving and restoring full blocks ---------------------------------------------------------
+
+kv::KvIdentity PagedCache::identity(uint64_t program_id) const {
+  kv::KvIdentity id;
+  id.program_id = program_id;
+  id.dtype = options_.dtype;
+  id.block_size = block_size_;
+  id.layers = spec_.layers;
+  for (LayerCacheSpec& L : id.layers)
+    if (L.kind == AttnKind::Full) L.span = 0;
+  return id;
+}
+
+int64_t PagedCache::saveable_blocks(SeqId seq) const {
+  const Sequence& s = seq_or_throw(seq, "saveable_blocks");
+  int64_t n = static_cast<int64_t>(s.hashes.size());
+  for (const GroupTable& gt : s.g) {
+    int64_t held = 0;
+    while (held < n && gt.table[static_cast<size_t>(held)] >= 0) ++held;
+    n = std::min(n, held);
+  }
+  return n;
+}
+
+kv::BlockData PagedCache::save_block(SeqId seq, int64_t i) const {
+  const Sequence& s = seq_or_throw(seq, "save_block");
+  if (i < 0 || i >= saveable_blocks(seq))
+    fail(ErrorKind::InvalidArgument, name(),
+         "save_block: block " + std::to_string(i) + " of sequence " + std::to_string(seq) + " is not a held full block (0.." +
+             std::to_string(saveable_blocks(seq) - 1) + ")");
+  kv::BlockData b;
+  const size_t bi = static_cast<size_t>(i);
+  b.hash = s.hashes[bi];
+  b.parent = bi == 0 ? s.root : s.hashes[bi - 1];
+  b.tokens.assign(s.tokens.begin() + static_cast<std::ptrdiff_t>(bi * block_size_),
+                  s.tokens.begin() + static_cast<std::ptrdiff_t>((bi + 1) * block_size_));
+  b.data.reserve(block_bytes());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const uint8_t* d = pools_[g].data(s.g[g].table[bi]);
+    b.data.insert(b.data.end(), d, d + groups_[g].block_bytes);
+  }
+  return b;
+}
+
+bool PagedCache::find_block(uint64_t hash, uint64_t parent, const int32_t* tokens, kv::BlockData* out) const {
+  std::vector<int32_t> found(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    found[g] = pools_[g].find_cached(hash, parent, tokens, block_size_);
+    if (found[g] < 0) return false;
+  }
+  if (!out) return true;
+  out->hash = hash;
+  out->parent = parent;
+  out->tokens.assign(tokens, tokens + block_size_);
+  out->data.clear();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const uint8_t* d = pools_[g].data(found[g]);
+    out->data.insert(out->data.end(), d, d + groups_[g].block_bytes);
+  }
+  return true;
+}
+
+bool PagedCache::restore_block(const kv::BlockData& b) {
+  if (active_) fail(ErrorKind::InvalidArgument, name(), "restore_block: a step is prepared and not committed");
+  if (b.tokens.size() != static_cast<size_t>(block_size_) || b.data.size() != block_bytes())
+    fail(ErrorKind::InvalidArgument, name(),
+         "restore_block: " + std::to_string(b.tokens.size()) + " tokens and " + std::to_string(b.data.size()) +
+             " bytes, this cache's blocks hold " + std::to_string(block_size_) + " and " + std::to_string(block_bytes()));
+  if (kv::hash_block(b.parent, b.tokens.data(), block_size_) != b.hash)
+    fail(ErrorKind::InvalidArgument, name(), "restore_block: the hash does not match the block's parent and tokens");
+  if (!options_.prefix_caching) return false;
+  std::vector<bool> need(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    need[g] = pools_[g].find_cached(b.hash, b.parent, b.tokens.data(), block_size_) < 0;
+    if (need[g] && pools_[g].available() == 0) return false;
+  }
+  size_t off = 0;
+  bool ok = true;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const size_t n = groups_[g].block_bytes;
+    if (need[g]) {
+      const int32_t blk = pools_[g].allocate();
+      std::memcpy(pools_[g].data(blk), b.data.data() + off, n);
+      // false: the hash is registered with other parent/tokens (a collision); the block goes free.
+      ok = pools_[g].register_block(blk, b.hash, b.parent, b.tokens.data(), block_size_) && ok;
+      pools_[g].unref(blk);
+    }
+    off += n;
+  }
+  return ok;
+}
+
 // --- the step transaction --------------------------------------------------------------------
 
 std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {

@@ -42,6 +42,7 @@
 #include "kernels/attention_paged.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/cache.h"
+#include "kvcache/kv_record.h"
 
 namespace ptn {
 
@@ -87,6 +88,30 @@ class PagedCache final : public KVCache {
   // it only shares prefix blocks with sequences that have the same keys. The sequence must be
   // empty. Forks inherit them.
   void set_prefix_keys(SeqId seq, const std::vector<uint64_t>& extra_keys);
+
+  // --- saving and restoring full blocks (kv_record.h) ---------------------------------------
+  // This cache's identity for records (program_id: the caller's, see KvIdentity).
+  kv::KvIdentity identity(uint64_t program_id) const;
+  // The hash chain root of a sequence (from its prefix keys) and the chained hashes of its full
+  // blocks so far.
+  uint64_t prefix_root(SeqId seq) const { return seq_or_throw(seq, "prefix_root").root; }
+  const std::vector<uint64_t>& block_hashes(SeqId seq) const { return seq_or_throw(seq, "block_hashes").hashes; }
+  const std::vector<int32_t>& sequence_tokens(SeqId seq) const { return seq_or_throw(seq, "sequence_tokens").tokens; }
+  // The leading full blocks of a sequence that every group still holds (a window group may have
+  // released its oldest ones, which then cannot be saved).
+  int64_t saveable_blocks(SeqId seq) const;
+  // Full block i (< saveable_blocks) of a sequence: hash, parent, tokens, every group's bytes.
+  kv::BlockData save_block(SeqId seq, int64_t i) const;
+  // Whether every group holds a block (cached or used) under (hash, parent, tokens), and then
+  // its bytes in *out (out may be null).
+  bool find_block(uint64_t hash, uint64_t parent, const int32_t* tokens, kv::BlockData* out) const;
+  // Puts a saved block into every group's prefix index as a cached block (reuse_prefix can then
+  // attach it; LRU eviction applies), in the groups that do not hold it yet. The caller checked
+  // the identity; the block's size and hash are checked here (InvalidArgument). Returns whether
+  // every group now holds it: false (changing nothing) when prefix caching is off or some group
+  // has no free or evictable block; false also when a group has the hash registered with other
+  // contents (a 64-bit collision: that group keeps its own block).
+  bool restore_block(const kv::BlockData& block);
 
  protected:
   std::shared_ptr<void> do_prepare(const StepBatch& batch) override;

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "kvcache/factory.h"
+#include "kvcache/paged_cache.h"
+#include "runtime/kv_state.h"
 
 namespace ptn {
 
@@ -80,6 +82,50 @@ void Session::rewind(int64_t n) {
   if (cache_) cache_->rewind(0, n);
   else if (n == 0) exec_->reset_static_cache();
   position_ = n;
+}
+
+namespace {
+
+PagedCache* paged_or_throw(KVCache* cache, const char* what) {
+  auto* p = dynamic_cast<PagedCache*>(cache);
+  if (!p) fail(ErrorKind::Unsupported, what, "KV save/restore needs the paged cache (--cache paged)");
+  return p;
+}
+
+}  // namespace
+
+kv::KvRecord Session::save_kv() const {
+  const PagedCache* pc = paged_or_throw(cache_.get(), "session save");
+  kv::KvRecord r;
+  r.id = pc->identity(program_kv_id(*program_));
+  r.tokens = pc->sequence_tokens(0);
+  const int64_t n = pc->saveable_blocks(0);
+  r.blocks.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) r.blocks.push_back(pc->save_block(0, i));
+  return r;
+}
+
+int64_t Session::restore_kv(const kv::KvRecord& record, const std::string& source) {
+  PagedCache* pc = paged_or_throw(cache_.get(), "session restore");
+  if (position_ != 0)
+    fail(ErrorKind::InvalidArgument, source,
+         "restore needs an empty session (it holds " + std::to_string(position_) + " tokens)");
+  kv::check_identity(record.id, pc->identity(program_kv_id(*program_)), source);
+  const int64_t n_tok = static_cast<int64_t>(record.tokens.size());
+  if (n_tok == 0) fail(ErrorKind::InvalidArgument, source, "the record holds no session tokens");
+  if (n_tok > context_)
+    fail(ErrorKind::InvalidArgument, source,
+         std::to_string(n_tok) + " tokens do not fit the context of " + std::to_string(context_));
+  const int64_t vocab = program_->meta().spec.vocab_size;
+  for (int64_t i = 0; i < n_tok; ++i)
+    if (record.tokens[static_cast<size_t>(i)] >= vocab)
+      fail(ErrorKind::InvalidArgument, source,
+           "token " + std::to_string(i) + ": id " + std::to_string(record.tokens[static_cast<size_t>(i)]) +
+               " outside the vocabulary of " + std::to_string(vocab));
+  for (const kv::BlockData& b : record.blocks)
+    if (!pc->restore_block(b)) break;  // no room (or a collision): the rest is recomputed
+  position_ = pc->reuse_prefix(0, record.tokens);
+  return position_;
 }
 
 }  // namespace ptn

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvcache/cache.h"
+#include "kvcache/kv_record.h"
 #include "runtime/executor.h"
 
 namespace ptn {
@@ -38,6 +39,16 @@ class Session {
   const Program& program() const { return *program_; }
   Executor& executor() { return *exec_; }
   KVCache* cache() { return cache_.get(); }
+
+  // --- KV state on disk (kvcache/kv_record.h, docs/kv-format.md; a paged cache only) ---
+  // The tokens fed so far and the leading full blocks the cache holds for them.
+  kv::KvRecord save_kv() const;
+  // Restores a record into an empty session (position 0): checks its identity against this
+  // session's cache and its tokens against the vocabulary and context (InvalidArgument naming
+  // `source` and the field), puts its blocks into the cache and attaches the longest prefix
+  // they cover, leaving at least the last token to compute. Returns the new position; the
+  // caller feeds record.tokens from there to get logits. Throws Unsupported without a paged cache.
+  int64_t restore_kv(const kv::KvRecord& record, const std::string& source);
 
  private:
   std::shared_ptr<const Program> program_;

@@ -5,6 +5,9 @@
 #include "core/error.h"
 #include "kvcache/factory.h"
 #include "kvcache/paged_cache.h"
+#include "kvcache/prefix_index.h"
+#include "runtime/kv_state.h"
+#include "serve/kv_tier.h"
 #include "grammar/token_mask.h"
 
 namespace ptn::serve {
@@ -86,11 +89,42 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
   const int64_t cache_tokens = paged ? paged->token_capacity() : co.capacity_tokens;
   context_ = std::min(model_ctx, cache_tokens);
   PTN_CHECK(context_ >= 2, ErrorKind::InvalidArgument, "--kv-memory", "the KV cache holds fewer than 2 tokens");
+  if (!opt_.kv_store.empty()) {
+    KvTierOptions to = parse_kv_store_url(opt_.kv_store, "--kv-store");
+    to.timeout_ms = opt_.kv_store_timeout_ms;
+    to.ttl_seconds = opt_.kv_store_ttl_seconds;
+    tier_ = std::make_unique<KvTier>(to, paged->identity(program_kv_id(*program_)), metrics_);
+  }
   publish_gauges();
   thread_ = std::thread([this] { run(); });
 }
 
 Engine::~Engine() { stop(); }
+
+void Engine::tier_fetch(const std::vector<int32_t>& tokens) {
+  auto* pc = static_cast<PagedCache*>(cache_.get());
+  const int64_t bs = pc->block_size();
+  const int64_t kmax = (static_cast<int64_t>(tokens.size()) - 1) / bs;  // reuse leaves the last token
+  if (kmax <= 0) return;
+  std::vector<uint64_t> hash(static_cast<size_t>(kmax)), parent(static_cast<size_t>(kmax));
+  int64_t first_missing = -1;
+  for (int64_t i = 0; i < kmax; ++i) {
+    parent[i] = i == 0 ? kv::prefix_root() : hash[i - 1];
+    hash[i] = kv::hash_block(parent[i], tokens.data() + i * bs, bs);
+    if (first_missing < 0 && !pc->find_block(hash[i], parent[i], tokens.data() + i * bs, nullptr)) first_missing = i;
+  }
+  if (first_missing < 0) return;  // the local cache has the whole prefix
+  const std::vector<uint64_t> h(hash.begin() + first_missing, hash.end()), p(parent.begin() + first_missing, parent.end());
+  for (const kv::BlockData& b : tier_->fetch(h, p, tokens.data() + first_missing * bs))
+    if (!pc->restore_block(b)) break;
+}
+
+void Engine::tier_store(const Seq& s) {
+  auto* pc = static_cast<PagedCache*>(cache_.get());
+  const int64_t prompt_blocks = static_cast<int64_t>(s.req.prompt.size()) / pc->block_size();
+  const int64_t n = std::min(pc->saveable_blocks(s.id), prompt_blocks);
+  for (int64_t i = std::max<int64_t>(s.cached, 0) / pc->block_size(); i < n; ++i) tier_->store(pc->save_block(s.id, i));
+}
 
 std::shared_ptr<Channel> Engine::submit(GenRequest request) {
   auto s = std::make_unique<Seq>();
@@ -240,6 +274,7 @@ void Engine::admit() {
       // Mean and cls pooling need the hidden state of every token (or the first): computed, not
       // reused. Last-token pooling recomputes the last token anyway.
       const bool reuse = !s.embed || s.embed->pooling == Pooling::Last;
+      if (tier_ && reuse) tier_fetch(s.tokens);
       const int64_t reused = reuse ? cache_->reuse_prefix(s.id, s.tokens) : 0;
       const int64_t rest = static_cast<int64_t>(s.tokens.size()) - reused;
       // Headroom: a block for every running sequence's next decode rows, so that admitting
@@ -374,6 +409,7 @@ void Engine::step_once() {
         try {
           // The prompt of an n-choice request is done: its other choices start from here.
           std::vector<std::unique_ptr<Seq>> kids;
+          if (tier_ && s.generated == 0 && s.index == 0) tier_store(s);  // the prompt's blocks, behind the request
           if (s.forks > 0) kids = fork_choices(s);
           sample(s, row);
           for (auto& k : kids) {

@@ -122,7 +122,12 @@ struct EngineOptions {
   int64_t capacity_tokens = 0;   // KV token slots in total (0: use capacity_bytes)
   size_t capacity_bytes = 0;     // alternatively a byte budget (0 and 0: 16 contexts' worth)
   int64_t block_size = 16;
+  std::string kv_store;          // redis://HOST:PORT of a shared prefix tier ("": none; serve/kv_tier.h)
+  int kv_store_timeout_ms = 50;  // a slower store is skipped
+  int kv_store_ttl_seconds = 3600;
 };
+
+class KvTier;
 
 class Engine {
  public:
@@ -170,6 +175,10 @@ class Engine {
   void finish(Seq& s, const std::string& reason, const std::string& last_text);
   void fail(Seq& s, int status, const std::string& type, const std::string& message);
   void publish_gauges();
+  // The shared tier: before a prompt's prefix reuse, fetch the full blocks the cache misses;
+  // when a prompt is done, queue its full blocks for writing.
+  void tier_fetch(const std::vector<int32_t>& tokens);
+  void tier_store(const Seq& s);
 
   std::shared_ptr<const Program> program_;
   const Tokenizer& tok_;
@@ -181,6 +190,7 @@ class Engine {
   std::unique_ptr<KVCache> cache_;
   std::shared_ptr<const grammar::TokenTrie> trie_;  // the vocabulary index of grammars (made at first use)
   std::unique_ptr<CacheScope> scope_;
+  std::unique_ptr<KvTier> tier_;  // null without --kv-store
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

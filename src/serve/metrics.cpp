@@ -77,6 +77,37 @@ int64_t Metrics::prefix_hit_tokens() const {
   return cached_tokens_;
 }
 
+void Metrics::enable_kv_store() {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_store_on_ = true;
+}
+
+void Metrics::add_kv_store(const KvStoreCounters& d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_store_.blocks_read += d.blocks_read;
+  kv_store_.blocks_missed += d.blocks_missed;
+  kv_store_.blocks_written += d.blocks_written;
+  kv_store_.blocks_dropped += d.blocks_dropped;
+  kv_store_.errors += d.errors;
+  kv_store_.bytes_read += d.bytes_read;
+  kv_store_.bytes_written += d.bytes_written;
+}
+
+void Metrics::observe_kv_store_read(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_read_.observe(seconds);
+}
+
+void Metrics::observe_kv_store_write(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_write_.observe(seconds);
+}
+
+KvStoreCounters Metrics::kv_store() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_store_;
+}
+
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string s;
@@ -104,6 +135,18 @@ std::string Metrics::render() const {
   gauge("ptn_kv_bytes_peak", "Highest KV bytes held by live sequences since start.", gauges_.kv_bytes_peak);
   s += ttft_.render("ptn_time_to_first_token_seconds", "Time from arrival to the first generated token.");
   s += itl_.render("ptn_inter_token_latency_seconds", "Time between consecutive generated tokens of a request.");
+  if (kv_store_on_) {
+    const KvStoreCounters& k = kv_store_;
+    counter("ptn_kv_store_blocks_read_total", "KV blocks fetched from the shared store and restored.", static_cast<int64_t>(k.blocks_read));
+    counter("ptn_kv_store_blocks_missed_total", "KV block lookups the shared store could not serve.", static_cast<int64_t>(k.blocks_missed));
+    counter("ptn_kv_store_blocks_written_total", "KV blocks written to the shared store.", static_cast<int64_t>(k.blocks_written));
+    counter("ptn_kv_store_blocks_dropped_total", "KV blocks not written (queue full or store failing).", static_cast<int64_t>(k.blocks_dropped));
+    counter("ptn_kv_store_errors_total", "Failed connections or commands to the shared store (skipped).", static_cast<int64_t>(k.errors));
+    counter("ptn_kv_store_bytes_read_total", "Bytes of KV records read from the shared store.", static_cast<int64_t>(k.bytes_read));
+    counter("ptn_kv_store_bytes_written_total", "Bytes of KV records written to the shared store.", static_cast<int64_t>(k.bytes_written));
+    s += kv_read_.render("ptn_kv_store_read_seconds", "Time of one lookup in the shared store (one MGET).");
+    s += kv_write_.render("ptn_kv_store_write_seconds", "Time of one block write to the shared store.");
+  }
   return s;
 }
 

@@ -37,8 +37,24 @@ struct EngineGauges {
   uint64_t kv_bytes_peak = 0;
 };
 
+// The shared prefix tier's counters (serve/kv_tier.h), added as deltas.
+struct KvStoreCounters {
+  uint64_t blocks_read = 0;     // blocks fetched and restored into the cache
+  uint64_t blocks_missed = 0;   // lookups that found no (usable) block
+  uint64_t blocks_written = 0;  // blocks the writer stored
+  uint64_t blocks_dropped = 0;  // blocks not written: queue full or the store failing
+  uint64_t errors = 0;          // failed connections or commands (each one skipped)
+  uint64_t bytes_read = 0, bytes_written = 0;
+};
+
 class Metrics {
  public:
+  // The tier's series appear in render() once it is enabled (ptn serve --kv-store).
+  void enable_kv_store();
+  void add_kv_store(const KvStoreCounters& delta);
+  void observe_kv_store_read(double seconds);
+  void observe_kv_store_write(double seconds);
+  KvStoreCounters kv_store() const;
   void count_request(const std::string& endpoint, int status);
   void add_prompt_tokens(int64_t n);
   void add_generated_tokens(int64_t n);
@@ -57,6 +73,9 @@ class Metrics {
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_tokens_ = 0, preemptions_ = 0;
   Histogram ttft_, itl_;
   EngineGauges gauges_;
+  bool kv_store_on_ = false;
+  KvStoreCounters kv_store_;
+  Histogram kv_read_, kv_write_;
 };
 
 }  // namespace ptn::serve

@@ -75,7 +75,7 @@ std::string endpoint_label(const std::string& path) {
                                 "/metrics",        "/tokenize",            "/detokenize", "/v1/messages",
                                 "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/tags",
                                 "/api/show",       "/api/version",         "/api/ps",          "/api/embed",
-                                "/v1/embeddings",  "/v1/responses",        "/"};
+                                "/v1/embeddings",  "/v1/responses",        "/v1/route-key",    "/"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -277,6 +277,7 @@ void Server::routes() {
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
   s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
+  s.Post("/v1/route-key", [this](const httplib::Request& req, httplib::Response& res) { handle_route_key(req, res); });
   s.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model_));
   });

@@ -102,6 +102,7 @@ class Server {
   bool run_embeddings(httplib::Response& res, const nlohmann::json& body,
                       ErrorShape shape, EmbeddingResult* out);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+  void handle_route_key(const httplib::Request& req, httplib::Response& res);  // server_route_key.cpp
   void handle_ollama_embed(const httplib::Request& req, httplib::Response& res);
 
   std::shared_ptr<const Program> program_;
