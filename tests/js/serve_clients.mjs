@@ -31,7 +31,7 @@ const weather = tool(async ({ city, unit }) => `21 ${unit} in ${city}`, {
 });
 // logit_bias: stories260K ends a story at its BOS (id 1); the grammar decides where a call ends.
 const lc = new ChatOpenAI({ model: 'stories', apiKey: 'none', configuration: { baseURL }, temperature: 0.7,
-                            maxTokens: 120, modelKwargs: { logit_bias: { 1: -100 } } });
+                            maxTokens: 400, modelKwargs: { logit_bias: { 1: -100 } } });
 
 await check('LangChain: bindTools with a forced tool gives a validated call', async () => {
   const m = await lc.bindTools([weather], { tool_choice: 'get_weather' }).invoke('Weather in Paris?');
@@ -75,7 +75,7 @@ const noBos = { openai: { logitBias: { 1: -100 } } };
 
 await check('AI SDK: generateText with a forced tool', async () => {
   const r = await generateText({ model, prompt: 'Weather in Paris?', tools: { get_weather: aiWeather },
-                                 toolChoice: { type: 'tool', toolName: 'get_weather' }, maxOutputTokens: 120,
+                                 toolChoice: { type: 'tool', toolName: 'get_weather' }, maxOutputTokens: 400,
                                  temperature: 0.7, providerOptions: noBos });
   assert.equal(r.finishReason, 'tool-calls');
   assert.equal(r.toolCalls.length, 1);
@@ -91,7 +91,7 @@ await check('AI SDK: generateObject validates against its zod schema', async () 
 await check('AI SDK: streamText with toolChoice required', async () => {
   // One call: with parallel calls allowed the tiny model goes on calling up to maxOutputTokens.
   const r = streamText({ model, prompt: 'Weather?', tools: { get_weather: aiWeather }, toolChoice: 'required',
-                         maxOutputTokens: 120,
+                         maxOutputTokens: 400,
                          providerOptions: { openai: { ...noBos.openai, parallelToolCalls: false } } });
   const calls = await r.toolCalls;
   assert.equal(calls.length, 1);

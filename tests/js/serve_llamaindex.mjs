@@ -28,7 +28,7 @@ function checkWeather(args) {
 }
 // logit_bias: stories260K ends a story at its BOS (id 1); the grammar decides where a call ends.
 const forced = { tool_choice: { type: 'function', function: { name: 'get_weather' } }, logit_bias: { 1: -100 } };
-const llm = new OpenAI({ model: 'stories', apiKey: 'none', baseURL: server.baseURL, temperature: 0.7, maxTokens: 120 });
+const llm = new OpenAI({ model: 'stories', apiKey: 'none', baseURL: server.baseURL, temperature: 0.7, maxTokens: 400 });
 const ask = [{ role: 'user', content: 'Weather in Paris?' }];
 
 await check('LlamaIndex: chat with a forced tool gives a parsed call', async () => {

@@ -36,7 +36,7 @@ const named = { type: 'function', name: 'get_weather' };
 
 await check('openai: responses.create with a forced call', async () => {
   const r = await client.responses.create({ model: 'stories', input: 'Weather in Paris?', tools, tool_choice: named,
-                                            max_output_tokens: 120, temperature: 0.7 });
+                                            max_output_tokens: 400, temperature: 0.7 });
   assert.equal(r.object, 'response');
   assert.match(r.id, /^resp_/);
   assert.equal(r.status, 'completed', JSON.stringify(r));
@@ -52,7 +52,7 @@ await check('openai: responses.create with a forced call', async () => {
 
 await check('openai: a function_call_output goes back to the model', async () => {
   const first = await client.responses.create({ model: 'stories', input: 'Weather in Paris?', tools,
-                                                tool_choice: named, max_output_tokens: 120 });
+                                                tool_choice: named, max_output_tokens: 400 });
   const call = first.output.find((o) => o.type === 'function_call');
   const r = await client.responses.create({
     model: 'stories', tools, max_output_tokens: 8, instructions: 'Answer briefly.',
@@ -77,7 +77,7 @@ await check('openai: text.format json_schema gives JSON that follows the schema'
 });
 
 await check('openai: streamed events assemble to the final response', async () => {
-  const req = { model: 'stories', input: 'Weather?', tools, tool_choice: named, max_output_tokens: 120, temperature: 0.7 };
+  const req = { model: 'stories', input: 'Weather?', tools, tool_choice: named, max_output_tokens: 400, temperature: 0.7 };
   const stream = client.responses.stream(req);
   const types = [];
   let args = '';
@@ -130,7 +130,7 @@ const aiWeather = aiTool({ description: 'Weather of a city', inputSchema: jsonSc
 await check('AI SDK: openai(id) generateText with a forced tool', async () => {
   let executed = 0;
   const r = await generateText({
-    model: provider('stories'), prompt: 'Weather in Paris?', maxOutputTokens: 120, temperature: 0.7,
+    model: provider('stories'), prompt: 'Weather in Paris?', maxOutputTokens: 400, temperature: 0.7,
     tools: { get_weather: { ...aiWeather, execute: async (args) => { executed++; checkWeatherArgs(args); return { temp: 21 }; } } },
     toolChoice: { type: 'tool', toolName: 'get_weather' } });
   assert.equal(r.finishReason, 'tool-calls');
@@ -145,7 +145,7 @@ await check('AI SDK: openai(id) generateText with a forced tool', async () => {
 
 await check('AI SDK: openai(id) streamText with toolChoice required', async () => {
   const r = streamText({ model: provider('stories'), prompt: 'Weather?', tools: { get_weather: aiWeather },
-                         toolChoice: 'required', maxOutputTokens: 120,
+                         toolChoice: 'required', maxOutputTokens: 400,
                          providerOptions: { openai: { parallelToolCalls: false } } });
   const calls = await r.toolCalls;
   assert.equal(calls.length, 1);
@@ -176,7 +176,7 @@ function weatherAgent(calls, outputType) {
   // turn answers (the final output).
   return new Agent({ name: 'weather', instructions: 'You answer weather questions.', tools: [getWeather],
                      model: 'stories', ...(outputType ? { outputType } : {}),
-                     modelSettings: { toolChoice: 'required', parallelToolCalls: false, maxTokens: 120, temperature: 0.7 } });
+                     modelSettings: { toolChoice: 'required', parallelToolCalls: false, maxTokens: 400, temperature: 0.7 } });
 }
 // A streamed run ends only on response.completed, and the tiny model's free text runs to
 // max_output_tokens (response.incomplete): the answer's schema makes it end by itself.

@@ -13,6 +13,7 @@
 
 #include "serve/server.h"
 #include "serve/webui.h"
+#include "running_server.h"
 #include "serve_test_util.h"
 
 namespace fs = std::filesystem;
@@ -22,30 +23,19 @@ namespace {
 
 const char* const kScratch = "ptn_webui_test_";
 
-ThreadPool& pool() {
-  static ThreadPool p(1);
-  return p;
-}
-
 const std::string& program_path() {
   static const std::string path =
       ptn::testing::export_hf(ptn::testing::stories_hf_dir(), ptn::testing::temp_dir(kScratch), "stories");
   return path;
 }
 
-struct Running {
-  std::unique_ptr<serve::Server> server;
-  int port = 0;
-  explicit Running(serve::ServerOptions o) {
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.engine.capacity_tokens = 1024;
-    server = std::make_unique<serve::Server>(Program::load(program_path()), o, &pool());
-    port = server->bind();
-    server->start();
-  }
-  ~Running() { server->shutdown(std::chrono::seconds(5)); }
-  httplib::Client client() const { return httplib::Client("127.0.0.1", port); }
+serve::ServerOptions small_cache(serve::ServerOptions o) {
+  o.engine.capacity_tokens = 1024;
+  return o;
+}
+
+struct Running : ptn::testing::RunningServer {
+  explicit Running(serve::ServerOptions o) : RunningServer(program_path(), small_cache(std::move(o))) {}
 };
 
 std::string source_file(const std::string& name) {
