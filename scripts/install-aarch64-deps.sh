@@ -8,7 +8,7 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 host_packages=(g++-aarch64-linux-gnu qemu-user)
-arm64_packages=(libc6:arm64 libstdc++6:arm64 libpcre2-dev:arm64 libgtest-dev:arm64 libcpp-httplib-dev:arm64)
+arm64_packages=(libc6:arm64 libstdc++6:arm64 libpcre2-dev:arm64 libgtest-dev:arm64 libcpp-httplib-dev:arm64 libhiredis-dev:arm64)
 missing=()
 for p in "${host_packages[@]}" "${arm64_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

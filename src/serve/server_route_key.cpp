@@ -19,7 +19,7 @@ void Server::handle_route_key(const httplib::Request& req, httplib::Response& re
     res.status = status;
     res.set_content(dump(error_body(message, type, param, "")), "application/json");
   };
-  if (req.body.size() > opt_.max_body_bytes) return reply_error(413, "invalid_request_error", "the request body is too large", "");
+  if (req.body.size() > opt_.max_body_bytes) return reply_error(413, "invalid_request_error", too_large_message(opt_.max_body_bytes), "");
   try {
     int64_t k = 256;
     if (req.has_param("k")) {
