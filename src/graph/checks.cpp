@@ -3,8 +3,21 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_number.h"
 
 namespace ptn {
+
+namespace {
+
+// The node's "layer" attribute, or -1 when it is missing or not an integer in range (the
+// callers report -1 as a bad layer).
+int64_t node_layer(const Node& n) {
+  auto it = n.attrs.find("layer");
+  if (it == n.attrs.end()) return -1;
+  return json_integer<int64_t>(*it).value_or(-1);
+}
+
+}  // namespace
 
 void check_offgraph(const Graph& g, int64_t n_layers) {
   std::vector<std::string> problems;
@@ -14,7 +27,7 @@ void check_offgraph(const Graph& g, int64_t n_layers) {
     if (n.op == OpType::CacheWrite || n.op == OpType::StaticAttention)
       problems.push_back("node " + std::to_string(i) + " is an in-graph cache op (" + op_name(n.op) + ")");
     if (n.op == OpType::UpdateAndAttend) {
-      int64_t l = n.attrs.value("layer", int64_t{-1});
+      const int64_t l = node_layer(n);
       if (l < 0 || l >= n_layers) problems.push_back("update_and_attend with bad layer " + std::to_string(l));
       else ++per_layer[static_cast<size_t>(l)];
     }
@@ -38,7 +51,7 @@ void check_static_cache(const Graph& g, int64_t n_layers) {
   for (const Node& n : g.nodes) {
     if (n.op == OpType::UpdateAndAttend) problems.push_back("static program contains update_and_attend");
     if (n.op == OpType::CacheWrite) {
-      int64_t l = n.attrs.value("layer", int64_t{-1});
+      const int64_t l = node_layer(n);
       if (l >= 0 && l < n_layers) ++writes[static_cast<size_t>(l)];
       if (n.inputs.empty() || g.values[n.inputs[0]].kind != ValueKind::Buffer)
         problems.push_back("cache_write without a buffer");

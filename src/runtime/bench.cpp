@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_number.h"
 #include "core/membw.h"
 #include "kvcache/factory.h"
 #include "runtime/executor.h"
@@ -62,8 +63,8 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
   // experts all have one shape and type, so that is top_k / E of their bytes).
   std::set<std::string> seen;
   for (const Node& n : meta.graph.nodes) {
-    const int64_t experts = n.op == OpType::MoeFfn ? n.attrs.value("experts", int64_t{0}) : 0;
-    const double used = experts > 0 ? static_cast<double>(n.attrs.value("top_k", int64_t{0})) / static_cast<double>(experts) : 1.0;
+    const int64_t experts = n.op == OpType::MoeFfn ? json_integer<int64_t>(n.attrs.value("experts", nlohmann::json())).value_or(0) : 0;
+    const double used = experts > 0 ? static_cast<double>(json_integer<int64_t>(n.attrs.value("top_k", nlohmann::json())).value_or(0)) / static_cast<double>(experts) : 1.0;
     for (size_t k = 0; k < n.weights.size(); ++k) {
       const std::string& w = n.weights[k];
       if (!seen.insert(w + (n.op == OpType::Embedding ? "#row" : "")).second) continue;

@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/json_number.h"
 #include "core/fp16.h"
 #include "core/quant.h"
 #include "kernels/attention.h"
@@ -94,10 +95,23 @@ struct StaticBuffer {
 template <class T>
 T attr(const Program& p, size_t i, const Node& n, const char* key, T def) {
   if (!n.attrs.contains(key)) return def;
-  try {
-    return n.attrs.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    bad_node(p, i, n, std::string("attribute '") + key + "' has the wrong type");
+  const nlohmann::json& v = n.attrs.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (auto x = json_integer<T>(v)) return *x;
+    bad_node(p, i, n, std::string("attribute '") + key + "' must be an integer in range, got " + v.dump());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (auto x = json_real<T>(v)) return *x;
+    bad_node(p, i, n, std::string("attribute '") + key + "' must be a finite number, got " + v.dump());
+  } else {
+    if constexpr (std::is_same_v<T, std::vector<double>>)  // each element as a real above
+      if (v.is_array())
+        for (const auto& e : v)
+          if (!json_real<double>(e)) bad_node(p, i, n, std::string("attribute '") + key + "' holds " + e.dump());
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+      bad_node(p, i, n, std::string("attribute '") + key + "' has the wrong type");
+    }
   }
 }
 

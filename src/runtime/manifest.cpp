@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/json_number.h"
 
 namespace ptn {
 
@@ -17,18 +18,11 @@ namespace {
   fail(ErrorKind::Corrupt, where + ": manifest field '" + field + "'", what);
 }
 
-// An integer of type I from a JSON number: nlohmann's get<I>() would wrap 2^32 + 1 to 1 and
-// convert 1e300 with undefined behaviour, so only integers in I's range are accepted.
+// An integer of type I from a JSON number, only when it is one and in I's range.
 template <class I>
 I json_int(const json& v, const std::string& where, const char* key) {
-  const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<I>::max())
-                    : v.is_number_integer() ? v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<I>::min()) &&
-                                                  (v.get<int64_t>() < 0 ||
-                                                   static_cast<uint64_t>(v.get<int64_t>()) <=
-                                                       static_cast<uint64_t>(std::numeric_limits<I>::max()))
-                                            : false;
-  if (!fits) bad(where, key, v.is_number() ? "integer out of range: " + v.dump() : "has the wrong type");
-  return v.is_number_unsigned() ? static_cast<I>(v.get<uint64_t>()) : static_cast<I>(v.get<int64_t>());
+  if (auto x = json_integer<I>(v)) return *x;
+  bad(where, key, v.is_number() ? "integer out of range: " + v.dump() : "has the wrong type");
 }
 
 template <class T>
@@ -44,9 +38,9 @@ T get(const json& j, const char* key, const std::string& where, T def) {
     for (const auto& e : v) out.push_back(json_int<int32_t>(e, where, key));
     return out;
   } else {
-    if constexpr (std::is_same_v<T, float>)  // a double beyond float's range converts with UB
-      if (v.is_number_float() && !(std::fabs(v.get<double>()) <= std::numeric_limits<float>::max()))
-        bad(where, key, "number out of range: " + v.dump());
+    if constexpr (std::is_floating_point_v<T>) {  // a double beyond float's range converts with UB
+      if (v.is_number() && !json_real<T>(v)) bad(where, key, "number out of range: " + v.dump());
+    }
     try {
       return v.get<T>();
     } catch (const json::exception&) {
