@@ -52,6 +52,8 @@ struct Engine::Seq {
   int forks = 0;  // choices still to fork from it when its prompt is done
   std::shared_ptr<EmbedJob> embed;  // set: an embedding input (prefill only, pooled, no sampling)
   std::vector<double> pooled;       // embedding: the running sum (mean) or the pooled row (last, cls)
+  std::shared_ptr<const KvTier::Fetch> tier_read;  // the shared tier's read of its prefix, while in flight
+  bool tier_checked = false;                        // the tier was asked (or had nothing to give)
 };
 
 Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -99,24 +101,45 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
   thread_ = std::thread([this] { run(); });
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+  tier_.reset();  // its reader thread calls back into mu_ and cv_, which go before it
+}
 
-void Engine::tier_fetch(const std::vector<int32_t>& tokens) {
+bool Engine::tier_ready(Seq& s) {
+  if (s.tier_checked) return true;
   auto* pc = static_cast<PagedCache*>(cache_.get());
-  const int64_t bs = pc->block_size();
-  const int64_t kmax = (static_cast<int64_t>(tokens.size()) - 1) / bs;  // reuse leaves the last token
-  if (kmax <= 0) return;
-  std::vector<uint64_t> hash(static_cast<size_t>(kmax)), parent(static_cast<size_t>(kmax));
-  int64_t first_missing = -1;
-  for (int64_t i = 0; i < kmax; ++i) {
-    parent[i] = i == 0 ? kv::prefix_root() : hash[i - 1];
-    hash[i] = kv::hash_block(parent[i], tokens.data() + i * bs, bs);
-    if (first_missing < 0 && !pc->find_block(hash[i], parent[i], tokens.data() + i * bs, nullptr)) first_missing = i;
+  if (!s.tier_read) {
+    const std::vector<int32_t>& tokens = s.tokens;
+    const int64_t bs = pc->block_size();
+    const int64_t kmax = (static_cast<int64_t>(tokens.size()) - 1) / bs;  // reuse leaves the last token
+    std::vector<uint64_t> hash(static_cast<size_t>(std::max<int64_t>(kmax, 0))), parent(hash.size());
+    int64_t first_missing = -1;
+    for (int64_t i = 0; i < kmax; ++i) {
+      parent[i] = i == 0 ? kv::prefix_root() : hash[i - 1];
+      hash[i] = kv::hash_block(parent[i], tokens.data() + i * bs, bs);
+      if (first_missing < 0 && !pc->find_block(hash[i], parent[i], tokens.data() + i * bs, nullptr)) first_missing = i;
+    }
+    if (first_missing < 0) {  // the local cache has the whole prefix (or there is none)
+      s.tier_checked = true;
+      return true;
+    }
+    s.tier_read = tier_->fetch_async(std::vector<uint64_t>(hash.begin() + first_missing, hash.end()),
+                                     std::vector<uint64_t>(parent.begin() + first_missing, parent.end()),
+                                     tokens.data() + first_missing * bs, [this] {
+                                       {
+                                         std::lock_guard<std::mutex> lock(mu_);
+                                         tier_signal_ = true;
+                                       }
+                                       cv_.notify_all();
+                                     });
   }
-  if (first_missing < 0) return;  // the local cache has the whole prefix
-  const std::vector<uint64_t> h(hash.begin() + first_missing, hash.end()), p(parent.begin() + first_missing, parent.end());
-  for (const kv::BlockData& b : tier_->fetch(h, p, tokens.data() + first_missing * bs))
+  if (!s.tier_read->done) return false;
+  for (const kv::BlockData& b : s.tier_read->blocks)
     if (!pc->restore_block(b)) break;
+  s.tier_read.reset();
+  s.tier_checked = true;
+  return true;
 }
 
 void Engine::tier_store(const Seq& s) {
@@ -213,8 +236,11 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(100),
-                   [&] { return stop_ || !incoming_.empty() || !running_.empty() || !waiting_.empty(); });
+      // A queue whose front waits for the shared tier wakes the loop when the read is in.
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+        return stop_ || !incoming_.empty() || !running_.empty() || (!waiting_.empty() && (!tier_wait_ || tier_signal_));
+      });
+      tier_signal_ = false;
       while (!incoming_.empty()) {
         waiting_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
@@ -261,6 +287,7 @@ void Engine::drop_cancelled() {
 }
 
 void Engine::admit() {
+  tier_wait_ = false;
   auto* paged = dynamic_cast<PagedCache*>(cache_.get());
   // Sequences running, and those the n-choice requests among them will fork when their prompt is done.
   int64_t taken = static_cast<int64_t>(running_.size());
@@ -269,12 +296,15 @@ void Engine::admit() {
     Seq& s = *waiting_.front();
     // A request for n choices runs n sequences once its prompt is done: room for all of them.
     if (taken + 1 + s.forks > opt_.max_running) return;
+    // Mean and cls pooling need the hidden state of every token (or the first): computed, not
+    // reused. Last-token pooling recomputes the last token anyway.
+    const bool reuse = !s.embed || s.embed->pooling == Pooling::Last;
     try {
+      // The shared tier is read off this thread: until the read is in, the running sequences go
+      // on and the queue waits (first come, first served).
+      tier_wait_ = tier_ && reuse && !tier_ready(s);
+      if (tier_wait_) return;
       cache_->add_sequence(s.id);
-      // Mean and cls pooling need the hidden state of every token (or the first): computed, not
-      // reused. Last-token pooling recomputes the last token anyway.
-      const bool reuse = !s.embed || s.embed->pooling == Pooling::Last;
-      if (tier_ && reuse) tier_fetch(s.tokens);
       const int64_t reused = reuse ? cache_->reuse_prefix(s.id, s.tokens) : 0;
       const int64_t rest = static_cast<int64_t>(s.tokens.size()) - reused;
       // Headroom: a block for every running sequence's next decode rows, so that admitting

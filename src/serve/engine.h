@@ -175,9 +175,10 @@ class Engine {
   void finish(Seq& s, const std::string& reason, const std::string& last_text);
   void fail(Seq& s, int status, const std::string& type, const std::string& message);
   void publish_gauges();
-  // The shared tier: before a prompt's prefix reuse, fetch the full blocks the cache misses;
-  // when a prompt is done, queue its full blocks for writing.
-  void tier_fetch(const std::vector<int32_t>& tokens);
+  // The shared tier: before a prompt's prefix reuse, read the full blocks the cache misses (off
+  // the engine thread: false while the read is in flight, true once its blocks are restored or
+  // there was nothing to read); when a prompt is done, queue its full blocks for writing.
+  bool tier_ready(Seq& s);
   void tier_store(const Seq& s);
 
   std::shared_ptr<const Program> program_;
@@ -198,6 +199,8 @@ class Engine {
   std::atomic<int64_t> queued_{0};             // incoming + waiting
   std::atomic<int64_t> active_{0};             // queued + running
   bool stop_ = false;                          // guarded by mu_
+  bool tier_signal_ = false;                   // guarded by mu_: a tier read finished
+  bool tier_wait_ = false;                     // engine thread: the queue's front waits for a tier read
   std::atomic<bool> draining_{false};
   SeqId next_id_ = 1;                          // guarded by mu_
 

@@ -94,8 +94,10 @@ KvTier::KvTier(KvTierOptions options, kv::KvIdentity identity, Metrics* metrics)
   prefix_ = "ptn:kv:" + hex16(id_.program_id) + ":" + dtype_name(id_.dtype) + ":" + std::to_string(id_.block_size) + ":";
   reader_ = std::make_unique<Conn>();
   reader_->opt = &opt_;
+  fresh_for_ = std::min<Clock::duration>(std::chrono::seconds(opt_.ttl_seconds) / 2, std::chrono::seconds(60));
   metrics_->enable_kv_store();
   writer_ = std::thread([this] { writer_loop(); });
+  reader_thread_ = std::thread([this] { reader_loop(); });
 }
 
 KvTier::~KvTier() {
@@ -104,20 +106,79 @@ KvTier::~KvTier() {
     stop_ = true;
   }
   cv_.notify_all();
+  read_cv_.notify_all();
   writer_.join();
+  reader_thread_.join();
 }
 
 std::string KvTier::key(uint64_t hash) const { return prefix_ + hex16(hash); }
 
+bool KvTier::is_recent(uint64_t hash, Clock::time_point now) const {
+  auto it = recent_.find(hash);
+  return it != recent_.end() && now - it->second < fresh_for_;
+}
+
 bool KvTier::remember(uint64_t hash) {
-  // mu_ held by the caller.
-  if (!recent_.insert(hash).second) return false;
-  recent_order_.push_back(hash);
-  if (recent_order_.size() > kRecent) {
-    recent_.erase(recent_order_.front());
+  const auto now = Clock::now();
+  if (is_recent(hash, now)) return false;
+  recent_[hash] = now;
+  recent_order_.emplace_back(hash, now);
+  while (recent_order_.size() > kRecent) {
+    const auto& [h, at] = recent_order_.front();
+    auto it = recent_.find(h);
+    if (it != recent_.end() && it->second == at) recent_.erase(it);
     recent_order_.pop_front();
   }
   return true;
+}
+
+void KvTier::forget(uint64_t hash) { recent_.erase(hash); }
+
+std::shared_ptr<const KvTier::Fetch> KvTier::fetch_async(std::vector<uint64_t> hashes, std::vector<uint64_t> parents,
+                                                         const int32_t* tokens, std::function<void()> on_done) {
+  auto f = std::make_shared<Fetch>();
+  const size_t n = std::min({hashes.size(), parents.size(), kMaxFetch});
+  hashes.resize(n);
+  parents.resize(n);
+  f->hashes = std::move(hashes);
+  f->parents = std::move(parents);
+  f->tokens.assign(tokens, tokens + static_cast<int64_t>(n) * id_.block_size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      reads_.push_back({f, std::move(on_done)});
+      read_cv_.notify_one();
+      return f;
+    }
+  }
+  f->done = true;  // stopping: nothing read
+  if (on_done) on_done();
+  return f;
+}
+
+void KvTier::reader_loop() {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      read_cv_.wait(lock, [&] { return stop_ || !reads_.empty(); });
+      if (stop_) break;
+      p = std::move(reads_.front());
+      reads_.pop_front();
+    }
+    p.fetch->blocks = fetch(p.fetch->hashes, p.fetch->parents, p.fetch->tokens.data());
+    p.fetch->done = true;
+    if (p.on_done) p.on_done();
+  }
+  std::deque<Pending> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(reads_);
+  }
+  for (Pending& p : left) {
+    p.fetch->done = true;
+    if (p.on_done) p.on_done();
+  }
 }
 
 std::vector<kv::BlockData> KvTier::fetch(const std::vector<uint64_t>& hashes, const std::vector<uint64_t>& parents,
@@ -185,7 +246,7 @@ std::vector<kv::BlockData> KvTier::fetch(const std::vector<uint64_t>& hashes, co
 void KvTier::store(kv::BlockData block) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (recent_.count(block.hash)) return;
+    if (is_recent(block.hash, Clock::now())) return;
     if (queue_.size() >= opt_.queue_blocks) {
       KvStoreCounters d;
       d.blocks_dropped = 1;
@@ -251,9 +312,7 @@ void KvTier::writer_loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
-      if (d.blocks_written == 0) {  // not stored: may be offered again later
-        recent_.erase(hash);
-      }
+      if (d.blocks_written == 0) forget(hash);  // not stored: may be offered again later
     }
     idle_cv_.notify_all();
   }

@@ -6,20 +6,28 @@
 // business (its maxmemory and eviction policy are the size cap).
 //
 // Writes go through a bounded queue to a writer thread with its own connection: the engine
-// never waits for them, and a full queue drops blocks (counted). Reads (fetch) run on the
-// engine thread with a short timeout; a store that is down, slow or answers nonsense costs at
-// most that timeout, after which the connection is retried no more than once a second. No
-// call throws: the tier is an optimization, never an error.
+// never waits for them, and a full queue drops blocks (counted). Reads run on a reader thread
+// with its own connection (fetch_async): the engine starts one when a prompt reaches the front
+// of its queue and goes on stepping the running sequences; the prompt is admitted when the
+// read is done. A store that is down, slow or answers nonsense costs that prompt at most the
+// timeout, after which the connection is retried no more than once a second. No call throws:
+// the tier is an optimization, never an error.
+//
+// A hash written or read is remembered for a while (half the TTL, at most a minute) so the
+// same block is not written again and again; after that it is written again when a replica
+// computes it, since Redis may have dropped it (TTL, maxmemory eviction).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "kvcache/kv_record.h"
@@ -48,9 +56,21 @@ class KvTier {
   KvTier(const KvTier&) = delete;
   KvTier& operator=(const KvTier&) = delete;
 
+  // A read started by fetch_async: `blocks` may be read once `done` is true.
+  struct Fetch {
+    std::vector<uint64_t> hashes, parents;
+    std::vector<int32_t> tokens;  // hashes.size() * block_size
+    std::vector<kv::BlockData> blocks;
+    std::atomic<bool> done{false};
+  };
+  // Starts reading the blocks of hashes[0..n) (see fetch) on the reader thread and returns at
+  // once; `on_done` is called on that thread when the result is in (also when the tier stops).
+  std::shared_ptr<const Fetch> fetch_async(std::vector<uint64_t> hashes, std::vector<uint64_t> parents,
+                                           const int32_t* tokens, std::function<void()> on_done);
   // The blocks stored under hashes[0..n), in order, up to the first one missing, damaged, of
   // another identity, or whose parent / tokens differ from the chain asked for (parents[i],
-  // tokens + i * block_size). One MGET; never throws.
+  // tokens + i * block_size). One MGET on the calling thread; never throws. Not to be called
+  // beside fetch_async (they share the reader connection).
   std::vector<kv::BlockData> fetch(const std::vector<uint64_t>& hashes, const std::vector<uint64_t>& parents,
                                    const int32_t* tokens);
   // Queues a block for writing (dropped, and counted, when the queue is full or the block was
@@ -65,23 +85,36 @@ class KvTier {
 
  private:
   struct Conn;
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    std::shared_ptr<Fetch> fetch;
+    std::function<void()> on_done;
+  };
   void writer_loop();
-  bool remember(uint64_t hash);  // true if new (not written or read recently)
+  void reader_loop();
+  bool is_recent(uint64_t hash, Clock::time_point now) const;  // mu_ held
+  bool remember(uint64_t hash);  // mu_ held; true if new (not written or read recently)
+  void forget(uint64_t hash);    // mu_ held
 
   KvTierOptions opt_;
   kv::KvIdentity id_;
   std::string prefix_;
   Metrics* metrics_;
-  std::unique_ptr<Conn> reader_;  // engine thread only
+  std::unique_ptr<Conn> reader_;  // the reader thread's (or fetch's caller's)
+  Clock::duration fresh_for_;     // how long a hash stays remembered
 
   mutable std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
+  std::condition_variable cv_, idle_cv_, read_cv_;
   std::deque<kv::BlockData> queue_;
+  std::deque<Pending> reads_;
   bool writing_ = false;
   bool stop_ = false;
-  std::deque<uint64_t> recent_order_;      // hashes written or read recently, oldest first
-  std::unordered_set<uint64_t> recent_;     // the same, for lookup (at most kRecent)
-  std::thread writer_;
+  // Hashes written or read recently, oldest first, and when; an entry of recent_order_ whose
+  // time differs from recent_'s is stale (the hash was forgotten or remembered again) and only
+  // waits to be popped. Both hold at most kRecent entries.
+  std::deque<std::pair<uint64_t, Clock::time_point>> recent_order_;
+  std::unordered_map<uint64_t, Clock::time_point> recent_;
+  std::thread writer_, reader_thread_;
 };
 
 }  // namespace ptn::serve

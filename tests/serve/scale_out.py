@@ -14,7 +14,10 @@ project's deploy/haproxy.cfg (addresses given through its environment variables)
      X-Prefix-Key all land on one replica (its prefix-cache hits grow);
   3. a replica SIGKILLed while requests run through HAProxy: every request completes (HAProxy
      retries it on another replica) or gets a clear HTTP error; none hangs;
-  4. redis SIGKILLed: the replicas keep serving (200s), counting store errors.
+  4. redis SIGKILLed: the replicas keep serving (200s), counting store errors;
+  5. a store that accepts connections and never answers: a stream already running goes on
+     while a new prompt waits for its read to time out (the read is off the engine thread),
+     and that prompt is then computed (200).
 Exits 1 if any check fails. stdlib only.
 """
 import argparse
@@ -89,10 +92,10 @@ def wait_http(port, path, deadline):
     return False
 
 
-def start_replica(ptn, model, redis_port, name):
+def start_replica(ptn, model, redis_port, name, timeout_ms=200):
     proc = subprocess.Popen([ptn, "serve", "-m", model, "--port", "0", "-t", "1", "--model-name", "stories",
                              "--parallel", "8", "--kv-store", f"redis://127.0.0.1:{redis_port}",
-                             "--kv-store-timeout-ms", "200"],
+                             "--kv-store-timeout-ms", str(timeout_ms)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -286,6 +289,49 @@ def main():
         check(ok == 4, "with redis down the replicas still answer 200")
         check(time.time() - t0 < 20, f"and in bounded time ({time.time() - t0:.1f} s for 4 requests)")
         check(metric(a, "ptn_kv_store_errors_total") > err_before, "store errors are counted, not raised")
+
+        # --- 5. a store that never answers: running streams are not held up ---
+        hole = socket.socket()
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(16)  # the kernel completes connects; nothing is ever read or answered
+        stall_ms = 1500
+        pd, d = start_replica(args.ptn, model, hole.getsockname()[1], "D", timeout_ms=stall_ms)
+        procs.append(pd)
+        # A short prompt (no full block: no tier read) streaming 400 tokens, EOS banned.
+        conn = http.client.HTTPConnection("127.0.0.1", d, timeout=60)
+        conn.request("POST", "/v1/completions", body=json.dumps(
+            {"model": "stories", "prompt": "Tom ran.", "max_tokens": 400, "temperature": 0, "stream": True,
+             "logit_bias": {"2": -100}}), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        stamps, other = [], {}
+
+        def other_prompt():
+            t0 = time.time()
+            st, _ = completion(d, shared_prefix(60, 300), 4, timeout=60)
+            other["status"], other["seconds"] = st, time.time() - t0
+
+        side = None
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            if line.startswith(b"data: ") and line.strip() != b"data: [DONE]":
+                stamps.append(time.time())
+                if side is None:  # the stream runs: now a prompt whose read will hang
+                    side = threading.Thread(target=other_prompt)
+                    side.start()
+        conn.close()
+        if side:
+            side.join(60)
+        gaps = [b - a_ for a_, b in zip(stamps, stamps[1:])]
+        worst = max(gaps or [0.0])
+        print(f"     stalled store ({stall_ms} ms timeout): {len(stamps)} chunks streamed, worst gap "
+              f"{worst * 1000:.0f} ms; the other prompt took {other.get('seconds', -1):.2f} s", flush=True)
+        check(len(stamps) >= 300, f"the stream ran ({len(stamps)} chunks)")
+        check(other.get("status") == 200, "the prompt whose read hung was computed (200)")
+        check(other.get("seconds", 0) >= stall_ms / 1000 * 0.9, "that prompt waited for the read's timeout")
+        check(worst < stall_ms / 1000 / 2, f"the running stream was not held up by the read (worst gap {worst * 1000:.0f} ms)")
+        hole.close()
     finally:
         for p in procs:
             if p.poll() is None:
