@@ -4,20 +4,28 @@
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 SANITIZE   ?= 0
+COVERAGE   ?= 0
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 
 DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev \
   libpcre2-dev libcli11-dev nodejs npm clang libclang-rt-14-dev gnuplot-nox python3-numpy \
-  chromium libhiredis-dev redis-server haproxy
+  chromium libhiredis-dev redis-server haproxy gcovr
 
 ifeq ($(SANITIZE),1)
   BUILD := build-san
   CMAKE_ARGS += -DPTN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
+BUILD_COV := $(BUILD)-cov
+# COVERAGE=1 adds gcov instrumentation (alone or with SANITIZE=1) in its own directory, build-cov or
+# build-san-cov, so an uninstrumented tree is never reused by mistake; `make coverage` prints the table.
+ifeq ($(COVERAGE),1)
+  BUILD := $(BUILD)-cov
+  CMAKE_ARGS += -DPTN_COVERAGE=ON
+endif
 
-.PHONY: all deps build test test-aarch64 bench demo clean fuzz
+.PHONY: all deps build test test-aarch64 bench demo clean fuzz coverage
 
 all: build
 
@@ -32,7 +40,16 @@ build: deps $(BUILD)/CMakeCache.txt
 
 test: build
 	@scripts/test-setup.sh
+ifeq ($(COVERAGE),1)
+	@find $(BUILD) -name '*.gcda' -delete  # counts from this run only (test discovery at build time runs the tests too)
+endif
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# Line and branch coverage of src/ per folder from a COVERAGE=1 test run (scripts/coverage.sh);
+# `make coverage SANITIZE=1` is CI's combination, `CTEST_ARGS='-L core'` narrows the run.
+coverage:
+	@$(MAKE) --no-print-directory test COVERAGE=1
+	@JOBS=$(JOBS) scripts/coverage.sh $(BUILD_COV)
 
 # Cross-build for aarch64 in build-aarch64 and run the kernel tests and `ptn verify` at every
 # NEON level under qemu-aarch64 user mode (scripts/test-aarch64.sh; CI runs it).
@@ -53,4 +70,4 @@ demo: build
 	@scripts/demo.sh $(BUILD)/ptn
 
 clean:
-	rm -rf build build-san build-bench build-fuzz build-aarch64
+	rm -rf build build-san build-cov build-san-cov build-bench build-fuzz build-aarch64
