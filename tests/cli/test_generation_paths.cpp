@@ -5,7 +5,8 @@
 // end-of-generation id of the model's config.json.
 //
 // The chat template renders the user message as it is, so all four see the same prompt tokens
-// (BOS + "Once upon a time"). run and chat are the built binary; the server runs in process.
+// (BOS + "Once upon a time"). run and chat are the built binary; the server runs in process and
+// answers each request twice, as one JSON body and streamed.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -137,6 +138,33 @@ class GenerationPaths : public ::testing::Test {
       o.text = is_chat ? j["choices"][0]["message"]["content"].get<std::string>() : j["choices"][0]["text"].get<std::string>();
       o.tokens = j["usage"]["completion_tokens"].get<int64_t>();
       o.finish = j["choices"][0]["finish_reason"].get<std::string>();
+      // The same request streamed: the deltas add up to the same text, the last one says why.
+      b["stream"] = true;
+      auto st = c.Post(path, b.dump(), "application/json");
+      EXPECT_TRUE(st && st->status == 200) << path << " (stream): " << (st ? st->body : "no answer");
+      if (!st || st->status != 200) return o;
+      std::string streamed, stream_finish;
+      bool done = false;
+      for (size_t at = 0; at < st->body.size();) {
+        size_t end = st->body.find("\n\n", at);
+        if (end == std::string::npos) end = st->body.size();
+        const std::string event = st->body.substr(at, end - at);
+        at = end + 2;
+        if (event.rfind("data: ", 0) != 0) continue;
+        if (event == "data: [DONE]") {
+          done = true;
+          continue;
+        }
+        const json e = json::parse(event.substr(6));
+        if (!e.contains("choices") || e["choices"].empty()) continue;
+        const json& ch = e["choices"][0];
+        const json& piece = is_chat ? ch["delta"]["content"] : ch["text"];
+        if (piece.is_string()) streamed += piece.get<std::string>();
+        if (ch["finish_reason"].is_string()) stream_finish = ch["finish_reason"].get<std::string>();
+      }
+      EXPECT_TRUE(done) << path << " (stream) did not end with [DONE]";
+      EXPECT_EQ(streamed, o.text) << path << " streamed";
+      EXPECT_EQ(stream_finish, o.finish) << path << " streamed";
       return o;
     };
     json comp = body;
@@ -200,6 +228,11 @@ TEST_F(GenerationPaths, BosEndsTheStoryEverywhere) {
   ASSERT_FALSE(o.ids.empty());
   EXPECT_EQ(o.ids.back(), 1);  // the BOS that ended it, counted
   EXPECT_EQ(o.text.find("Once upon a time", 10), std::string::npos) << "a second story was glued on";
+  // run says why it stopped, and the text is that of the tokens before the BOS.
+  auto r = run_ptn("run -m " + quote(plain_) + " -p " + quote(kPrompt) + " -n 500 --temp 0 --print-finish", dir_);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("finish: bos\n"), std::string::npos) << r.err;
+  EXPECT_EQ(run(plain_, {0.0f, 0, o.tokens - 1, ""}).text, o.text);
 }
 
 TEST_F(GenerationPaths, EndOfGenerationIdFromTheConfig) {
@@ -216,6 +249,16 @@ TEST_F(GenerationPaths, EndOfGenerationIdFromTheConfig) {
   EXPECT_EQ(g.finish, "stop");
   EXPECT_EQ(g.tokens, static_cast<int64_t>(first) + 1);
   EXPECT_EQ(g.ids.back(), end_id);
+  // The end token is counted but its text is not part of the reply in any front end (all_agree
+  // compared them with run's): the text is that of the tokens before it, which differs from the
+  // text with it.
+  const Outcome before = run(plain_, {0.0f, 0, static_cast<int64_t>(first), ""});
+  const Outcome with_end = run(plain_, {0.0f, 0, static_cast<int64_t>(first) + 1, ""});
+  EXPECT_EQ(g.text, before.text);
+  EXPECT_NE(g.text, with_end.text);
+  auto r = run_ptn("run -m " + quote(eos_program) + " -p " + quote(kPrompt) + " -n 40 --temp 0 --print-finish", dir_);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("finish: eog\n"), std::string::npos) << r.err;
   const Outcome s = all_agree(eos_program, {0.8f, 5, 200, ""});
   if (s.finish == "stop") {
     EXPECT_TRUE(s.ids.back() == end_id || s.ids.back() == 1 || s.ids.back() == 2) << s;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -211,6 +212,58 @@ TEST_F(ChatSessionTest, LoadValidates) {
   EXPECT_EQ(chat.messages().size(), 2u);
   EXPECT_EQ(chat.cached_tokens(), chat.tokenize("User: Hi\nAssistant: Hello.\n"));
   EXPECT_EQ(s->position(), static_cast<int64_t>(chat.cached_tokens().size()));
+}
+
+// A reply that ends at an end-of-generation token the model writes by itself: stories260K
+// never writes its </s>, so a token of its greedy reply joins the tokenizer's end set (as a
+// config.json eos_token_id list does). The reply stops right there with stop "eog", the token
+// counted but its text not in the reply or the recorded message, and the next turn goes on
+// from the cache as a fresh session fed the same conversation does.
+TEST_F(ChatSessionTest, ReplyEndsAtAnEndOfGenerationToken) {
+  auto s = session();
+  ChatSession free_chat(*s, *tok_, config("", 40), greedy());
+  const ChatReply full = free_chat.send("Tell me a story");
+  ASSERT_EQ(full.stop, "max_tokens") << full.text;
+  ASSERT_EQ(full.tokens.size(), 40u);
+  // the first token past the 8th that did not occur before it and has text
+  size_t at = 8;
+  while (at < full.tokens.size() &&
+         (std::find(full.tokens.begin(), full.tokens.begin() + static_cast<std::ptrdiff_t>(at), full.tokens[at]) !=
+              full.tokens.begin() + static_cast<std::ptrdiff_t>(at) ||
+          tok_->token_piece(full.tokens[at]).empty()))
+    ++at;
+  ASSERT_LT(at, full.tokens.size());
+  const int32_t end_id = full.tokens[at];
+  TokenizerSpec spec = *program_->meta().tokenizer;
+  spec.extra_eos_ids.push_back(end_id);
+  auto tok = Tokenizer::create(spec);
+  ASSERT_TRUE(tok->is_eog(end_id));
+
+  auto s2 = session();
+  ChatSession chat(*s2, *tok, config("", 200), greedy());
+  const ChatReply r = chat.send("Tell me a story");
+  EXPECT_EQ(r.stop, "eog");
+  EXPECT_EQ(r.reply_tokens, static_cast<int64_t>(at) + 1);
+  ASSERT_FALSE(r.tokens.empty());
+  EXPECT_EQ(r.tokens.back(), end_id);
+  EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), full.tokens.begin()));
+  // the text stops before the end token's piece (the 40-token reply goes on with it)
+  ASSERT_LT(r.text.size(), full.text.size());
+  EXPECT_EQ(full.text.compare(0, r.text.size(), r.text), 0) << "'" << r.text << "' vs '" << full.text << "'";
+  const std::string piece = tok->token_piece(end_id);
+  EXPECT_EQ(full.text.compare(r.text.size(), piece.size(), piece), 0)
+      << "after '" << r.text << "' the full reply has '" << full.text.substr(r.text.size()) << "', not the end token '" << piece << "'";
+  ASSERT_EQ(chat.messages().size(), 2u);
+  EXPECT_EQ(chat.messages()[1]["content"], r.text);
+
+  const ChatReply next = chat.send("And then?");
+  EXPECT_LT(next.fed_tokens, next.prompt_tokens);  // the first exchange came from the cache
+  auto s3 = session();
+  ChatSession fresh(*s3, *tok, config("", 200), greedy());
+  fresh.load(ojson::array({chat.messages()[0], chat.messages()[1]}), "test");
+  const ChatReply again = fresh.send("And then?");
+  EXPECT_EQ(again.text, next.text);
+  EXPECT_EQ(again.stop, next.stop);
 }
 
 TEST_F(ChatSessionTest, ContextLimit) {
