@@ -156,11 +156,20 @@ class GenerationPaths : public ::testing::Test {
           continue;
         }
         const json e = json::parse(event.substr(6));
-        if (!e.contains("choices") || e["choices"].empty()) continue;
-        const json& ch = e["choices"][0];
-        const json& piece = is_chat ? ch["delta"]["content"] : ch["text"];
-        if (piece.is_string()) streamed += piece.get<std::string>();
-        if (ch["finish_reason"].is_string()) stream_finish = ch["finish_reason"].get<std::string>();
+        // (const json's operator[] must not be given a missing key: find() only)
+        const auto choices = e.find("choices");
+        if (choices == e.end() || !choices->is_array() || choices->empty()) continue;
+        const json& ch = (*choices)[0];
+        auto string_at = [](const json& o, const char* key) {
+          const auto it = o.is_object() ? o.find(key) : o.end();
+          return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+        };
+        if (is_chat) {
+          if (const auto d = ch.find("delta"); d != ch.end()) streamed += string_at(*d, "content");
+        } else {
+          streamed += string_at(ch, "text");
+        }
+        if (const std::string f = string_at(ch, "finish_reason"); !f.empty()) stream_finish = f;
       }
       EXPECT_TRUE(done) << path << " (stream) did not end with [DONE]";
       EXPECT_EQ(streamed, o.text) << path << " streamed";
