@@ -3,9 +3,10 @@
 # PTN_COVERAGE) after its tests ran: `scripts/coverage.sh BUILD_DIR` (`make coverage` does all).
 # Only files under src/ count: not tests/, fuzz/, generated sources in the build tree or system
 # headers. The exception-handling edges gcc adds to every call that may throw, and branches on
-# lines without code of their own, are left out so the branch figure is about the code's decisions. It prints figures and does not
-# judge them (the goal is 90% lines, 70% branches; folders below it are marked); it fails when there
-# is no coverage data to report, because an empty table would read as a pass.
+# lines without code of their own, are left out so the branch figure is about the code's
+# decisions. It prints figures and does not judge them (the goal is 90% lines, 70% branches;
+# folders below it are marked); it fails when there is no coverage data to report, because an
+# empty table would read as a pass.
 # JOBS (default: nproc) gcov processes run at once. The summary stays in BUILD_DIR/coverage.json.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: scripts/coverage.sh BUILD_DIR" >&2; exit 2; }

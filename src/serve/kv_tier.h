@@ -67,12 +67,6 @@ class KvTier {
   // once; `on_done` is called on that thread when the result is in (also when the tier stops).
   std::shared_ptr<const Fetch> fetch_async(std::vector<uint64_t> hashes, std::vector<uint64_t> parents,
                                            const int32_t* tokens, std::function<void()> on_done);
-  // The blocks stored under hashes[0..n), in order, up to the first one missing, damaged, of
-  // another identity, or whose parent / tokens differ from the chain asked for (parents[i],
-  // tokens + i * block_size). One MGET on the calling thread; never throws. Not to be called
-  // beside fetch_async (they share the reader connection).
-  std::vector<kv::BlockData> fetch(const std::vector<uint64_t>& hashes, const std::vector<uint64_t>& parents,
-                                   const int32_t* tokens);
   // Queues a block for writing (dropped, and counted, when the queue is full or the block was
   // written or read recently).
   void store(kv::BlockData block);
@@ -92,6 +86,11 @@ class KvTier {
   };
   void writer_loop();
   void reader_loop();
+  // The blocks stored under hashes[0..n), in order, up to the first one missing, damaged, of
+  // another identity, or whose parent / tokens differ from the chain asked for (parents[i],
+  // tokens + i * block_size). One MGET on the reader connection (reader thread only); never throws.
+  std::vector<kv::BlockData> fetch(const std::vector<uint64_t>& hashes, const std::vector<uint64_t>& parents,
+                                   const int32_t* tokens);
   bool is_recent(uint64_t hash, Clock::time_point now) const;  // mu_ held
   bool remember(uint64_t hash);  // mu_ held; true if new (not written or read recently)
   void forget(uint64_t hash);    // mu_ held
@@ -100,7 +99,7 @@ class KvTier {
   kv::KvIdentity id_;
   std::string prefix_;
   Metrics* metrics_;
-  std::unique_ptr<Conn> reader_;  // the reader thread's (or fetch's caller's)
+  std::unique_ptr<Conn> reader_;  // the reader thread's
   Clock::duration fresh_for_;     // how long a hash stays remembered
 
   mutable std::mutex mu_;
