@@ -38,6 +38,7 @@ struct ServeArgs {
   int timeout = 600;
   int shutdown_deadline = 10;
   std::string kv_store;
+  std::string slot_save_path;
   int kv_store_timeout_ms = 50;
   int kv_store_ttl = 3600;
 };
@@ -117,6 +118,8 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("kv-store-timeout-ms"), a->kv_store_timeout_ms,
                 "a store slower than this is skipped and the prefix computed (default 50)");
   c->add_option(opt("kv-store-ttl"), a->kv_store_ttl, "seconds a written block lives in the store (default 3600)");
+  c->add_option(opt("slot-save-path"), a->slot_save_path,
+                "a directory for POST /slots/{id}?action=save|restore files (KV records; off without it)");
   return [a] {
     if (!a->kv_memory.empty() && a->ctx > 0)
       ptn::fail(ptn::ErrorKind::InvalidArgument, "--kv-memory/--ctx", "give one of them, not both");
@@ -153,6 +156,7 @@ std::function<int()> setup(CLI::App& app) {
     if (!a->template_file.empty()) so.chat_template = ptn::read_text_file(a->template_file, 1u << 20);
     so.request_timeout_s = a->timeout;
     so.webui = !a->no_webui;
+    so.slot_save_path = a->slot_save_path;
     so.engine.cache_dtype = *dtype;
     so.engine.capacity_tokens = a->ctx;
     so.engine.capacity_bytes = a->kv_memory.empty() ? 0 : parse_bytes(a->kv_memory);

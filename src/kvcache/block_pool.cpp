@@ -69,6 +69,15 @@ bool BlockPool::register_block(int32_t block, uint64_t hash, uint64_t parent, co
   return true;
 }
 
+bool BlockPool::drop_cached(int32_t block) {
+  Meta& m = meta_[static_cast<size_t>(block)];
+  if (m.refs != 0 || !m.indexed) return false;
+  lru_.erase(m.lru_pos);
+  forget(block);
+  free_.push_back(block);
+  return true;
+}
+
 void BlockPool::forget(int32_t block) {
   Meta& m = meta_[static_cast<size_t>(block)];
   if (!m.indexed) return;

@@ -57,6 +57,9 @@ class BlockPool {
   }
   // Registers a used block under its hash; false if the hash is already registered.
   bool register_block(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens, int64_t n);
+  // A cached block leaves the prefix index and the LRU list and becomes free; false (changing
+  // nothing) when the block is used or not cached.
+  bool drop_cached(int32_t block);
 
   BlockStats stats() const;
 

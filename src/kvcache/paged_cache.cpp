@@ -450,6 +450,16 @@ bool PagedCache::restore_block(const kv::BlockData& b) {
   return ok;
 }
 
+int PagedCache::drop_cached_block(uint64_t hash, uint64_t parent, const int32_t* tokens) {
+  if (active_) fail(ErrorKind::InvalidArgument, name(), "drop_cached_block: a step is prepared and not committed");
+  int dropped = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int32_t blk = pools_[g].find_cached(hash, parent, tokens, block_size_);
+    if (blk >= 0 && pools_[g].drop_cached(blk)) ++dropped;
+  }
+  return dropped;
+}
+
 // --- the step transaction --------------------------------------------------------------------
 
 std::shared_ptr<void> PagedCache::do_prepare(const StepBatch& batch) {

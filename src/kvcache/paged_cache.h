@@ -112,6 +112,10 @@ class PagedCache final : public KVCache {
   // has no free or evictable block; false also when a group has the hash registered with other
   // contents (a 64-bit collision: that group keeps its own block).
   bool restore_block(const kv::BlockData& block);
+  // Frees the block held under (hash, parent, tokens) in every group where it is cached (held by
+  // no sequence): it leaves the prefix index. A block a sequence still uses stays. Returns the
+  // number of groups that freed it.
+  int drop_cached_block(uint64_t hash, uint64_t parent, const int32_t* tokens);
 
  protected:
   std::shared_ptr<void> do_prepare(const StepBatch& batch) override;

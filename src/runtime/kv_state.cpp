@@ -13,11 +13,12 @@ uint64_t program_kv_id(const Program& program) {
   return (f->manifest_size() << 32) | f->manifest_crc32c();
 }
 
-void write_kv_file(const std::string& path, const kv::KvRecord& record) {
+uint64_t write_kv_file(const std::string& path, const kv::KvRecord& record) {
   const std::vector<uint8_t> bytes = kv::encode_record(record);
   FileWriter w(path);
   w.write(bytes.data(), bytes.size());
   w.commit();
+  return bytes.size();
 }
 
 kv::KvRecord read_kv_file(const std::string& path) {

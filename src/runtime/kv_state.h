@@ -15,8 +15,9 @@ uint64_t program_kv_id(const Program& program);
 // The largest KV record file read_kv_file accepts.
 inline constexpr uint64_t kMaxKvFileBytes = 4ull << 30;
 
-// Writes a record to `path` (through path.tmp, renamed into place). Errors name the path.
-void write_kv_file(const std::string& path, const kv::KvRecord& record);
+// Writes a record to `path` (through path.tmp, renamed into place) and returns its size in
+// bytes. Errors name the path.
+uint64_t write_kv_file(const std::string& path, const kv::KvRecord& record);
 // Reads and decodes a record file (decode_record's checks; Io/Corrupt naming the path).
 kv::KvRecord read_kv_file(const std::string& path);
 

@@ -111,7 +111,7 @@ void check_fields(const json& body, bool chat) {
   static const std::set<std::string> shared = {
       "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
       "frequency_penalty", "logit_bias", "seed", "stop", "n", "stream", "stream_options", "logprobs",
-      "response_format", "grammar", "json_schema",
+      "response_format", "grammar", "json_schema", "id_slot",
       "user", "metadata", "store", "service_tier"};  // accepted, with no effect on the output
   static const std::set<std::string> chat_only = {"messages", "top_logprobs", "tools", "tool_choice",
                                                   "parallel_tool_calls", "chat_template_kwargs", "reasoning_effort"};
@@ -215,6 +215,7 @@ void parse_common(const json& body, const ModelInfo& model, bool chat, ParsedReq
   }
 
   r.gen.n = static_cast<int>(get_int(body, "n", 1, kMaxChoices, 1));
+  r.gen.slot = static_cast<int>(get_int(body, "id_slot", -1, 4095, -1));  // checked against --parallel on submit
   if (get_int(body, "best_of", 1, INT64_MAX, 1) != 1) throw bad("best_of", "only best_of = 1 is supported");
   if (chat) {
     const bool lp = get_bool(body, "logprobs", false);

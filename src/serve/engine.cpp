@@ -54,6 +54,15 @@ struct Engine::Seq {
   std::vector<double> pooled;       // embedding: the running sum (mean) or the pooled row (last, cls)
   std::shared_ptr<const KvTier::Fetch> tier_read;  // the shared tier's read of its prefix, while in flight
   bool tier_checked = false;                        // the tier was asked (or had nothing to give)
+  int slot = -1;                                    // the slot it runs in (choice 0 of a generation)
+};
+
+struct Engine::SlotJob {
+  SlotOp op = SlotOp::Save;
+  int slot = 0;
+  std::shared_ptr<const kv::KvRecord> record;  // restore
+  std::shared_ptr<std::atomic<bool>> abandoned;
+  std::promise<SlotResult> done;
 };
 
 Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -97,6 +106,12 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
     to.ttl_seconds = opt_.kv_store_ttl_seconds;
     tier_ = std::make_unique<KvTier>(to, paged->identity(program_kv_id(*program_)), metrics_);
   }
+  try {
+    identity_ = std::make_unique<kv::KvIdentity>(paged->identity(program_kv_id(*program_)));
+  } catch (const Error& e) {
+    identity_error_ = e.what();
+  }
+  slots_.resize(static_cast<size_t>(opt_.max_running));
   publish_gauges();
   thread_ = std::thread([this] { run(); });
 }
@@ -154,6 +169,9 @@ std::shared_ptr<Channel> Engine::submit(GenRequest request) {
   s->req = std::move(request);
   s->ch = std::make_shared<Channel>();
   s->tokens = s->req.prompt;
+  if (s->req.slot < -1 || s->req.slot >= opt_.max_running)
+    ptn::fail(ErrorKind::InvalidArgument, "id_slot", "must be -1 (any) or a slot 0.." + std::to_string(opt_.max_running - 1) +
+                                                         " (--parallel)");
   if (s->req.n < 1 || s->req.n > opt_.max_running)
     ptn::fail(ErrorKind::InvalidArgument, "n", "must be 1.." + std::to_string(opt_.max_running) +
                                                    " (the sequences this server runs at once, --parallel)");
@@ -238,19 +256,26 @@ void Engine::run() {
       std::unique_lock<std::mutex> lock(mu_);
       // A queue whose front waits for the shared tier wakes the loop when the read is in.
       cv_.wait_for(lock, std::chrono::milliseconds(100), [&] {
-        return stop_ || !incoming_.empty() || !running_.empty() || (!waiting_.empty() && (!tier_wait_ || tier_signal_));
+        return stop_ || !incoming_.empty() || !running_.empty() || !slot_incoming_.empty() ||
+               (!waiting_.empty() && (!tier_wait_ || tier_signal_));
       });
       tier_signal_ = false;
       while (!incoming_.empty()) {
         waiting_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
+      while (!slot_incoming_.empty()) {
+        slot_pending_.push_back(std::move(slot_incoming_.front()));
+        slot_incoming_.pop_front();
+      }
       if (stop_) break;
     }
     try {
       drop_cancelled();
+      run_slot_jobs();  // before admission, so that a busy server still gets to an idle slot
       admit();
       if (!running_.empty()) step_once();
+      run_slot_jobs();
     } catch (const std::exception& e) {
       // A broken invariant: fail what is in flight, keep serving.
       for (auto& s : running_) fail(*s, 500, "server_error", std::string("engine error: ") + e.what());
@@ -262,12 +287,21 @@ void Engine::run() {
   for (auto& s : waiting_) fail(*s, 503, "server_error", "the server is shutting down");
   running_.clear();
   waiting_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& j : slot_incoming_) slot_pending_.push_back(std::move(j));
+    slot_incoming_.clear();
+  }
+  for (auto& j : slot_pending_)
+    j->done.set_exception(std::make_exception_ptr(Error(ErrorKind::Capacity, "server", "the server is shutting down")));
+  slot_pending_.clear();
   publish_gauges();
 }
 
 void Engine::drop_cancelled() {
   for (size_t i = 0; i < running_.size();) {
     if (running_[i]->ch->cancelled()) {
+      release_slot(*running_[i]);
       if (running_[i]->in_cache) cache_->clear(running_[i]->id);
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       --active_;
@@ -277,6 +311,7 @@ void Engine::drop_cancelled() {
   }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if ((*it)->ch->cancelled()) {
+      release_slot(**it);
       it = waiting_.erase(it);
       --queued_;
       --active_;
@@ -299,6 +334,8 @@ void Engine::admit() {
     // Mean and cls pooling need the hidden state of every token (or the first): computed, not
     // reused. Last-token pooling recomputes the last token anyway.
     const bool reuse = !s.embed || s.embed->pooling == Pooling::Last;
+    // Choice 0 of a generation runs in a slot: the one it names waits until it is idle.
+    if (!s.embed && s.index == 0 && s.slot < 0 && take_slot(s) < 0) return;
     try {
       // The shared tier is read off this thread: until the read is in, the running sequences go
       // on and the queue waits (first come, first served).
@@ -583,6 +620,7 @@ void Engine::emit(Seq& s, const std::string& text) {
 
 void Engine::finish(Seq& s, const std::string& reason, const std::string& last_text) {
   emit(s, last_text);
+  release_slot(s);
   Event d;
   d.kind = Event::Kind::Done;
   d.index = s.index;
@@ -606,6 +644,7 @@ void Engine::finish(Seq& s, const std::string& reason, const std::string& last_t
 
 void Engine::fail(Seq& s, int status, const std::string& type, const std::string& message) {
   if (s.ch == nullptr) return;
+  release_slot(s);
   Event e;
   e.kind = Event::Kind::Error;
   e.index = s.index;
@@ -639,6 +678,183 @@ void Engine::publish_gauges() {
   peak_bytes_ = std::max<uint64_t>(peak_bytes_, g.kv_bytes_used);
   g.kv_bytes_peak = peak_bytes_;
   metrics_->set_gauges(g);
+}
+
+}  // namespace ptn::serve
+
+namespace ptn::serve {
+
+// --- slots -------------------------------------------------------------------------------------
+
+std::vector<SlotView> Engine::slots() const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::vector<SlotView> v;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    v.push_back({static_cast<int>(i), slots_[i].busy, static_cast<int64_t>(slots_[i].tokens.size())});
+  return v;
+}
+
+const kv::KvIdentity& Engine::kv_identity() const {
+  if (!identity_) ptn::fail(ErrorKind::Unsupported, "slots", identity_error_);
+  return *identity_;
+}
+
+int Engine::take_slot(Seq& s) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  int pick = s.req.slot;
+  if (pick >= 0) {
+    if (slots_[static_cast<size_t>(pick)].busy) return -1;
+  } else {
+    for (size_t i = 0; i < slots_.size() && pick < 0; ++i)
+      if (!slots_[i].busy) pick = static_cast<int>(i);
+    if (pick < 0) return -1;  // preempted requests hold the others: they run first
+  }
+  slots_[static_cast<size_t>(pick)].busy = true;
+  s.slot = pick;
+  return pick;
+}
+
+void Engine::release_slot(Seq& s) {
+  if (s.slot < 0) return;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  Slot& sl = slots_[static_cast<size_t>(s.slot)];
+  sl.busy = false;
+  // The tokens whose K/V the request computed (its blocks stay cached when it is cleared). A
+  // request preempted and then cancelled computed nothing it still holds: the slot keeps its
+  // earlier tokens only if the request never got to compute.
+  if (s.computed > 0)
+    sl.tokens.assign(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(s.computed));
+  s.slot = -1;
+}
+
+std::future<SlotResult> Engine::slot_action(SlotOp op, int slot, std::shared_ptr<const kv::KvRecord> record,
+                                            std::shared_ptr<std::atomic<bool>> abandoned) {
+  if (slot < 0 || slot >= opt_.max_running)
+    ptn::fail(ErrorKind::InvalidArgument, "id_slot", "no slot " + std::to_string(slot) + " (this server has 0.." +
+                                                         std::to_string(opt_.max_running - 1) + ", --parallel)");
+  if ((op == SlotOp::Restore) != (record != nullptr))
+    ptn::fail(ErrorKind::Internal, "slots", "a record goes with a restore, and only with it");
+  auto job = std::make_shared<SlotJob>();
+  job->op = op;
+  job->slot = slot;
+  job->record = std::move(record);
+  job->abandoned = abandoned ? std::move(abandoned) : std::make_shared<std::atomic<bool>>(false);
+  std::future<SlotResult> f = job->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || draining_) ptn::fail(ErrorKind::Capacity, "server", "the server is shutting down");
+    slot_incoming_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  return f;
+}
+
+void Engine::run_slot_jobs() {
+  for (auto it = slot_pending_.begin(); it != slot_pending_.end();) {
+    SlotJob& j = **it;
+    if (j.abandoned->load()) {
+      it = slot_pending_.erase(it);
+      continue;
+    }
+    bool busy;
+    {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      busy = slots_[static_cast<size_t>(j.slot)].busy;
+    }
+    if (busy) {  // it runs once the request in the slot is done
+      ++it;
+      continue;
+    }
+    try {
+      j.done.set_value(run_slot_job(j));
+    } catch (...) {
+      j.done.set_exception(std::current_exception());
+    }
+    it = slot_pending_.erase(it);
+  }
+}
+
+SlotResult Engine::run_slot_job(SlotJob& j) {
+  auto* pc = static_cast<PagedCache*>(cache_.get());
+  const int64_t bs = pc->block_size();
+  const std::string where = "slot " + std::to_string(j.slot);
+  std::vector<int32_t> tokens;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    tokens = slots_[static_cast<size_t>(j.slot)].tokens;
+  }
+  SlotResult r;
+  // The chained hashes of the slot's full blocks, as the cache names them.
+  auto for_each_block = [&](const std::vector<int32_t>& toks, auto&& fn) {
+    uint64_t parent = kv::prefix_root();
+    for (int64_t i = 0; (i + 1) * bs <= static_cast<int64_t>(toks.size()); ++i) {
+      const int32_t* t = toks.data() + i * bs;
+      const uint64_t h = kv::hash_block(parent, t, bs);
+      if (!fn(h, parent, t)) break;
+      parent = h;
+    }
+  };
+  switch (j.op) {
+    case SlotOp::Save: {
+      if (tokens.empty()) ptn::fail(ErrorKind::InvalidArgument, where, "holds no tokens: no request has run in it");
+      auto rec = std::make_shared<kv::KvRecord>();
+      rec->id = kv_identity();
+      rec->tokens = tokens;
+      // The leading full blocks the cache still holds (an evicted one ends the record: what
+      // follows it could not be attached without it).
+      for_each_block(tokens, [&](uint64_t h, uint64_t parent, const int32_t* t) {
+        kv::BlockData b;
+        if (!pc->find_block(h, parent, t, &b)) return false;
+        rec->blocks.push_back(std::move(b));
+        return true;
+      });
+      r.tokens = static_cast<int64_t>(tokens.size());
+      r.kv_tokens = static_cast<int64_t>(rec->blocks.size()) * bs;
+      r.record = std::move(rec);
+      return r;
+    }
+    case SlotOp::Restore: {
+      const kv::KvRecord& rec = *j.record;
+      if (rec.tokens.empty()) ptn::fail(ErrorKind::InvalidArgument, where, "the record holds no tokens");
+      if (static_cast<int64_t>(rec.tokens.size()) > context_)
+        ptn::fail(ErrorKind::InvalidArgument, where,
+                  "the record's " + std::to_string(rec.tokens.size()) + " tokens do not fit this server's context of " +
+                      std::to_string(context_));
+      for (size_t i = 0; i < rec.tokens.size(); ++i)
+        if (rec.tokens[i] < 0 || rec.tokens[i] >= vocab_)
+          ptn::fail(ErrorKind::InvalidArgument, where,
+                    "the record's token " + std::to_string(i) + " (id " + std::to_string(rec.tokens[i]) +
+                        ") is outside the vocabulary of " + std::to_string(vocab_));
+      int64_t restored = 0;
+      for (const kv::BlockData& b : rec.blocks) {
+        if (!pc->restore_block(b)) break;  // no room (or a collision): the rest is recomputed
+        ++restored;
+      }
+      {
+        std::lock_guard<std::mutex> lock(slots_mu_);
+        slots_[static_cast<size_t>(j.slot)].tokens = rec.tokens;
+      }
+      r.tokens = static_cast<int64_t>(rec.tokens.size());
+      r.kv_tokens = restored * bs;
+      return r;
+    }
+    case SlotOp::Erase: {
+      int64_t freed = 0;
+      for_each_block(tokens, [&](uint64_t h, uint64_t parent, const int32_t* t) {
+        if (pc->drop_cached_block(h, parent, t) > 0) ++freed;
+        return true;
+      });
+      {
+        std::lock_guard<std::mutex> lock(slots_mu_);
+        slots_[static_cast<size_t>(j.slot)].tokens.clear();
+      }
+      r.tokens = static_cast<int64_t>(tokens.size());
+      r.kv_tokens = freed * bs;
+      publish_gauges();
+      return r;
+    }
+  }
+  return r;
 }
 
 }  // namespace ptn::serve

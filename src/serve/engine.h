@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "core/threadpool.h"
 #include "generate/generator.h"
+#include "kvcache/kv_record.h"
 #include "runtime/executor.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
@@ -49,6 +51,7 @@ struct GenRequest {
   int logprobs = -1;              // -1: none; else the number of top alternatives (0..20)
   std::shared_ptr<const grammar::Grammar> grammar;  // the output must follow it (nullptr: free)
   int n = 1;                      // choices sampled from the one prompt (1..max_running); choice i uses seed + i
+  int slot = -1;                  // llama-server's id_slot: the slot it runs in (-1: the lowest idle one)
   Clock::time_point arrival = Clock::now();
 
   // The generation it asks for; the stop rules are those of every front end (gen::Generator).
@@ -129,6 +132,28 @@ struct EngineOptions {
 
 class KvTier;
 
+// Slots, as llama-server has them (/slots): max_running of them, each the place one request runs
+// in. A request takes the lowest idle slot (or the one its id_slot names, waiting until it is
+// idle) and, when it ends, leaves there the tokens whose K/V it computed. The K/V itself lives in
+// the shared paged cache (its full blocks stay cached for any request with the same prefix): a
+// slot only names a token sequence, which its save writes (the full blocks the cache still holds,
+// kv_record.h), its restore puts back (blocks into the prefix index) and its erase drops from the
+// cache (blocks no running request holds).
+enum class SlotOp { Save, Restore, Erase };
+
+struct SlotView {
+  int id = 0;
+  bool processing = false;  // a request runs in it (or waits, preempted, to run again)
+  int64_t tokens = 0;       // the tokens it names (those of the last request that ran in it)
+};
+
+struct SlotResult {
+  int64_t tokens = 0;     // the slot's tokens (save: saved; restore: restored; erase: forgotten)
+  int64_t kv_tokens = 0;  // tokens whose K/V the record holds (save), went into the cache (restore),
+                          // or left the cache (erase): full blocks x block size
+  std::shared_ptr<kv::KvRecord> record;  // save: the slot's tokens and full blocks
+};
+
 class Engine {
  public:
   // The program must use the off-graph cache. `threads` runs the matmuls and attention.
@@ -154,6 +179,20 @@ class Engine {
   int64_t vocab_size() const { return vocab_; }
   // No request queued or running.
   bool idle() const;
+
+  // --- slots (see SlotOp) ------------------------------------------------------------------
+  int64_t n_slots() const { return opt_.max_running; }
+  std::vector<SlotView> slots() const;
+  // The identity a slot record must have (kv_record.h). Throws ptn::Error (Unsupported) when the
+  // program was not loaded from a .ptn file, which names it.
+  const kv::KvIdentity& kv_identity() const;
+  // Queues a slot action; the engine thread runs it between steps once the slot is idle. The
+  // future's get() throws ptn::Error: InvalidArgument (an empty slot to save, a record that does
+  // not fit this server), Capacity (the engine stopped first). Restore takes a record whose
+  // identity the caller checked; save returns the slot's record, which the caller writes.
+  // `abandoned`, set by the caller, makes the engine drop the action if it has not run yet.
+  std::future<SlotResult> slot_action(SlotOp op, int slot, std::shared_ptr<const kv::KvRecord> record,
+                                      std::shared_ptr<std::atomic<bool>> abandoned);
   // Refuses new requests, waits until the accepted ones finish or `deadline` passes, then
   // stops (requests still running get an error event). Safe to call more than once.
   void drain(std::chrono::milliseconds deadline);
@@ -175,6 +214,11 @@ class Engine {
   void finish(Seq& s, const std::string& reason, const std::string& last_text);
   void fail(Seq& s, int status, const std::string& type, const std::string& message);
   void publish_gauges();
+  struct SlotJob;
+  int take_slot(Seq& s);         // -1 when the slot it needs is busy
+  void release_slot(Seq& s);     // the request ended: its slot names the tokens it computed
+  void run_slot_jobs();          // the queued slot actions whose slot is idle
+  SlotResult run_slot_job(SlotJob& job);
   // The shared tier: before a prompt's prefix reuse, read the full blocks the cache misses (off
   // the engine thread: false while the read is in flight, true once its blocks are restored or
   // there was nothing to read); when a prompt is done, queue its full blocks for writing.
@@ -192,6 +236,17 @@ class Engine {
   std::shared_ptr<const grammar::TokenTrie> trie_;  // the vocabulary index of grammars (made at first use)
   std::unique_ptr<CacheScope> scope_;
   std::unique_ptr<KvTier> tier_;  // null without --kv-store
+  std::unique_ptr<kv::KvIdentity> identity_;  // null when the program has no file identity
+  std::string identity_error_;                // why, then
+
+  struct Slot {
+    bool busy = false;
+    std::vector<int32_t> tokens;
+  };
+  mutable std::mutex slots_mu_;  // guards slots_ (written by the engine thread, read by slots())
+  std::vector<Slot> slots_;
+  std::deque<std::shared_ptr<SlotJob>> slot_incoming_;  // guarded by mu_
+  std::deque<std::shared_ptr<SlotJob>> slot_pending_;   // engine thread
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

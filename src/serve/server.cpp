@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <filesystem>
+
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -53,13 +55,13 @@ bool cors_allows(const std::vector<std::string>& origins, const std::string& ori
   return false;
 }
 
-namespace {
-
 void send_error(httplib::Response& res, int status, const std::string& type, const std::string& message,
-                const std::string& param = "", const std::string& code = "") {
+                const std::string& param, const std::string& code) {
   res.status = status;
   res.set_content(dump(error_body(message, type, param, code)), "application/json");
 }
+
+namespace {
 
 // An error raised before an endpoint's handler (authentication, routing, limits), in the shape
 // the client of that path understands.
@@ -78,10 +80,14 @@ std::string endpoint_label(const std::string& path) {
                                 "/v1/embeddings",  "/v1/responses",        "/v1/route-key",    "/"};
   for (const char* k : known)
     if (path == k) return k;
+  if (path == "/slots") return "/slots";
+  if (path.rfind("/slots/", 0) == 0) return "/slots/{id}";
   return "other";
 }
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace
 
 // httplib applies its payload limit to Content-Length bodies only; a chunked body (bounded in
 // raw bytes by HttpServer) is checked here, once read.
@@ -90,8 +96,6 @@ bool body_too_large(const httplib::Request& req, httplib::Response& res, size_t 
   send_routed_error(req, res, 413, "invalid_request_error", too_large_message(max_bytes));
   return true;
 }
-
-}  // namespace
 
 
 Server::Server(std::shared_ptr<const Program> program, const ServerOptions& options, ThreadPool* threads)
@@ -117,6 +121,12 @@ Server::Server(std::shared_ptr<const Program> program, const ServerOptions& opti
   for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) longest = std::max(longest, tokenizer_->token_piece(id).size());
   model_.max_prompt_bytes = static_cast<size_t>(model_.context) * longest * 4 + 4096;
   created_ = static_cast<int64_t>(std::time(nullptr));
+  if (!opt_.slot_save_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(opt_.slot_save_path, ec))
+      fail(ErrorKind::InvalidArgument, "--slot-save-path", "'" + opt_.slot_save_path + "' is not a directory");
+    engine_->kv_identity();  // a program without a file identity cannot save slots: say so now
+  }
   HttpLimits limits;
   limits.max_head_bytes = opt_.max_header_bytes;
   limits.max_body_bytes = opt_.max_body_bytes;
@@ -282,6 +292,7 @@ void Server::routes() {
     handle_protocol(req, res, std::make_unique<ResponsesProtocol>(model_));
   });
   routes_other_apis();
+  routes_slots();
   if (opt_.webui) routes_webui();
 }
 
@@ -351,7 +362,7 @@ void Server::run_generation(const httplib::Request& req, httplib::Response& res,
       res.set_header("Retry-After", "1");
       reply_error(503, "server_error", e.detail(), "", "server_busy");
     } else {
-      reply_error(400, "invalid_request_error", e.what(), e.where() == "n" ? "n" : "");
+      reply_error(400, "invalid_request_error", e.what(), e.where() == "n" || e.where() == "id_slot" ? e.where() : "");
     }
     return;
   }

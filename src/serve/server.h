@@ -47,11 +47,20 @@ struct ServerOptions {
   int request_timeout_s = 600;                // a non-streaming request waits at most this long
   int http_threads = 0;                       // 0: max_running + max_queue + 4, at most 512
   bool webui = true;                          // the chat page at / (serve/webui.h); off: / is a 404
+  std::string slot_save_path;                 // a directory: /slots/{id}?action=save|restore files live there ("": off)
   EngineOptions engine;
 };
 
 // The message of a 413: the body is larger than `max_bytes`, the server's limit.
 std::string too_large_message(size_t max_bytes);
+// An OpenAI-shaped error reply.
+void send_error(httplib::Response& res, int status, const std::string& type, const std::string& message,
+                const std::string& param = "", const std::string& code = "");
+// Answers 413 (in the shape of the request's API) when the body is larger than `max_bytes`.
+bool body_too_large(const httplib::Request& req, httplib::Response& res, size_t max_bytes);
+// Whether `name` may name a file under --slot-save-path: 1..128 of [A-Za-z0-9._-], not
+// starting with '.', so it can reach no other directory and no hidden file.
+bool valid_slot_filename(const std::string& name);
 
 class Server {
  public:
@@ -103,6 +112,9 @@ class Server {
                       ErrorShape shape, EmbeddingResult* out);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
   void handle_route_key(const httplib::Request& req, httplib::Response& res);  // server_route_key.cpp
+  // GET /slots and POST /slots/{id}?action=save|restore|erase (server_slots.cpp).
+  void routes_slots();
+  void handle_slot_action(const httplib::Request& req, httplib::Response& res);
   void handle_ollama_embed(const httplib::Request& req, httplib::Response& res);
 
   std::shared_ptr<const Program> program_;

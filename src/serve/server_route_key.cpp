@@ -16,10 +16,9 @@ namespace ptn::serve {
 
 void Server::handle_route_key(const httplib::Request& req, httplib::Response& res) {
   auto reply_error = [&](int status, const std::string& type, const std::string& message, const std::string& param) {
-    res.status = status;
-    res.set_content(dump(error_body(message, type, param, "")), "application/json");
+    send_error(res, status, type, message, param);
   };
-  if (req.body.size() > opt_.max_body_bytes) return reply_error(413, "invalid_request_error", too_large_message(opt_.max_body_bytes), "");
+  if (body_too_large(req, res, opt_.max_body_bytes)) return;
   try {
     int64_t k = 256;
     if (req.has_param("k")) {
