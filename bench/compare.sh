@@ -4,16 +4,18 @@
 # llama-bench is built by the user from llama.cpp or ik_llama.cpp; it is not part of this repo.
 # With --batched-bench PATH (llama.cpp's llama-batched-bench) it also compares the aggregate
 # decode speed of 1, 2, 4 and 8 sequences (each with a 128-token prompt, 128 generated tokens).
+# With --depth D both engines run pp and tg after D tokens already in the cache (llama-bench -d,
+# ptn bench -d): the speed at depth, where attention over the long cache costs most.
 #
 #   bench/compare.sh --llama-bench PATH [--ptn build/ptn] [-t 2] [-p 512] [-n 128] [-r 3]
-#                    [--rounds 2] [--llama-args "-fa 1"] [--ptn-args "--f16-as-bf16"]
+#                    [--rounds 2] [--depth D] [--llama-args "-fa 1"] [--ptn-args "--f16-as-bf16"]
 #                    [--batched-bench PATH] [--npl 1,2,4,8] [--plot out.png] [--label NAME] MODEL.gguf...
 #
 #   --label NAME  names the other engine in the tables, the ratio line and the plot legend
 #                 (default "llama.cpp"; e.g. --label ik_llama.cpp)
 set -euo pipefail
 ptn=build/ptn; llama=""; threads=2; np=512; ng=128; reps=3; rounds=2; largs=""; pargs=""; plot=""
-batched=""; npl=1,2,4,8; label=llama.cpp
+batched=""; npl=1,2,4,8; label=llama.cpp; depth=0
 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,19 +26,22 @@ while [ $# -gt 0 ]; do
     -n) ng=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
     --llama-args) largs=$2; shift 2 ;;
     --ptn-args) pargs=$2; shift 2 ;;
     --batched-bench) batched=$2; shift 2 ;;
     --npl) npl=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
     --label) label=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) models+=("$1"); shift ;;
   esac
 done
 [ -n "$llama" ] && [ -x "$llama" ] || { echo "compare.sh: --llama-bench PATH to a built llama-bench is required" >&2; exit 2; }
 [ -z "$batched" ] || [ -x "$batched" ] || { echo "compare.sh: --batched-bench $batched is not executable" >&2; exit 2; }
 [ ${#models[@]} -gt 0 ] || { echo "compare.sh: give at least one GGUF file" >&2; exit 2; }
+case "$depth" in ''|*[!0-9]*) echo "compare.sh: --depth must be a number of tokens" >&2; exit 2 ;; esac
+dflag=""; [ "$depth" = 0 ] || dflag="-d $depth"  # only when asked: older llama-bench builds have no -d
 # The label goes into the gnuplot script inside double quotes.
 case "$label" in
   ""|*[\"\\]*|*$'\n'*) echo "compare.sh: --label must be non-empty, without quotes, backslashes or newlines" >&2; exit 2 ;;
@@ -47,9 +52,9 @@ trap 'rm -rf "$out"' EXIT
 for m in "${models[@]}"; do
   for r in $(seq 1 "$rounds"); do
     # Alternate the engines so both see the same machine conditions.
-    "$llama" -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" -o json $largs > "$out/llama.$r.$(basename "$m").json" \
+    "$llama" -m "$m" -t "$threads" -p "$np" -n "$ng" $dflag -r "$reps" -o json $largs > "$out/llama.$r.$(basename "$m").json" \
       2> "$out/llama.err" || { cat "$out/llama.err" >&2; exit 1; }
-    "$ptn" bench -m "$m" -t "$threads" -p "$np" -n "$ng" -r "$reps" --json $pargs > "$out/ptn.$r.$(basename "$m").jsonl" \
+    "$ptn" bench -m "$m" -t "$threads" -p "$np" -n "$ng" $dflag -r "$reps" --json $pargs > "$out/ptn.$r.$(basename "$m").jsonl" \
       2> "$out/ptn.err" || { cat "$out/ptn.err" >&2; exit 1; }
     if [ -n "$batched" ]; then
       maxpl=$(echo "$npl" | tr ',' '\n' | sort -n | tail -1)
@@ -61,10 +66,11 @@ for m in "${models[@]}"; do
     fi
   done
 done
-python3 - "$out" "$np" "$ng" "$plot" "$label" "${models[@]}" <<'PY'
+python3 - "$out" "$np" "$ng" "$plot" "$label" "$depth" "${models[@]}" <<'PY'
 import json, os, statistics, sys
-out, np_, ng, plot, label = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-models = sys.argv[6:]
+out, np_, ng, plot, label, depth = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
+models = sys.argv[7:]
+at = f" @ d{depth}" if depth else ""
 w = max(10, len(label) + 3)  # width of the other engine's columns: "<label> pp"
 rows = []
 for m in models:
@@ -86,7 +92,7 @@ for m in models:
 print(f"{'model':40s} {label + ' pp':>{w}s} {'ptn pp':>10s} {'ratio':>6s} {label + ' tg':>{w}s} {'ptn tg':>10s} {'ratio':>6s}")
 for b, lp, pp, lt, tt in rows:
     print(f"{b:40s} {lp:{w}.2f} {pp:10.2f} {pp/lp:6.2f} {lt:{w}.2f} {tt:10.2f} {tt/lt:6.2f}")
-print(f"(medians over rounds; pp{np_} and tg{ng} tokens/s; ratio = ptn / {label})")
+print(f"(medians over rounds; pp{np_}{at} and tg{ng}{at} tokens/s; ratio = ptn / {label})")
 # Batched decode: llama-batched-bench's speed_tg (all sequences' generated tokens / decode time)
 # against ptn bench's batchN (the same quantity after a 128-token prompt per sequence).
 bb = [f for f in os.listdir(out) if f.startswith("bb-")]
@@ -119,8 +125,8 @@ if plot:
         f.write(f'set terminal pngcairo size 1000,500 noenhanced\nset output "{plot}"\nset style data histograms\n'
                 'set style fill solid\nset yrange [0:*]\nset offsets 0,0,graph 0.25,0\nset ylabel "tokens/s"\n'
                 'set xtics rotate by -20\nset key top left\n'
-                f'set multiplot layout 1,2\nset title "pp{np_}"\nplot "{dat}" using 2:xtic(1) title "{label}", "" using 3 title "ptn"\n'
-                f'set title "tg{ng}"\nplot "{dat}" using 4:xtic(1) title "{label}", "" using 5 title "ptn"\nunset multiplot\n')
+                f'set multiplot layout 1,2\nset title "pp{np_}{at}"\nplot "{dat}" using 2:xtic(1) title "{label}", "" using 3 title "ptn"\n'
+                f'set title "tg{ng}{at}"\nplot "{dat}" using 4:xtic(1) title "{label}", "" using 5 title "ptn"\nunset multiplot\n')
     os.system(f"gnuplot {gp}")
     print("plot:", plot)
 PY

@@ -19,6 +19,7 @@ struct BenchArgs {
   int threads = 0, reps = 3;
   bool no_repack = false;
   std::string batches;
+  std::string depths = "0";
   std::string cache_type = "f32";
   bool json = false;
   std::string quantize;
@@ -36,6 +37,8 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_threads_flag(c, &a->threads);
   ptn::cli::add_repack_flag(c, &a->no_repack);
   c->add_option(opt("repetitions", "r"), a->reps, "repetitions after one warm-up (default 3)");
+  c->add_option(opt("n-depth", "d"), a->depths,
+                "tokens already in the cache before pp and tg, e.g. 0,4096 (llama-bench's -d; default 0)");
   c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
   c->add_option(opt("batch-prompt"), a->batch_prompt, "prompt tokens of each sequence before batched decode (default 128)");
   c->add_option(opt("batch-gen"), a->batch_gen, "batched decode steps timed (default 32)");
@@ -59,19 +62,23 @@ std::function<int()> setup(CLI::App& app) {
     auto dt = dtype_from_name(a->cache_type);
     if (!dt) throw Error(ErrorKind::InvalidArgument, "--cache-type", "unknown type '" + a->cache_type + "'");
     o.cache_dtype = *dt;
-    if (!a->batches.empty()) {
-      std::stringstream ss(a->batches);
+    auto int_list = [](const std::string& text, const char* flag) {
+      std::vector<int64_t> v;
+      std::stringstream ss(text);
       std::string item;
       while (std::getline(ss, item, ',')) {
         try {
           size_t used = 0;
-          o.batches.push_back(std::stoll(item, &used));
+          v.push_back(std::stoll(item, &used));
           if (used != item.size()) throw std::invalid_argument(item);
         } catch (const std::exception&) {
-          throw Error(ErrorKind::InvalidArgument, "--batch", "not a list of integers: '" + a->batches + "'");
+          throw Error(ErrorKind::InvalidArgument, flag, "not a list of integers: '" + text + "'");
         }
       }
-    }
+      return v;
+    };
+    if (!a->batches.empty()) o.batches = int_list(a->batches, "--batch");
+    o.depths = int_list(a->depths, "-d");
     std::shared_ptr<const Program> program;
     const ModelInput in = resolve_model_input(a->model);
     if (in.kind == ModelInputKind::Ptn) {
@@ -94,18 +101,19 @@ std::function<int()> setup(CLI::App& app) {
     if (a->json) {
       for (const auto& x : r.results)
         std::printf(
-            "{\"model\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tokens\": %lld, \"mean_tps\": %.3f, "
+            "{\"model\": \"%s\", \"test\": \"%s\", \"depth\": %lld, \"threads\": %d, \"tokens\": %lld, \"mean_tps\": %.3f, "
             "\"std_tps\": %.3f, \"kv_bytes\": %zu, \"weight_bytes_per_token\": %.0f, \"read_bandwidth_gbs\": %.2f}\n",
-            a->model.c_str(), x.test.c_str(), default_threads(), static_cast<long long>(x.tokens), x.mean_tps,
+            a->model.c_str(), x.test.c_str(), static_cast<long long>(x.depth), default_threads(),
+            static_cast<long long>(x.tokens), x.mean_tps,
             x.std_tps, x.kv_bytes, r.weight_bytes_per_token, r.read_bandwidth_gbs);
       return 0;
     }
     std::printf("model: %s (%s, %lld layers, hidden %lld), threads %d, cache %s\n", a->model.c_str(),
                 spec.family.c_str(), static_cast<long long>(spec.n_layers), static_cast<long long>(spec.hidden_size),
                 default_threads(), a->cache_type.c_str());
-    std::printf("%-10s %14s %10s %14s\n", "test", "tokens/s", "± std", "KV MiB");
+    std::printf("%-16s %14s %10s %14s\n", "test", "tokens/s", "± std", "KV MiB");
     for (const auto& x : r.results)
-      std::printf("%-10s %14.2f %10.2f %14.2f\n", x.test.c_str(), x.mean_tps, x.std_tps,
+      std::printf("%-16s %14.2f %10.2f %14.2f\n", x.test.c_str(), x.mean_tps, x.std_tps,
                   static_cast<double>(x.kv_bytes) / (1 << 20));
     std::printf("weights streamed per generated token: %.1f MB; read bandwidth in this run: %.1f GB/s\n",
                 r.weight_bytes_per_token / 1e6, r.read_bandwidth_gbs);

@@ -44,7 +44,13 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
   const int64_t vocab = meta.spec.vocab_size;
   const int64_t chunk = meta.max_seq_length;
   const int64_t max_rows = std::max<int64_t>(chunk, max_batch);
-  const int64_t ctx_needed = std::max({o.n_prompt, o.n_gen, o.batch_context + o.batch_steps}) + 1;
+  if (o.depths.empty()) fail(ErrorKind::InvalidArgument, "-d", "give at least one depth");
+  int64_t max_depth = 0;
+  for (int64_t d : o.depths) {
+    if (d < 0 || d > (int64_t{1} << 20)) fail(ErrorKind::InvalidArgument, "-d", "depths must be 0..1048576");
+    max_depth = std::max(max_depth, d);
+  }
+  const int64_t ctx_needed = std::max({max_depth + std::max(o.n_prompt, o.n_gen), o.batch_context + o.batch_steps}) + 1;
   if (meta.spec.max_position_embeddings > 0 && ctx_needed > meta.spec.max_position_embeddings)
     fail(ErrorKind::InvalidArgument, "ptn bench", "the test needs more positions than the model's context");
   Executor exec(program, ExecMode::Optimized, max_rows, &pool);
@@ -75,8 +81,9 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
     }
   }
 
-  auto run_prompt = [&](SeqId seq, int64_t n) {
-    int64_t pos = 0, out = 0;
+  auto run_prompt = [&](SeqId seq, int64_t n, int64_t start = 0) {
+    int64_t pos = start, out = 0;
+    n += start;
     while (pos < n) {
       StepBatch b;
       for (int64_t i = 0; i < std::min(chunk, n - pos); ++i)
@@ -101,35 +108,48 @@ BenchReport run_bench(std::shared_ptr<const Program> program, const BenchOptions
   cache->clear(0);
   rep.read_bandwidth_gbs = measure_read_bandwidth(pool);
 
-  if (o.n_prompt > 0) {
-    BenchResult r{"pp" + std::to_string(o.n_prompt), o.n_prompt, 0, 0, {}};
-    for (int i = 0; i < o.reps; ++i) {
-      cache->add_sequence(0);
-      const double t0 = now_s();
-      run_prompt(0, o.n_prompt);
-      r.samples.push_back(static_cast<double>(o.n_prompt) / (now_s() - t0));
-      r.kv_bytes = cache->bytes_used();
-      cache->clear(0);
+  // Sequence 0 holding `depth` tokens: the depth is computed once per depth and each repetition
+  // rewinds to it (a windowed cache that cannot rewind that far computes it again).
+  auto at_depth = [&](int64_t depth) {
+    if (cache->has_sequence(0) && depth > 0 && cache->length(0) >= depth && cache->rewind_floor(0) <= depth) {
+      cache->rewind(0, depth);
+      return;
     }
-    summarize(r);
-    rep.results.push_back(r);
-  }
-  if (o.n_gen > 0) {
-    BenchResult r{"tg" + std::to_string(o.n_gen), o.n_gen, 0, 0, {}};
-    for (int i = 0; i < o.reps; ++i) {
-      cache->add_sequence(0);
-      const double t0 = now_s();
-      run_decode(0, 0, o.n_gen);
-      r.samples.push_back(static_cast<double>(o.n_gen) / (now_s() - t0));
-      r.kv_bytes = cache->bytes_used();
-      cache->clear(0);
+    if (cache->has_sequence(0)) cache->clear(0);
+    cache->add_sequence(0);
+    if (depth > 0) run_prompt(0, depth);
+  };
+  auto suffix = [](int64_t depth) { return depth > 0 ? " @ d" + std::to_string(depth) : std::string(); };
+  for (int64_t depth : o.depths) {
+    if (o.n_prompt > 0) {
+      BenchResult r{"pp" + std::to_string(o.n_prompt) + suffix(depth), depth, o.n_prompt, 0, 0, {}, {}};
+      for (int i = 0; i < o.reps; ++i) {
+        at_depth(depth);
+        const double t0 = now_s();
+        run_prompt(0, o.n_prompt, depth);
+        r.samples.push_back(static_cast<double>(o.n_prompt) / (now_s() - t0));
+        r.kv_bytes = cache->bytes_used();
+      }
+      summarize(r);
+      rep.results.push_back(r);
     }
-    summarize(r);
-    rep.results.push_back(r);
-    rep.read_bandwidth_gbs = std::max(rep.read_bandwidth_gbs, measure_read_bandwidth(pool));
+    if (o.n_gen > 0) {
+      BenchResult r{"tg" + std::to_string(o.n_gen) + suffix(depth), depth, o.n_gen, 0, 0, {}, {}};
+      for (int i = 0; i < o.reps; ++i) {
+        at_depth(depth);
+        const double t0 = now_s();
+        run_decode(0, depth, o.n_gen);
+        r.samples.push_back(static_cast<double>(o.n_gen) / (now_s() - t0));
+        r.kv_bytes = cache->bytes_used();
+      }
+      summarize(r);
+      rep.results.push_back(r);
+      rep.read_bandwidth_gbs = std::max(rep.read_bandwidth_gbs, measure_read_bandwidth(pool));
+    }
+    if (cache->has_sequence(0)) cache->clear(0);
   }
   for (int64_t B : o.batches) {
-    BenchResult r{"batch" + std::to_string(B), B * o.batch_steps, 0, 0, {}};
+    BenchResult r{"batch" + std::to_string(B), o.batch_context, B * o.batch_steps, 0, 0, {}, {}};
     for (int i = 0; i < o.reps; ++i) {
       for (SeqId s = 0; s < B; ++s) {
         cache->add_sequence(s);
