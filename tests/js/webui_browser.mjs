@@ -61,7 +61,10 @@ const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(String(e)));
 const chatRequests = [];
 page.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) chatRequests.push(r); });
-const fields = { temperature: 0, max_tokens: 60, extra: JSON.stringify({ logit_bias: { [EOS]: -100 } }) };
+// Long enough that the stream reaches the page in several updates even when the machine is busy
+// (60 tokens of stories260K are made in a few ms and could arrive in one render).
+const REPLY_TOKENS = 200;
+const fields = { temperature: 0, max_tokens: REPLY_TOKENS, extra: JSON.stringify({ logit_bias: { [EOS]: -100 } }) };
 const prompt = 'Once upon a time';
 
 await check('the page loads with its security policy and shows the model', async () => {
@@ -85,10 +88,10 @@ await check('a message streams a reply that is the API greedy reply, with its sp
   assert(texts.length >= 2, `the reply arrived in ${texts.length} update(s)`);
   assert(texts[0].length < texts.at(-1).length, 'the first update was already the whole reply');
   const expected = await apiReply([{ role: 'user', content: prompt }],
-    { temperature: 0, max_tokens: 60, top_p: 0.95, top_k: 40, logit_bias: { [EOS]: -100 } });
+    { temperature: 0, max_tokens: REPLY_TOKENS, top_p: 0.95, top_k: 40, logit_bias: { [EOS]: -100 } });
   assert(firstReply.trim() === expected.trim(), `page: ${JSON.stringify(firstReply)}\napi:  ${JSON.stringify(expected)}`);
   const meta = await lastReply(page).locator('.meta').innerText();
-  assert(/prompt \d+ tok, [\d.]+ tok\/s · generated 60 tok, [\d.]+ tok\/s/.test(meta), `speed line: ${meta}`);
+  assert(new RegExp(`prompt \\d+ tok, [\\d.]+ tok/s · generated ${REPLY_TOKENS} tok, [\\d.]+ tok/s`).test(meta), `speed line: ${meta}`);
 });
 
 await check('the server view shows the KV pool from /metrics', async () => {
