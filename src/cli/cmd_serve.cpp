@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/runtime_flags.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/threadpool.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   int shutdown_deadline = 10;
   std::string kv_store;
   std::string slot_save_path;
+  ptn::gen::LookupOptions lookup;
   int kv_store_timeout_ms = 50;
   int kv_store_ttl = 3600;
 };
@@ -118,6 +120,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("kv-store-timeout-ms"), a->kv_store_timeout_ms,
                 "a store slower than this is skipped and the prefix computed (default 50)");
   c->add_option(opt("kv-store-ttl"), a->kv_store_ttl, "seconds a written block lives in the store (default 3600)");
+  ptn::cli::add_lookup_flags(c, &a->lookup);
   c->add_option(opt("slot-save-path"), a->slot_save_path,
                 "a directory for POST /slots/{id}?action=save|restore files (KV records; off without it)");
   return [a] {
@@ -157,6 +160,8 @@ std::function<int()> setup(CLI::App& app) {
     so.request_timeout_s = a->timeout;
     so.webui = !a->no_webui;
     so.slot_save_path = a->slot_save_path;
+    ptn::gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");
+    so.engine.lookup = a->lookup;
     so.engine.cache_dtype = *dtype;
     so.engine.capacity_tokens = a->ctx;
     so.engine.capacity_bytes = a->kv_memory.empty() ? 0 : parse_bytes(a->kv_memory);

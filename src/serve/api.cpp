@@ -577,10 +577,15 @@ json ResponseBuilder::usage(const Event& d) const {
 }
 
 json ResponseBuilder::timings(const Event& d) {
-  return json{{"prompt_n", d.prompt_tokens - d.cached_tokens},
-              {"prompt_ms", d.prompt_seconds * 1e3},
-              {"predicted_n", d.completion_tokens},
-              {"predicted_ms", d.generate_seconds * 1e3}};
+  json t{{"prompt_n", d.prompt_tokens - d.cached_tokens},
+         {"prompt_ms", d.prompt_seconds * 1e3},
+         {"predicted_n", d.completion_tokens},
+         {"predicted_ms", d.generate_seconds * 1e3}};
+  if (d.drafted_tokens > 0) {  // speculative decoding drafted (llama-server's names)
+    t["draft_n"] = d.drafted_tokens;
+    t["draft_n_accepted"] = d.accepted_tokens;
+  }
+  return t;
 }
 
 json ResponseBuilder::chunk(const Event& e) {

@@ -55,6 +55,7 @@ struct Engine::Seq {
   std::shared_ptr<const KvTier::Fetch> tier_read;  // the shared tier's read of its prefix, while in flight
   bool tier_checked = false;                        // the tier was asked (or had nothing to give)
   int slot = -1;                                    // the slot it runs in (choice 0 of a generation)
+  int64_t drafted = 0, accepted = 0;                // speculative decoding
 };
 
 struct Engine::SlotJob {
@@ -112,6 +113,15 @@ Engine::Engine(std::shared_ptr<const Program> program, const Tokenizer& tokenize
     identity_error_ = e.what();
   }
   slots_.resize(static_cast<size_t>(opt_.max_running));
+  if (opt_.lookup.draft_tokens > 0) {
+    gen::check_lookup_options(opt_.lookup, "--lookup-draft/--lookup-ngram");
+    // A rejected draft is rewound; a window or chunk layer may have released the blocks the
+    // rewound position needs.
+    for (const LayerCacheSpec& l : meta.cache_spec.layers)
+      if (l.kind != AttnKind::Full)
+        ptn::fail(ErrorKind::Unsupported, "--lookup-draft",
+                  "speculative decoding in the server needs full-attention layers; this model has window or chunk layers");
+  }
   publish_gauges();
   thread_ = std::thread([this] { run(); });
 }
@@ -393,6 +403,8 @@ void Engine::admit() {
 
 void Engine::step_once() {
   StepBatch batch;
+  std::vector<std::vector<int32_t>> drafts;      // per entry of `order`: its drafted tokens
+  bool use_drafts = opt_.lookup.draft_tokens > 0;
   std::vector<std::pair<Seq*, int64_t>> order;  // sequence, rows in this step (first-appearance order)
   std::vector<int32_t> selected;                // the rows whose outputs the step keeps
   std::vector<int64_t> first_out;               // per entry of `order`: its first selected row
@@ -403,16 +415,18 @@ void Engine::step_once() {
     first_out.clear();
     bool want_logits = false;
     int64_t budget = opt_.max_batch_tokens;
-    auto add = [&](Seq& s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
+    drafts.clear();
+    auto add = [&](Seq& s, int64_t n, std::vector<int32_t> draft = {}) {
+      for (int64_t i = 0; i < n; ++i) {  // a decode row's draft follows its drawn token
         const int64_t p = s.computed + i;
-        batch.rows.push_back({s.id, static_cast<int32_t>(p), s.tokens[static_cast<size_t>(p)]});
+        const int32_t t = i == 0 || draft.empty() ? s.tokens[static_cast<size_t>(p)] : draft[static_cast<size_t>(i - 1)];
+        batch.rows.push_back({s.id, static_cast<int32_t>(p), t});
       }
       // Generation keeps its last row's logits; mean pooling keeps every row's hidden state,
       // cls the first one's, last pooling the last one's.
       const int32_t end = static_cast<int32_t>(batch.rows.size());
       first_out.push_back(static_cast<int64_t>(selected.size()));
-      if (s.embed && s.embed->pooling == Pooling::Mean) {
+      if ((s.embed && s.embed->pooling == Pooling::Mean) || !draft.empty()) {  // a draft: logits of every row
         for (int32_t r = end - static_cast<int32_t>(n); r < end; ++r) selected.push_back(r);
       } else if (s.embed && s.embed->pooling == Pooling::Cls) {
         selected.push_back(end - static_cast<int32_t>(n));
@@ -421,10 +435,29 @@ void Engine::step_once() {
       }
       want_logits = want_logits || !s.embed;
       order.push_back({&s, n});
+      drafts.push_back(std::move(draft));
       budget -= n;
     };
-    for (auto& s : running_)  // decode rows first: every generating sequence advances each step
-      if (budget > 0 && static_cast<int64_t>(s->tokens.size()) - s->computed == 1) add(*s, 1);
+    // Decode rows first: every generating sequence advances each step. Drafts take only the rows
+    // the decode rows leave.
+    int64_t spare = budget;
+    for (auto& s : running_)
+      if (static_cast<int64_t>(s->tokens.size()) - s->computed == 1) --spare;
+    for (auto& s : running_)
+      if (budget > 0 && static_cast<int64_t>(s->tokens.size()) - s->computed == 1) {
+        std::vector<int32_t> draft;
+        if (use_drafts && spare > 0 && s->gen && s->generated > 0 && !s->gen->done()) {
+          draft = gen::lookup_draft(s->tokens, opt_.lookup);
+          // Positions stay below the context; no draft past the request's last token.
+          const int64_t room = std::min(context_ - static_cast<int64_t>(s->tokens.size()),
+                                        s->req.max_tokens - s->generated - 1);
+          const int64_t keep = std::max<int64_t>(0, std::min({static_cast<int64_t>(draft.size()), room, spare}));
+          draft.resize(static_cast<size_t>(keep));
+          spare -= keep;
+        }
+        const int64_t rows = 1 + static_cast<int64_t>(draft.size());  // before the draft is moved
+        add(*s, rows, std::move(draft));
+      }
     for (auto& s : running_) {
       const int64_t n = static_cast<int64_t>(s->tokens.size()) - s->computed;
       if (budget > 0 && n > 1) add(*s, std::min(n, budget));
@@ -436,6 +469,12 @@ void Engine::step_once() {
       logits = exec_->step_rows(batch, selected, want_logits, &n_out);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Capacity) throw;
+      bool drafted = false;
+      for (const auto& d : drafts) drafted = drafted || !d.empty();
+      if (drafted) {  // first the same step without drafts
+        use_drafts = false;
+        continue;
+      }
       // Out of blocks: preempt the youngest sequence (recomputed later), or end the only one.
       std::unique_ptr<Seq> victim = std::move(running_.back());
       running_.pop_back();
@@ -467,6 +506,13 @@ void Engine::step_once() {
         pool_rows(s, exec_->hidden(), first_out[i], rows, s.computed);
         s.computed += order[i].second;
         if (s.computed == static_cast<int64_t>(s.tokens.size())) finish_embedding(s);
+        any_done = any_done || s.ch == nullptr;
+        continue;
+      }
+      if (!drafts[i].empty()) {
+        const int64_t drawn_pos = s.computed;
+        s.computed += order[i].second;
+        verify_draft(s, drafts[i], logits + first_out[i] * vocab_, drawn_pos);
         any_done = any_done || s.ch == nullptr;
         continue;
       }
@@ -586,6 +632,34 @@ void Engine::sample(Seq& s, const float* logits) {
     fail(s, 400, "invalid_request_error", std::string("sampling failed: ") + e.what());
     return;
   }
+  take_step(s, std::move(st));
+}
+
+void Engine::verify_draft(Seq& s, const std::vector<int32_t>& draft, const float* rows, int64_t drawn_pos) {
+  std::vector<gen::StepResult> steps;
+  try {
+    steps = s.gen->verify(draft, rows);
+  } catch (const Error& e) {
+    fail(s, 400, "invalid_request_error", std::string("sampling failed: ") + e.what());
+    return;
+  }
+  // The cache keeps the drawn token and the accepted draft tokens: each step but the last drew
+  // a draft token; the last one's token is new (it replaces a rejected draft token, or follows
+  // the whole draft) and is fed by the next step.
+  const int64_t accepted = static_cast<int64_t>(steps.size()) - 1;
+  const int64_t keep = drawn_pos + 1 + accepted;
+  if (keep < s.computed) cache_->rewind(s.id, keep);
+  s.computed = keep;
+  s.drafted += static_cast<int64_t>(draft.size());
+  s.accepted += accepted;
+  metrics_->add_speculation(static_cast<int64_t>(draft.size()), accepted);
+  for (auto& st : steps) {
+    take_step(s, std::move(st));
+    if (s.ch == nullptr) return;  // finished (or failed)
+  }
+}
+
+void Engine::take_step(Seq& s, gen::StepResult st) {
   s.tokens.push_back(st.token.id);
   ++s.generated;
   metrics_->add_generated_tokens(1);
@@ -629,6 +703,8 @@ void Engine::finish(Seq& s, const std::string& reason, const std::string& last_t
   d.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
   d.completion_tokens = s.generated;
   d.cached_tokens = std::max<int64_t>(s.cached, 0);
+  d.drafted_tokens = s.drafted;
+  d.accepted_tokens = s.accepted;
   if (s.generated > 0) {
     d.prompt_seconds = std::chrono::duration<double>(s.first_token - s.req.arrival).count();
     d.generate_seconds = std::chrono::duration<double>(s.last_token - s.first_token).count();

@@ -26,6 +26,7 @@
 
 #include "core/threadpool.h"
 #include "generate/generator.h"
+#include "generate/lookup_draft.h"
 #include "kvcache/kv_record.h"
 #include "runtime/executor.h"
 #include "sampling/logprobs.h"
@@ -93,6 +94,7 @@ struct Event {
   std::string finish_reason;    // "stop" or "length"
   std::string stop_string;      // the stop string that ended the text ("" if none did)
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding (llama-server's draft_n, draft_n_accepted)
   double prompt_seconds = 0;    // arrival -> first token (queueing and prompt processing)
   double generate_seconds = 0;  // first token -> the last
   // Error:
@@ -128,6 +130,10 @@ struct EngineOptions {
   std::string kv_store;          // redis://HOST:PORT of a shared prefix tier ("": none; serve/kv_tier.h)
   int kv_store_timeout_ms = 50;  // a slower store is skipped
   int kv_store_ttl_seconds = 3600;
+  // Speculative decoding with prompt-lookup drafts for every generation (draft_tokens 0: off):
+  // a decode row carries the drawn token and up to draft_tokens drafted ones, all verified in
+  // the same step; the cache is rewound past the rejected ones. Same tokens as without.
+  gen::LookupOptions lookup;
 };
 
 class KvTier;
@@ -209,6 +215,12 @@ class Engine {
   void admit();
   void step_once();
   void sample(Seq& s, const float* logits);
+  // A token drawn for s (by sample or by a verified draft): recorded, streamed, and the request
+  // finished when it ends the generation.
+  void take_step(Seq& s, gen::StepResult st);
+  // s's decode row of this step carried `draft`: verify it against its rows of logits, keep the
+  // accepted tokens in the cache (rewinding past the rest) and take every step drawn.
+  void verify_draft(Seq& s, const std::vector<int32_t>& draft, const float* rows, int64_t drawn_pos);
   std::vector<std::unique_ptr<Seq>> fork_choices(Seq& parent);
   void emit(Seq& s, const std::string& text);
   void finish(Seq& s, const std::string& reason, const std::string& last_text);

@@ -56,6 +56,11 @@ void Metrics::add_preemption() {
   std::lock_guard<std::mutex> lock(mu_);
   ++preemptions_;
 }
+void Metrics::add_speculation(int64_t drafted, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drafted_tokens_ += drafted;
+  accepted_tokens_ += accepted;
+}
 void Metrics::observe_ttft(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   ttft_.observe(seconds);
@@ -125,6 +130,9 @@ std::string Metrics::render() const {
   counter("ptn_generated_tokens_total", "Tokens generated.", generated_tokens_);
   counter("ptn_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.", cached_tokens_);
   counter("ptn_preemptions_total", "Running sequences preempted for lack of KV blocks.", preemptions_);
+  counter("ptn_speculative_drafted_tokens_total", "Tokens drafted by prompt lookup (--lookup-draft).", drafted_tokens_);
+  counter("ptn_speculative_accepted_tokens_total", "Drafted tokens the model agreed with (kept without a step of their own).",
+          accepted_tokens_);
   gauge("ptn_queue_length", "Requests waiting for admission.", gauges_.queue_length);
   gauge("ptn_running_sequences", "Sequences being generated.", gauges_.running);
   gauge("ptn_kv_blocks_total", "KV cache blocks in the pool.", gauges_.kv_blocks_total);

@@ -60,6 +60,8 @@ class Metrics {
   void add_generated_tokens(int64_t n);
   void add_cached_tokens(int64_t n);
   void add_preemption();
+  // Speculative decoding (--lookup-draft): tokens drafted, and those the model agreed with.
+  void add_speculation(int64_t drafted, int64_t accepted);
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
   void set_gauges(const EngineGauges& g);
@@ -71,6 +73,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) -> count
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_tokens_ = 0, preemptions_ = 0;
+  int64_t drafted_tokens_ = 0, accepted_tokens_ = 0;
   Histogram ttft_, itl_;
   EngineGauges gauges_;
   bool kv_store_on_ = false;
