@@ -46,6 +46,7 @@ struct ChatArgs {
   bool no_bos_stop = false;
   bool parse_special = false;
   ptn::gen::LookupOptions lookup;
+  ptn::cli::DraftFlags draft;
 };
 
 // Reads one message: a line, joined with the next while it ends in '\'. Returns false at end
@@ -154,6 +155,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_flag(opt("parse-special"), a->parse_special,
               "let typed text contain control tokens (e.g. <|im_end|>); off: what you type is always text");
   ptn::cli::add_lookup_flags(c, &a->lookup);
+  ptn::cli::add_draft_flags(c, &a->draft);
   return [a] {
     using namespace ptn;
     ptn::gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");
@@ -180,6 +182,9 @@ std::function<int()> setup(CLI::App& app) {
     cc.stop_at_bos = !a->no_bos_stop;
     cc.parse_special = a->parse_special;
     cc.lookup = a->lookup;
+    cc.drafter = cli::make_drafter(a->draft, a->lookup, *tok, so,
+                                   [](const std::string& path) { return cli::load_model("chat", path); });
+    cc.draft_max = a->draft.max;
     ChatSession chat(session, *tok, cc, cli::sampling_from_flags(a->sampling, program->meta().spec.vocab_size));
 
     if (!a->load_file.empty()) load_session(session, chat, a->load_file);
@@ -247,6 +252,10 @@ std::function<int()> setup(CLI::App& app) {
                      static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.fed_tokens),
                      static_cast<long long>(r.prompt_tokens - r.fed_tokens), static_cast<long long>(r.reply_tokens),
                      r.stop.c_str());
+        if (cc.drafter || a->lookup.draft_tokens > 0)
+          std::fprintf(stderr, "[speculation: %lld steps, %lld drafted, %lld accepted]\n",
+                       static_cast<long long>(r.speculation.steps), static_cast<long long>(r.speculation.drafted),
+                       static_cast<long long>(r.speculation.accepted));
         if (a->print_ids) {
           std::string ids = "[";
           for (size_t i = 0; i < r.tokens.size(); ++i) ids += (i ? ", " : "") + std::to_string(r.tokens[i]);

@@ -29,6 +29,7 @@ struct RunArgs {
   bool print_finish = false;
   std::string grammar_file, json_schema_file;
   ptn::gen::LookupOptions lookup;
+  ptn::cli::DraftFlags draft;
 };
 
 // The output constraint of --grammar-file (GBNF) or --json-schema-file, null when neither.
@@ -69,6 +70,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("json-schema-file"), a->json_schema_file,
                 "constrain the output to JSON following this JSON Schema (the subset of docs/grammar.md)");
   ptn::cli::add_lookup_flags(c, &a->lookup);
+  ptn::cli::add_draft_flags(c, &a->draft);
   return [a] {
     using namespace ptn;
     gen::check_lookup_options(a->lookup, "--lookup-draft/--lookup-ngram");
@@ -85,6 +87,8 @@ std::function<int()> setup(CLI::App& app) {
     cli::apply_cache_flags(a->cache, &so);
     so.context = a->ctx;
     Session session(program, so);
+    auto drafter = cli::make_drafter(a->draft, a->lookup, *tok, so,
+                                     [](const std::string& path) { return cli::load_model("run", path); });
     const double load_s = seconds_since(t_load);
 
     gen::GenerationParams gp;
@@ -118,13 +122,12 @@ std::function<int()> setup(CLI::App& app) {
     if (a->n_predict > 0) {  // -n 0 runs the prompt only
       gen::Generator g(*tok, program->meta().spec.vocab_size, gp, gen::session_room(session));
       if (constraint) g.set_logit_processor(constraint.get());
-      finish = gen::generate_on_session(
-          session, g, logits,
-          [](const gen::StepResult& st) {
-            std::fwrite(st.text.data(), 1, st.text.size(), stdout);
-            std::fflush(stdout);
-          },
-          a->lookup, ids, &spec);
+      auto print = [](const gen::StepResult& st) {
+        std::fwrite(st.text.data(), 1, st.text.size(), stdout);
+        std::fflush(stdout);
+      };
+      finish = drafter ? gen::generate_on_session(session, g, logits, print, *drafter, a->draft.max, ids, &spec)
+                       : gen::generate_on_session(session, g, logits, print, a->lookup, ids, &spec);
       generated = g.tokens();
     }
     std::fputc('\n', stdout);
@@ -139,7 +142,7 @@ std::function<int()> setup(CLI::App& app) {
     std::fprintf(stderr, "load: %.3f s | prompt: %zu tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s\n",
                  load_s, ids.size(), static_cast<double>(ids.size()) / std::max(prompt_s, 1e-9), generated.size(),
                  static_cast<double>(generated.size()) / std::max(gen_s, 1e-9));
-    if (a->lookup.draft_tokens > 0)
+    if (a->lookup.draft_tokens > 0 || drafter)
       std::fprintf(stderr, "speculation: %lld steps for %zu tokens, %lld drafted, %lld accepted (%.0f%%)\n",
                    static_cast<long long>(spec.steps), generated.size(), static_cast<long long>(spec.drafted),
                    static_cast<long long>(spec.accepted),

@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "generate/draft_model.h"
 #include "generate/lookup_draft.h"
 #include "sampling/sampling_params.h"
 
@@ -67,6 +68,31 @@ inline void add_lookup_flags(CLI::App* cmd, gen::LookupOptions* o) {
                   "earlier occurrence of the last tokens (0 = off, the default; at most 32)");
   cmd->add_option(opt("lookup-ngram"), o->ngram_max,
                   "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)");
+}
+
+// --draft-model / --draft-max (ptn run, ptn chat): speculative decoding with a draft model.
+struct DraftFlags {
+  std::string model;
+  int64_t max = 8;
+};
+
+inline void add_draft_flags(CLI::App* cmd, DraftFlags* d) {
+  cmd->add_option(opt("draft-model"), d->model,
+                  "speculative decoding with a draft model (.ptn, GGUF or HF directory) of the same tokenizer: it "
+                  "proposes tokens greedily and the model verifies them in one step (the output is the model's own)");
+  cmd->add_option(opt("draft-max"), d->max, "the most tokens the draft model proposes per step (default 8, 1..32)");
+}
+
+// The draft model of --draft-model on a session of its own (null when the flag is not given);
+// load(path) loads it as -m would. Refused beside --lookup-draft, and for another tokenizer.
+template <typename Load>
+std::shared_ptr<gen::ModelDrafter> make_drafter(const DraftFlags& d, const gen::LookupOptions& lookup,
+                                                const Tokenizer& target, const SessionOptions& so, Load&& load) {
+  if (d.model.empty()) return nullptr;
+  if (lookup.draft_tokens > 0)
+    fail(ErrorKind::InvalidArgument, "--draft-model", "give --draft-model or --lookup-draft, not both");
+  if (d.max < 1 || d.max > 32) fail(ErrorKind::InvalidArgument, "--draft-max", "must be 1..32");
+  return std::make_shared<gen::ModelDrafter>(load(d.model), target, so, "--draft-model");
 }
 
 }  // namespace ptn::cli

@@ -143,8 +143,12 @@ ChatReply ChatSession::send(const std::string& user_text, const std::function<vo
                      session_.context() - r.prompt_tokens);
     ++replies_;
     // (With speculation the drafts are looked up in the whole conversation the cache holds.)
-    const gen::Finish f = gen::generate_on_session(
-        session_, g, logits, [&](const gen::StepResult& st) { emit(st.text); }, config_.lookup, cached_);
+    auto on_step = [&](const gen::StepResult& st) { emit(st.text); };
+    const gen::Finish f =
+        config_.drafter
+            ? gen::generate_on_session(session_, g, logits, on_step, *config_.drafter, config_.draft_max, cached_,
+                                       &r.speculation)
+            : gen::generate_on_session(session_, g, logits, on_step, config_.lookup, cached_, &r.speculation);
     r.tokens = g.tokens();
     r.reply_tokens = static_cast<int64_t>(r.tokens.size());
     r.stop = gen::finish_name(f);

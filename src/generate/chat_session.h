@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "generate/generator.h"
+#include "generate/draft_model.h"
 #include "generate/lookup_draft.h"
 #include "sampling/sampling_params.h"
 
@@ -37,6 +38,8 @@ struct ChatConfig {
   bool stop_at_bos = true;
   bool parse_special = false;  // control-token text in messages becomes control tokens (trusted input)
   gen::LookupOptions lookup;   // prompt-lookup speculation over the conversation (off by default)
+  std::shared_ptr<gen::Drafter> drafter;  // else drafts from this (a draft model), up to draft_max a step
+  int64_t draft_max = 0;
 };
 
 struct ChatReply {
@@ -46,6 +49,7 @@ struct ChatReply {
   int64_t reply_tokens = 0;    // tokens drawn, the one that ended the reply included
   std::vector<int32_t> tokens; // those tokens
   std::string stop;            // gen::finish_name: "eog", "bos", "stop_string", "max_tokens", "context"
+  gen::SpeculationStats speculation;  // steps, drafted and accepted tokens (with a drafter or lookup)
 };
 
 

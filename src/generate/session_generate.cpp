@@ -1,5 +1,6 @@
 #include "generate/session_generate.h"
 
+#include "generate/draft_model.h"
 #include "runtime/session.h"
 
 namespace ptn::gen {
@@ -18,6 +19,13 @@ Finish generate_on_session(Session& session, Generator& gen, const float* logits
                            const std::function<void(const StepResult&)>& on_step, const LookupOptions& lookup,
                            const std::vector<int32_t>& prompt, SpeculationStats* stats) {
   if (lookup.draft_tokens <= 0) return generate_on_session(session, gen, logits, on_step);
+  LookupDrafter drafter(lookup);
+  return generate_on_session(session, gen, logits, on_step, drafter, lookup.draft_tokens, prompt, stats);
+}
+
+Finish generate_on_session(Session& session, Generator& gen, const float* logits,
+                           const std::function<void(const StepResult&)>& on_step, Drafter& drafter, int64_t max_draft,
+                           const std::vector<int32_t>& prompt, SpeculationStats* stats) {
   const int64_t vocab = session.program().meta().spec.vocab_size;
   std::vector<int32_t> history = prompt;  // the prompt, then every token drawn
   std::vector<float> rows;
@@ -28,9 +36,9 @@ Finish generate_on_session(Session& session, Generator& gen, const float* logits
     history.push_back(r.token.id);
     if (gen.done()) break;
     // Room for the drawn token and the draft in the cache.
-    const int64_t room = session.context() - session.position() - 1;
-    std::vector<int32_t> draft = room > 0 ? lookup_draft(history, lookup) : std::vector<int32_t>{};
-    if (static_cast<int64_t>(draft.size()) > room) draft.resize(static_cast<size_t>(room));
+    const int64_t room = std::min(session.context() - session.position() - 1, max_draft);
+    std::vector<int32_t> draft = room > 0 ? drafter.draft(history, room) : std::vector<int32_t>{};
+    if (static_cast<int64_t>(draft.size()) > room) draft.resize(static_cast<size_t>(std::max<int64_t>(room, 0)));
     if (draft.empty()) {
       logits = session.feed({r.token.id});
       r = gen.next(logits);

@@ -30,6 +30,13 @@ Finish generate_on_session(Session& session, Generator& gen, const float* logits
                            const std::function<void(const StepResult&)>& on_step, const LookupOptions& lookup,
                            const std::vector<int32_t>& prompt, SpeculationStats* stats = nullptr);
 
+class Drafter;
+// The same with any source of drafts (draft_model.h: prompt lookup or a draft model), at most
+// `max_draft` tokens per step.
+Finish generate_on_session(Session& session, Generator& gen, const float* logits,
+                           const std::function<void(const StepResult&)>& on_step, Drafter& drafter, int64_t max_draft,
+                           const std::vector<int32_t>& prompt, SpeculationStats* stats = nullptr);
+
 // The room a Generator has on a session that holds its prompt: context - position.
 int64_t session_room(const Session& session);
 
