@@ -112,6 +112,10 @@ constexpr const char* kMixtralDefaults = R"({"rms_norm_eps": 1e-5, "rope_theta":
   "num_local_experts": 8, "num_experts_per_tok": 2})";
 constexpr const char* kQwen3MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 128,
   "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": false, "decoder_sparse_step": 1})";
+// Qwen2MoeConfig's defaults (Qwen1.5-MoE-A2.7B's shapes; its window only with use_sliding_window).
+constexpr const char* kQwen2MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 60,
+  "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+  "norm_topk_prob": false, "decoder_sparse_step": 1, "rope_theta": 10000.0, "rms_norm_eps": 1e-6})";
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -213,7 +217,16 @@ std::vector<FamilyInfo> make_table() {
     f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp): none of its checkpoints sets it
     f.hf_config_defaults = kQwen3MoeDefaults;
   }
-  unsupported(Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "Qwen2-MoE (shared experts) is not supported yet");
+  {
+    // Qwen2-MoE: Qwen2's attention (q/k/v biases) with routed experts and a shared expert whose
+    // output is scaled by sigmoid(shared_expert_gate . x). No GGUF writer yet (llama.cpp's
+    // qwen2moe: unnormalised top-k plus the shared expert).
+    FamilyInfo& f = row(Family::Qwen2Moe, "qwen2_moe", "Qwen2-MoE", {"Qwen2MoeForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::QwenShared;
+    f.attn_bias = AttnBias::QkvAlways;
+    f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp), as for Qwen3-MoE
+    f.hf_config_defaults = kQwen2MoeDefaults;
+  }
   unsupported(Family::Olmoe, "olmoe", "OlmoeForCausalLM", "OLMoE (mixture of experts with q/k norms over all heads) is not supported yet");
   unsupported(Family::GptOss, "gpt_oss", "GptOssForCausalLM", "gpt-oss (MXFP4 experts, clamped SwiGLU, attention sinks) is not supported yet");
   unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");

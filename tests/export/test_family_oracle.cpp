@@ -307,6 +307,12 @@ std::vector<Case> cases() {
                                         {{"num_experts", 4}, {"num_experts_per_tok", 3}, {"moe_intermediate_size", 48},
                                          {"decoder_sparse_step", 2}, {"norm_topk_prob", true}, {"attention_bias", true}}),
                DType::F32, {{{"norm_topk_prob", false}}}});
+  // Qwen2-MoE: 4 experts of width 32, top-2 not renormalised (its default), a shared expert of
+  // width 48 with its sigmoid gate, q/k/v biases, layer 0 a dense MLP by mlp_only_layers.
+  c.push_back({"qwen2_moe", merged(base("Qwen2MoeForCausalLM", 2),
+                                   {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                                    {"shared_expert_intermediate_size", 48}, {"mlp_only_layers", {0}}}),
+               DType::F32, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
   return c;
 }
 

@@ -175,7 +175,8 @@ TEST(MoeExport, BadExpertConfigsAreRefusedByField) {
       {with(qwen3_moe_config(), {{"architectures", {"OlmoeForCausalLM"}}}), "OLMoE"},
       {with(qwen3_moe_config(), {{"architectures", {"GptOssForCausalLM"}}}), "gpt-oss"},
       {with(qwen3_moe_config(), {{"architectures", {"DeepseekV3ForCausalLM"}}}), "DeepSeek V3"},
-      {with(qwen3_moe_config(), {{"architectures", {"Qwen2MoeForCausalLM"}}}), "Qwen2-MoE"},
+      {with(qwen3_moe_config(), {{"architectures", {"Qwen2MoeForCausalLM"}}, {"shared_expert_intermediate_size", 0}}),
+       "shared_expert_intermediate_size"},
   };
   for (const Bad& b : bad) {
     try {

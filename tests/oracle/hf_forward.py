@@ -81,11 +81,16 @@ FAMILY_DEFAULTS = {
     "qwen3_moe": {"sliding_window": 4096, "use_sliding_window": False, "num_experts": 128, "num_experts_per_tok": 8,
                   "moe_intermediate_size": 768, "norm_topk_prob": False, "decoder_sparse_step": 1,
                   "mlp_only_layers": None},
+    # Qwen2MoeConfig: q/k/v projections with biases (Qwen2's attention), a shared expert.
+    "qwen2_moe": {"sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 28, "num_experts": 60,
+                  "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                  "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": None},
 }
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
-         "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe"}
+         "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
+         "Qwen2MoeForCausalLM": "qwen2_moe"}
 
 
 class Config:
@@ -205,7 +210,7 @@ def layer_plan(cfg, n):
             w = window if cfg.get("use_sliding_window") else None
             types = ["sliding_attention" if w is not None and i >= cfg.get("max_window_layers") else "full_attention"
                      for i in range(n)]
-        elif fam == "qwen3_moe":  # its config keeps the window only with use_sliding_window, then on every layer
+        elif fam in ("qwen3_moe", "qwen2_moe"):  # the window only with use_sliding_window, then on every layer
             w = window if cfg.get("use_sliding_window") else None
             types = ["sliding_attention" if w is not None else "full_attention"] * n
         elif fam in ("mistral", "phi3", "mixtral"):
@@ -273,7 +278,7 @@ def sparse_layer(cfg, l):
     """Whether layer l's MLP is the sparse block of experts."""
     if cfg.family == "mixtral":
         return True
-    if cfg.family == "qwen3_moe":
+    if cfg.family in ("qwen3_moe", "qwen2_moe"):
         only = cfg.get("mlp_only_layers") or []
         return l not in only and cfg.get("num_experts") > 0 and (l + 1) % cfg.get("decoder_sparse_step") == 0
     return False
@@ -281,7 +286,8 @@ def sparse_layer(cfg, l):
 
 def experts_ffn(cfg, W, block, x, act_name):
     """The sparse block on x [T, H]: router softmax over every expert, the top-k by probability,
-    renormalised (Mixtral always, Qwen3-MoE with norm_topk_prob), each chosen expert's gated MLP."""
+    renormalised (Mixtral always, the Qwen MoEs with norm_topk_prob), each chosen expert's gated
+    MLP; Qwen2-MoE adds its shared expert, scaled by the sigmoid of its own one-row gate."""
     fam = cfg.family
     n_exp = cfg.get("num_local_experts") if fam == "mixtral" else cfg.get("num_experts")
     k = cfg.get("num_experts_per_tok")
@@ -301,6 +307,13 @@ def experts_ffn(cfg, W, block, x, act_name):
             up = x[t] @ W[p + names[1] + ".weight"].T
             y = (act(act_name, gate) * up) @ W[p + names[2] + ".weight"].T
             out[t] += (prob[t, e] / total if renorm else prob[t, e]) * y
+    if fam == "qwen2_moe":  # Qwen2MoeSparseMoeBlock: + sigmoid(shared_expert_gate(x)) * shared_expert(x)
+        p = block + "shared_expert."
+        gate = x @ W[p + "gate_proj.weight"].T
+        up = x @ W[p + "up_proj.weight"].T
+        shared = (act(act_name, gate) * up) @ W[p + "down_proj.weight"].T
+        g = x @ W[block + "shared_expert_gate.weight"].T  # [T, 1]
+        out += shared / (1.0 + np.exp(-g))
     return out
 
 
