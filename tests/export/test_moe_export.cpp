@@ -39,6 +39,15 @@ json qwen3_moe_config() {
           {"mlp_only_layers", {0}}, {"tie_word_embeddings", true}};
 }
 
+// Qwen2-MoE: Qwen3-MoE's routing without q/k norms, q/k/v biases, and a shared expert.
+json qwen2_moe_config() {
+  json c = qwen3_moe_config();
+  c["architectures"] = {"Qwen2MoeForCausalLM"};
+  c["shared_expert_intermediate_size"] = 384;
+  c["norm_topk_prob"] = false;
+  return c;
+}
+
 std::shared_ptr<const Program> export_random(const TempDir& d, const std::string& name, const json& cfg,
                                              const std::string& quantize) {
   ExportOptions o = base_options(write_config(d, name, cfg), d / (name + quantize + ".ptn"));
@@ -54,7 +63,8 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
   TempDir d;
   const std::vector<int32_t> prompt = {1, 17, 250, 42, 9, 201, 7, 88, 3, 140, 66, 12, 299, 5, 31, 77};
   for (const auto& [name, cfg] : std::vector<std::pair<std::string, json>>{{"mixtral", mixtral_config()},
-                                                                         {"qwen3_moe", qwen3_moe_config()}}) {
+                                                                         {"qwen3_moe", qwen3_moe_config()},
+                                                                         {"qwen2_moe", qwen2_moe_config()}}) {
     for (const std::string q : {"", "q8_0", "q4_k_m"}) {
       SCOPED_TRACE(name + " " + (q.empty() ? "f32" : q));
       auto p = export_random(d, name, cfg, q);
@@ -62,7 +72,11 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
       int moe_layers = 0;
       for (const LayerAttention& l : p->meta().spec.layers) moe_layers += l.moe;
       EXPECT_EQ(p->meta().graph.op_histogram()["moe_ffn"], moe_layers);
-      EXPECT_EQ(moe_layers, 2);  // Mixtral: both layers; Qwen3-MoE: layers 1 and 2 (mlp_only_layers [0])
+      EXPECT_EQ(moe_layers, 2);  // Mixtral: both layers; the Qwen MoEs: layers 1 and 2 (mlp_only_layers [0])
+      if (name == "qwen2_moe") {  // the shared expert and its gate are in the program
+        EXPECT_TRUE(p->file()->has_tensor("blk.1.ffn_up_shexp.weight"));
+        EXPECT_TRUE(p->file()->has_tensor("blk.2.ffn_gate_inp_shexp.weight"));
+      }
       for (const auto& t : p->file()->tensor_infos()) {
         if (t.name.find(".ffn_gate_inp.") != std::string::npos) {
           EXPECT_EQ(t.dtype, DType::F32) << t.name;
