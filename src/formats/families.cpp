@@ -219,10 +219,11 @@ std::vector<FamilyInfo> make_table() {
   }
   {
     // Qwen2-MoE: Qwen2's attention (q/k/v biases) with routed experts and a shared expert whose
-    // output is scaled by sigmoid(shared_expert_gate . x). No GGUF writer yet (llama.cpp's
-    // qwen2moe: unnormalised top-k plus the shared expert).
+    // output is scaled by sigmoid(shared_expert_gate . x). llama.cpp's qwen2moe: experts on every
+    // layer, the top-k not renormalised, the shared expert's gate a vector.
     FamilyInfo& f = row(Family::Qwen2Moe, "qwen2_moe", "Qwen2-MoE", {"Qwen2MoeForCausalLM"});
     f.block = Block::Moe; f.hf_moe = HfMoe::QwenShared;
+    f.gguf_arch = "qwen2moe"; f.gguf_reads = true; f.gguf_moe_norm_topk = false; f.gguf_shared_expert = true;
     f.attn_bias = AttnBias::QkvAlways;
     f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp), as for Qwen3-MoE
     f.hf_config_defaults = kQwen2MoeDefaults;

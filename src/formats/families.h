@@ -97,6 +97,11 @@ struct FamilyInfo {
   bool gguf_qk_interleaved = false;  // GGUF attn_q/attn_k rows interleaved (llama.cpp permutes "llama" only)
   bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
   bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
+  // MoE GGUF architectures: whether llama.cpp's graph renormalises the top-k expert weights
+  // (llama/Mixtral, qwen3moe: yes; qwen2moe: no), and whether it has a shared expert
+  // (qwen2moe: ffn_*_shexp, scaled by sigmoid(ffn_gate_inp_shexp . x)).
+  bool gguf_moe_norm_topk = true;
+  bool gguf_shared_expert = false;
   const char* hf_ffn_size_key = "intermediate_size";  // Llama 4's dense MLP: intermediate_size_mlp
   HfMoe hf_moe = HfMoe::None;          // experts in the config (block == Block::Moe)
   const char* hf_moe_block = "mlp";    // the experts' module: model.layers.N.<block>.gate / .experts.E.*

@@ -277,6 +277,17 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
     if (moe->block != Block::Moe)
       fail(ErrorKind::Unsupported, g.where_key(arch + ".expert_count"), std::string("mixture-of-experts ") + fam->display + " files are not supported");
     s.family = moe->name;
+    s.norm_topk_prob = moe->gguf_moe_norm_topk;
+    if (moe->gguf_shared_expert) {
+      const std::string key = arch + ".expert_shared_feed_forward_length";
+      if (g.has(key)) {
+        s.shared_expert_ffn_size = positive(g, key, g.get_i64(key), int64_t{1} << 24);
+      } else if (const GgufTensorInfo* t = g.find_tensor("blk.0.ffn_up_shexp.weight"); t && t->shape.size() == 2) {
+        s.shared_expert_ffn_size = positive(g, g.path() + ": tensor 'blk.0.ffn_up_shexp.weight'", t->shape[0], int64_t{1} << 24);
+      } else {
+        fail(ErrorKind::Corrupt, g.where_key(key), "missing, and no blk.0.ffn_up_shexp.weight to read the shared expert's width from");
+      }
+    }
   }
   read_rope_scaling(g, *fam, s);
   read_features(g, *fam, s);

@@ -246,15 +246,20 @@ std::string gguf_arch_for(const ModelSpec& s) {
            std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
-  // llama.cpp's llama (Mixtral) and qwen3moe graphs put experts on every layer and renormalise
-  // the top-k weights; they have no shared expert.
+  // llama.cpp's MoE graphs put experts on every layer; llama (Mixtral) and qwen3moe renormalise
+  // the top-k weights and have no shared expert, qwen2moe does not renormalise and has one.
   if (s.n_experts > 0) {
     for (size_t i = 0; i < s.layers.size(); ++i)
       if (!s.layers[i].moe)
         fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i), "a dense layer between layers of experts cannot be expressed in the '" + arch + "' GGUF architecture");
-    if (!s.norm_topk_prob)
-      fail(ErrorKind::Unsupported, "GGUF output", "top-k expert weights that are not renormalised (norm_topk_prob false) cannot be expressed in the '" + arch + "' GGUF architecture");
-    if (s.shared_expert_ffn_size > 0) fail(ErrorKind::Unsupported, "GGUF output", "a shared expert cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (s.norm_topk_prob != layout.gguf_moe_norm_topk)
+      fail(ErrorKind::Unsupported, "GGUF output",
+           std::string("top-k expert weights that are ") + (s.norm_topk_prob ? "" : "not ") + "renormalised (norm_topk_prob " +
+               (s.norm_topk_prob ? "true" : "false") + ") cannot be expressed in the '" + arch + "' GGUF architecture");
+    if ((s.shared_expert_ffn_size > 0) != layout.gguf_shared_expert)
+      fail(ErrorKind::Unsupported, "GGUF output",
+           std::string(s.shared_expert_ffn_size > 0 ? "a shared expert cannot be expressed in" : "experts without a shared expert cannot be expressed in") +
+               " the '" + arch + "' GGUF architecture");
   }
   // GGUF has no activation key: the architecture fixes it (Gemma's tanh GELU), so another one
   // would be read back, by ptn and by llama.cpp, as the architecture's.
@@ -392,6 +397,7 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
     u32("expert_count", s.n_experts);
     u32("expert_used_count", s.n_experts_used);
     u32("expert_feed_forward_length", s.expert_ffn_size);
+    if (s.shared_expert_ffn_size > 0) u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
   }
   w.set_f32(k("attention.layer_norm_rms_epsilon"), s.norm_eps);
   w.set_f32(k("rope.freq_base"), s.rope_theta);
@@ -524,6 +530,12 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
         for (int64_t e = 0; e < E; ++e) parts.push_back(ws->get(expert_tensor(layer, what.c_str(), e)));
         return concat_rows(parts).reshaped(merged);
       });
+      continue;
+    }
+    if (ends_with(name, ".ffn_gate_inp_shexp.weight")) {  // llama.cpp keeps the shared expert's gate as a vector
+      const int64_t H = shape[1];
+      add(name, {H}, [ws, name, H] { Tensor t = ws->get(name);
+        return (t.contiguous() ? t : t.copy()).reshaped({H}); });
       continue;
     }
     if (fused && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;

@@ -107,6 +107,7 @@ class MappedSource final : public WeightSource {
   std::shared_ptr<SafetensorsSet> st_;
   std::vector<std::string> extra_files_;  // config.json etc.
   std::map<std::string, TensorSourceRef> recipes_;
+  std::set<std::string> one_row_;  // canonical [1, n] tensors stored as [n]
 
   const ModelSpec& spec() const override { return spec_; }
   std::string describe() const override { return description_; }
@@ -152,6 +153,7 @@ class MappedSource final : public WeightSource {
     if (r.row_begin >= 0) t = t.slice_rows(r.row_begin, r.row_end);
     if (r.expert >= 0) t = t.slice_rows(r.expert, r.expert + 1).reshaped({t.dim(1), t.dim(2)});
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
+    if (one_row_.count(name)) t = t.reshaped({1, t.dim(0)});
     return t;
   }
 
@@ -193,6 +195,11 @@ class MappedSource final : public WeightSource {
         shape = {shape[1], shape[2]};
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
+      // A one-row matrix stored as a vector (llama.cpp's ffn_gate_inp_shexp): the same bytes.
+      if (want.size() == 2 && want[0] == 1 && shape.size() == 1 && shape[0] == want[1]) {
+        one_row_.insert(canon);
+        shape = want;
+      }
       if (!want.empty() && shape != want)
         fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " does not match the model (" + canon + " should be " + shape_str(want) + ")");
       recipes_[canon] = r;

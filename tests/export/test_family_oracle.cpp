@@ -313,6 +313,12 @@ std::vector<Case> cases() {
                                    {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
                                     {"shared_expert_intermediate_size", 48}, {"mlp_only_layers", {0}}}),
                DType::F32, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
+  // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
+  // renormalised, a shared expert): also through ptn's GGUF writer and import.
+  c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),
+                                        {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                                         {"shared_expert_intermediate_size", 40}, {"rope_theta", 1000000.0}}),
+               DType::BF16, {{{"norm_topk_prob", true}}}});
   return c;
 }
 
