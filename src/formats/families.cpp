@@ -116,6 +116,11 @@ constexpr const char* kQwen3MoeDefaults = R"({"sliding_window": 4096, "max_windo
 constexpr const char* kQwen2MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 60,
   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
   "norm_topk_prob": false, "decoder_sparse_step": 1, "rope_theta": 10000.0, "rms_norm_eps": 1e-6})";
+// OlmoeConfig's defaults (OLMoE-1B-7B's shapes): 64 experts of intermediate_size, top-8 not
+// renormalised, on every layer.
+constexpr const char* kOlmoeDefaults = R"({"vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048,
+  "num_hidden_layers": 16, "num_attention_heads": 16, "max_position_embeddings": 4096, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": false})";
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -228,7 +233,16 @@ std::vector<FamilyInfo> make_table() {
     f.hf_window = WindowRule::None;  // use_sliding_window is refused (hf_config.cpp), as for Qwen3-MoE
     f.hf_config_defaults = kQwen2MoeDefaults;
   }
-  unsupported(Family::Olmoe, "olmoe", "OlmoeForCausalLM", "OLMoE (mixture of experts with q/k norms over all heads) is not supported yet");
+  {
+    // OLMoE: Llama's layer with one RMSNorm over all q heads (and one over all k heads) before
+    // RoPE, and experts on every layer (softmax, top-k, renormalised with norm_topk_prob).
+    FamilyInfo& f = row(Family::Olmoe, "olmoe", "OLMoE", {"OlmoeForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::Olmoe;
+    f.qk_norm = true; f.qk_norm_full = true;
+    f.attn_bias = AttnBias::None;
+    f.gguf_arch = "olmoe"; f.gguf_reads = true; f.gguf_moe_norm_topk = false;  // llama.cpp's olmoe: norm_w false
+    f.hf_config_defaults = kOlmoeDefaults;
+  }
   unsupported(Family::GptOss, "gpt_oss", "GptOssForCausalLM", "gpt-oss (MXFP4 experts, clamped SwiGLU, attention sinks) is not supported yet");
   unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");
   unsupported(Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "DeepSeek V3 (multi-head latent attention, grouped sigmoid routing) is not supported yet");

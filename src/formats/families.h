@@ -46,6 +46,7 @@ enum class HfMoe {
   Mixtral,     // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size; always renormalised
   Qwen,        // num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers
   QwenShared,  // Qwen + shared_expert_intermediate_size (a shared expert with a sigmoid gate: Qwen2-MoE)
+  Olmoe,       // num_experts, num_experts_per_tok, norm_topk_prob; every layer; experts of intermediate_size
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
@@ -112,6 +113,7 @@ struct FamilyInfo {
   bool norm_weight_plus_one = false;  // RMSNorm scales by (1 + w): HF stores w, GGUF stores 1 + w (Gemma)
   bool sandwich_norms = false;        // post-attention and post-FFN norms too (Gemma)
   bool qk_norm = false;               // RMSNorm on each q and k head, always (Qwen3, Gemma 3)
+  bool qk_norm_full = false;          // ... over all heads at once, weights [heads x head_dim] (OLMoE)
   AttnBias attn_bias = AttnBias::FromConfig;
   bool hf_mlp_bias = false;           // config `mlp_bias` puts biases on gate/up/down (LlamaMLP: Llama, SmolLM3); else refused
   bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)

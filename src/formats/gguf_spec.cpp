@@ -150,6 +150,9 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   s.attn_output_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
   s.mlp_bias = g.find_tensor("blk.0.ffn_down.bias") != nullptr;
   s.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  // One norm over all heads (OLMoE) when the weight spans them.
+  if (const GgufTensorInfo* qn = g.find_tensor("blk.0.attn_q_norm.weight"))
+    s.qk_norm_full = s.n_heads > 1 && qn->shape.size() == 1 && qn->shape[0] == s.n_heads * s.head_dim;
   s.activation = fam.gguf_activation;
   s.sandwich_norms = fam.sandwich_norms;
   if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));

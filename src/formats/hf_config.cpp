@@ -296,6 +296,12 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     for (LayerAttention& l : s.layers) l.moe = true;
     return;
   }
+  if (fam.hf_moe == HfMoe::Olmoe) {  // OlmoeSparseMoeBlock: every layer, experts of intermediate_size
+    s.expert_ffn_size = s.intermediate_size;
+    s.norm_topk_prob = c.boolean_or("norm_topk_prob", false);
+    for (LayerAttention& l : s.layers) l.moe = true;
+    return;
+  }
   s.expert_ffn_size = c.integer("moe_intermediate_size", 1, int64_t{1} << 24);
   s.norm_topk_prob = c.boolean_or("norm_topk_prob", false);
   if (c.boolean_or("use_sliding_window", false))
@@ -589,6 +595,9 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
     s.mlp_bias = true;
   }
   s.qk_norm = fam.qk_norm;
+  s.qk_norm_full = fam.qk_norm_full;
+  if (fam.hf_moe == HfMoe::Olmoe && c.find("clip_qkv"))
+    c.bad("clip_qkv", "clamping q/k/v (OLMoE's clip_qkv) is not supported");
   s.norm_weight_plus_one = fam.norm_weight_plus_one;
   s.sandwich_norms = fam.sandwich_norms;
   if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));

@@ -125,7 +125,8 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (w == "attn_k.bias" || w == "attn_v.bias") return {kv};
   if (w == "attn_output.bias" || w == "ffn_down.bias") return {H};
   if (w == "ffn_gate.bias" || w == "ffn_up.bias") return {F};
-  if (w == "attn_q_norm.weight" || w == "attn_k_norm.weight") return {s.head_dim};
+  if (w == "attn_q_norm.weight") return {s.qk_norm_full ? q : s.head_dim};
+  if (w == "attn_k_norm.weight") return {s.qk_norm_full ? kv : s.head_dim};
   const int64_t Fe = s.expert_ffn_size, Fs = s.shared_expert_ffn_size;
   if (s.n_experts > 0) {
     if (w == "ffn_gate_inp.weight") return {s.n_experts, H};
@@ -183,7 +184,7 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.attn_bias, "q/k/v bias");
   feat(s.attn_output_bias, "o_proj bias");
   feat(s.mlp_bias, "MLP bias");
-  feat(s.qk_norm, "q/k norm");
+  feat(s.qk_norm, s.qk_norm_full ? "q/k norm over all heads" : "q/k norm");
   feat(s.qk_l2_norm, "q/k L2 norm");
   feat(s.sandwich_norms, "sandwich norms");
   feat(s.attn_scale != 0, "attn scale " + std::to_string(s.attn_scale));

@@ -79,6 +79,8 @@ struct ModelSpec {
   bool attn_output_bias = false;      // attention_bias (Llama, Qwen3, Gemma, SmolLM3, Llama 4): o_proj carries one
   bool mlp_bias = false;              // mlp_bias (Llama, SmolLM3): gate/up/down projections carry biases
   bool qk_norm = false;               // Qwen3, Gemma 3: RMSNorm on each q and k head
+  bool qk_norm_full = false;          // with qk_norm: one RMSNorm over all q (and all k) heads, weights
+                                      // [heads x head_dim] (OLMoE), instead of one per head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
   // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off

@@ -90,8 +90,9 @@ struct Builder {
     int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
     int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
     if (s.qk_norm) {
-      q = norm(q, t("attn_q_norm.weight"), Hq * D, nm("q_normed"), D);
-      k = norm(k, t("attn_k_norm.weight"), Hkv * D, nm("k_normed"), D);
+      // Per head (Qwen3, Gemma 3), or over all heads at once (OLMoE).
+      q = norm(q, t("attn_q_norm.weight"), Hq * D, nm("q_normed"), s.qk_norm_full ? Hq * D : D);
+      k = norm(k, t("attn_k_norm.weight"), Hkv * D, nm("k_normed"), s.qk_norm_full ? Hkv * D : D);
     }
     if (la.use_rope) {
       q = rope(q, Hq, la, nm("q_rope"));

@@ -82,7 +82,7 @@ int inspect_ptn_file(const std::string& path) {
   std::printf("  tied embeddings %s, attention bias %s, q/k norm %s, sandwich norms %s, softcap attn %g final %g\n",
               s.tie_word_embeddings ? "yes" : "no",
               s.attn_bias ? (s.attn_output_bias ? "q/k/v/o" : "q/k/v") : (s.attn_output_bias ? "o" : "no"),
-              s.qk_norm ? "yes" : "no",
+              s.qk_norm ? (s.qk_norm_full ? "over all heads" : "yes") : "no",
               s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
   if (s.mlp_bias) std::printf("  MLP bias yes\n");
   print_experts(s, *f);

@@ -95,6 +95,7 @@ json spec_to_json(const ModelSpec& s) {
           {"tie_word_embeddings", s.tie_word_embeddings},
           {"attn_bias", s.attn_bias},
           {"qk_norm", s.qk_norm},
+          {"qk_norm_full", s.qk_norm_full},
           {"sandwich_norms", s.sandwich_norms},
           {"layers", layers}};
   // Written only when set, so that files without them keep their bytes.
@@ -146,6 +147,7 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.attn_output_bias = get<bool>(j, "attn_output_bias", where, false);
   s.mlp_bias = get<bool>(j, "mlp_bias", where, false);
   s.qk_norm = get<bool>(j, "qk_norm", where, false);
+  s.qk_norm_full = get<bool>(j, "qk_norm_full", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
   s.n_experts = get_count(j, "experts", where, 0, 1024);
   if (s.n_experts > 0) {

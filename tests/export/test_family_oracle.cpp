@@ -313,6 +313,14 @@ std::vector<Case> cases() {
                                    {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
                                     {"shared_expert_intermediate_size", 48}, {"mlp_only_layers", {0}}}),
                DType::F32, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
+  // OLMoE: 4 experts of intermediate_size on both layers, top-2 not renormalised (its default),
+  // q and k each RMS-normalised over all heads; no head_dim key (OlmoeConfig has none: its q_norm
+  // is hidden_size wide). Also through GGUF (llama.cpp's olmoe).
+  {
+    json olmoe = merged(base("OlmoeForCausalLM", 2), {{"hidden_size", 64}, {"num_experts", 4}, {"num_experts_per_tok", 2}});
+    olmoe.erase("head_dim");
+    c.push_back({"olmoe", olmoe, DType::F32, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
+  }
   // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
   // renormalised, a shared expert): also through ptn's GGUF writer and import.
   c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),

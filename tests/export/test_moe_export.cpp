@@ -186,7 +186,7 @@ TEST(MoeExport, BadExpertConfigsAreRefusedByField) {
       {with(qwen3_moe_config(), {{"decoder_sparse_step", 0}}), "decoder_sparse_step"},
       {with(qwen3_moe_config(), {{"use_sliding_window", true}}), "use_sliding_window"},
       {with(qwen3_moe_config(), {{"num_experts_per_tok", 0}}), "num_experts_per_tok"},
-      {with(qwen3_moe_config(), {{"architectures", {"OlmoeForCausalLM"}}}), "OLMoE"},
+      {with(qwen3_moe_config(), {{"architectures", {"OlmoeForCausalLM"}}, {"clip_qkv", 8.0}}), "clip_qkv"},
       {with(qwen3_moe_config(), {{"architectures", {"GptOssForCausalLM"}}}), "gpt-oss"},
       {with(qwen3_moe_config(), {{"architectures", {"DeepseekV3ForCausalLM"}}}), "DeepSeek V3"},
       {with(qwen3_moe_config(), {{"architectures", {"Qwen2MoeForCausalLM"}}, {"shared_expert_intermediate_size", 0}}),

@@ -81,6 +81,9 @@ FAMILY_DEFAULTS = {
     "qwen3_moe": {"sliding_window": 4096, "use_sliding_window": False, "num_experts": 128, "num_experts_per_tok": 8,
                   "moe_intermediate_size": 768, "norm_topk_prob": False, "decoder_sparse_step": 1,
                   "mlp_only_layers": None},
+    # OlmoeConfig: experts of intermediate_size on every layer, q/k RMSNorm over all heads.
+    "olmoe": {"rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False,
+              "clip_qkv": None},
     # Qwen2MoeConfig: q/k/v projections with biases (Qwen2's attention), a shared expert.
     "qwen2_moe": {"sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 28, "num_experts": 60,
                   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
@@ -90,7 +93,7 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
          "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
-         "Qwen2MoeForCausalLM": "qwen2_moe"}
+         "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe"}
 
 
 class Config:
@@ -213,6 +216,8 @@ def layer_plan(cfg, n):
         elif fam in ("qwen3_moe", "qwen2_moe"):  # the window only with use_sliding_window, then on every layer
             w = window if cfg.get("use_sliding_window") else None
             types = ["sliding_attention" if w is not None else "full_attention"] * n
+        elif fam == "olmoe":
+            types = ["full_attention"] * n
         elif fam in ("mistral", "phi3", "mixtral"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
         elif fam == "gemma2":
@@ -276,7 +281,7 @@ def rotate_interleaved(x, cos, sin):
 
 def sparse_layer(cfg, l):
     """Whether layer l's MLP is the sparse block of experts."""
-    if cfg.family == "mixtral":
+    if cfg.family in ("mixtral", "olmoe"):
         return True
     if cfg.family in ("qwen3_moe", "qwen2_moe"):
         only = cfg.get("mlp_only_layers") or []
@@ -356,6 +361,9 @@ def forward(cfg, W, ids):
             q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
         else:
             q, k, v = (lin(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
+        if fam == "olmoe":  # OlmoeAttention: q_norm(q_proj(h)), k_norm(k_proj(h)) over the whole projection
+            q = norm(q, W[p + "self_attn.q_norm.weight"])
+            k = norm(k, W[p + "self_attn.k_norm.weight"])
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)
         if fam in ("qwen3", "gemma3", "qwen3_moe"):
             q = norm(q, W[p + "self_attn.q_norm.weight"])
