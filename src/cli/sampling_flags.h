@@ -63,11 +63,14 @@ inline SamplingParams sampling_from_flags(const SamplingFlags& flags, int64_t vo
 
 // --lookup-draft / --lookup-ngram: prompt-lookup speculative decoding (run and chat).
 inline void add_lookup_flags(CLI::App* cmd, gen::LookupOptions* o) {
-  cmd->add_option(opt("lookup-draft"), o->draft_tokens,
-                  "speculative decoding with prompt-lookup drafts: at most this many tokens drafted per step from an "
-                  "earlier occurrence of the last tokens (0 = off, the default; at most 32)");
+  CLI::Option* draft = cmd->add_option(
+      opt("lookup-draft"), o->draft_tokens,
+      "speculative decoding with prompt-lookup drafts: at most this many tokens drafted per step from an "
+      "earlier occurrence of the last tokens (0 = off, the default; at most 32)");
+  // (needs: without --lookup-draft the n-gram size would be accepted and have no effect.)
   cmd->add_option(opt("lookup-ngram"), o->ngram_max,
-                  "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)");
+                  "the longest suffix looked up for a draft (default 3; shorter ones down to 1 are tried next)")
+      ->needs(draft);
 }
 
 // --draft-model / --draft-max (ptn run, ptn chat): speculative decoding with a draft model.
@@ -77,10 +80,12 @@ struct DraftFlags {
 };
 
 inline void add_draft_flags(CLI::App* cmd, DraftFlags* d) {
-  cmd->add_option(opt("draft-model"), d->model,
-                  "speculative decoding with a draft model (.ptn, GGUF or HF directory) of the same tokenizer: it "
-                  "proposes tokens greedily and the model verifies them in one step (the output is the model's own)");
-  cmd->add_option(opt("draft-max"), d->max, "the most tokens the draft model proposes per step (default 8, 1..32)");
+  CLI::Option* model = cmd->add_option(
+      opt("draft-model"), d->model,
+      "speculative decoding with a draft model (.ptn, GGUF or HF directory) of the same tokenizer: it "
+      "proposes tokens greedily and the model verifies them in one step (the output is the model's own)");
+  cmd->add_option(opt("draft-max"), d->max, "the most tokens the draft model proposes per step (default 8, 1..32)")
+      ->needs(model);
 }
 
 // The draft model of --draft-model on a session of its own (null when the flag is not given);

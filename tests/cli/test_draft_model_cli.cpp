@@ -2,7 +2,8 @@
 // proposes - the same token ids as without a draft, greedy and seeded, with the model itself as a
 // draft (which then has almost every draft accepted) and with a random-weight model of the same
 // tokenizer (`ptn synth --tokenizer`, which has next to none accepted); a draft model of another
-// tokenizer, --draft-max out of range and --draft-model beside --lookup-draft are refused by name.
+// tokenizer, --draft-max out of range and --draft-model beside --lookup-draft are refused by name,
+// and so are --draft-max without --draft-model and --lookup-ngram without --lookup-draft.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -110,6 +111,17 @@ TEST_F(DraftModelCli, WhatCannotDraftIsRefusedByName) {
   r = run_ptn("chat -m " + q(kGguf) + " -n 4 --draft-model " + q(other), dir_.path(), "Hi\n");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("same tokenizer"), std::string::npos) << r.err;
+  // A setting of a speculation mode that is off would be accepted and do nothing: refused.
+  for (const char* cmd : {"run -p Once", "chat"}) {
+    r = run_ptn(std::string(cmd) + " -m " + q(kGguf) + " -n 4 --draft-max 4", dir_.path(), "Hi\n");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.err.find("--draft-max"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--draft-model"), std::string::npos) << r.err;
+    r = run_ptn(std::string(cmd) + " -m " + q(kGguf) + " -n 4 --lookup-ngram 2", dir_.path(), "Hi\n");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.err.find("--lookup-ngram"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--lookup-draft"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace
