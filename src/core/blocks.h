@@ -11,6 +11,7 @@ constexpr int QK5_0 = 32;
 constexpr int QK5_1 = 32;
 constexpr int QK8_0 = 32;
 constexpr int QK4_NL = 32;
+constexpr int QK_MXFP4 = 32;
 constexpr int QK_K = 256;         // super-block size of the K-quants
 constexpr int K_SCALE_SIZE = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -57,12 +58,46 @@ static_assert(sizeof(BlockIQ4_NL) == 18);
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// MXFP4 (OCP microscaling FP4): 32 weights, x = 2^(e-128) * kMxfp4Values[q], e an E8M0 exponent,
+// q in 0..15 (an E2M1 value, doubled so that the table holds integers); nibbles as Q4_0.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[QK_MXFP4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// The 16 E2M1 values of MXFP4 times two (ggml's kvalues_mxfp4): sign bit 3, then 0, 0.5, 1, 1.5,
+// 2, 3, 4, 6 doubled.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 // Q8_0: 32 weights, x = d * q, q in -127..127 (the quantizer never emits -128).
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[QK8_0];
 };
 static_assert(sizeof(BlockQ8_0) == 34);
+
+// Q2_K: 256 weights in 16 sub-blocks of 16; x = d*sc[j]*q - dmin*m[j], q 2 bits, sc[j] (low
+// nibble) and m[j] (high nibble) 4 bits each in scales[j]. Element 128h + 32i + l (h = 0, 1; i =
+// 0..3; l = 0..31) is bits 2i..2i+1 of qs[32h + l] and belongs to sub-block 8h + 2i + l/16.
+struct BlockQ2K {
+  uint8_t scales[QK_K / 16];
+  uint8_t qs[QK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2K) == 84);
+
+// Q3_K: 256 weights in 16 sub-blocks of 16; x = d*(sc[j]-32)*(q-4), q 3 bits: the low 2 as Q2_K's
+// qs, the high one bit 4h+i of hmask[l] (element 128h + 32i + l); the 6-bit sc[j] packed in
+// scales[12] (low 4 bits: nibble j/8 of byte j%8; high 2 bits: bits 2(j/4).. of byte 8 + j%4).
+struct BlockQ3K {
+  uint8_t hmask[QK_K / 8];
+  uint8_t qs[QK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3K) == 110);
 
 // Q4_K: 256 weights in 8 sub-blocks of 32; x = d*sc[j]*q - dmin*m[j], 6-bit sc/m packed in scales[12].
 struct BlockQ4K {
@@ -91,6 +126,17 @@ struct BlockQ6K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ6K) == 210);
+
+// IQ4_XS: 256 weights in 8 sub-blocks of 32; x = d*(ls[j]-32)*kIq4nlValues[q], q 4 bits (sub-block
+// j's 32 weights as an IQ4_NL block's nibbles in qs[16j..16j+15]), ls[j] 6 bits: low 4 in nibble
+// j%2 of scales_l[j/2], high 2 in bits 2j..2j+1 of scales_h.
+struct BlockIQ4XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[QK_K / 64];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockIQ4XS) == 136);
 
 // Q8_K: activation blocks for the K-quant dot products; f32 scale, sums of each 16 q's.
 struct BlockQ8K {

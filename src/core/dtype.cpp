@@ -24,6 +24,10 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::Q5_1: return DTypeTraits{"q5_1", QK5_1, sizeof(BlockQ5_1), true};
     case DType::IQ4_NL: return DTypeTraits{"iq4_nl", QK4_NL, sizeof(BlockIQ4_NL), true};
     case DType::Q8_0: return DTypeTraits{"q8_0", QK8_0, sizeof(BlockQ8_0), true};
+    case DType::MXFP4: return DTypeTraits{"mxfp4", QK_MXFP4, sizeof(BlockMXFP4), true};
+    case DType::Q2_K: return DTypeTraits{"q2_k", QK_K, sizeof(BlockQ2K), true};
+    case DType::Q3_K: return DTypeTraits{"q3_k", QK_K, sizeof(BlockQ3K), true};
+    case DType::IQ4_XS: return DTypeTraits{"iq4_xs", QK_K, sizeof(BlockIQ4XS), true};
     case DType::Q4_K: return DTypeTraits{"q4_k", QK_K, sizeof(BlockQ4K), true};
     case DType::Q5_K: return DTypeTraits{"q5_k", QK_K, sizeof(BlockQ5K), true};
     case DType::Q6_K: return DTypeTraits{"q6_k", QK_K, sizeof(BlockQ6K), true};

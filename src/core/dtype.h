@@ -16,17 +16,21 @@ enum class DType : uint32_t {
   Q5_0 = 6,
   Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,  // activation format of the K-quant integer kernels (not a weight type)
   IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeTraits {

@@ -1,6 +1,6 @@
 // Dispatch of the row conversions by dtype, plain (non-block) types, whole matrices and
 // type-to-type conversion. The block formats live in quant_legacy.cpp (the 32-element types) and
-// quant_k.cpp (Q4_K/Q5_K/Q6_K/Q8_K).
+// quant_k.cpp (Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/Q8_K), quant_nonlinear.cpp (IQ4_XS, MXFP4).
 #include "core/quant.h"
 
 #include <algorithm>
@@ -42,7 +42,7 @@ bool can_quantize(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
     case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
-    case DType::Q6_K: case DType::Q8_K:
+    case DType::Q6_K: case DType::Q8_K: case DType::Q2_K: case DType::Q3_K: case DType::MXFP4:
       return true;
     default:
       return false;
@@ -52,7 +52,7 @@ bool can_quantize(DType t) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
-    case DType::IQ4_NL:
+    case DType::IQ4_NL: case DType::IQ4_XS:
       return true;
     default:
       return can_quantize(t);
@@ -89,6 +89,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5K*>(src), dst, nb); return;
     case DType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6K*>(src), dst, nb); return;
     case DType::Q8_K: dequantize_q8_k(static_cast<const BlockQ8K*>(src), dst, nb); return;
+    case DType::Q2_K: dequantize_q2_k(static_cast<const BlockQ2K*>(src), dst, nb); return;
+    case DType::Q3_K: dequantize_q3_k(static_cast<const BlockQ3K*>(src), dst, nb); return;
+    case DType::IQ4_XS: dequantize_iq4_xs(static_cast<const BlockIQ4XS*>(src), dst, nb); return;
+    case DType::MXFP4: dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
   }
   fail(ErrorKind::Unsupported, "dequantize_row", std::string("cannot read ") + dtype_name(t) + " as floats");
 }
@@ -119,6 +123,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: quantize_q5_k(src, static_cast<BlockQ5K*>(dst), nb); return;
     case DType::Q6_K: quantize_q6_k(src, static_cast<BlockQ6K*>(dst), nb); return;
     case DType::Q8_K: quantize_q8_k(src, static_cast<BlockQ8K*>(dst), nb); return;
+    case DType::Q2_K: quantize_q2_k(src, static_cast<BlockQ2K*>(dst), nb); return;
+    case DType::Q3_K: quantize_q3_k(src, static_cast<BlockQ3K*>(dst), nb); return;
+    case DType::MXFP4: quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb); return;
     default: break;
   }
   fail(ErrorKind::Internal, "quantize_row", std::string("no quantizer for ") + dtype_name(t));

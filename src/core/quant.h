@@ -5,7 +5,8 @@
 // forbid FMA contraction, so this holds whatever -march the build uses; tested with g++/clang++). Quantization follows ggml's reference quantizers (the ones
 // llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q4_1/Q5_0/
 // Q5_1/Q8_0/Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's
-// bytes. IQ4_NL can be read but not written (ggml's quantizer for it searches the scale).
+// bytes. IQ4_NL and IQ4_XS can be read but not written (ggml's quantizers for them search the scale).
+// Q2_K and Q3_K are written as ggml's reference quantizers write them; MXFP4 likewise.
 //
 // Non-finite input never crashes or throws, and only the blocks holding it are affected:
 // in Q4_0/Q5_0/Q8_0/Q8_K a NaN weight takes the code of zero and does not influence the scale
@@ -16,15 +17,17 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
 namespace ptn {
 
-// True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-// Q5_K, Q6_K, Q8_K).
+// True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K).
 bool can_quantize(DType t);
-// True if dequantize_row can read type t (the above plus IQ4_NL, F64 and the integer types I8..I64).
+// True if dequantize_row can read type t (the above plus IQ4_NL, IQ4_XS, F64 and the integer types
+// I8..I64).
 bool can_dequantize(DType t);
 
 // dst[0..n) = the values of src (n elements of type t). Throws InvalidArgument if n is negative
@@ -53,6 +56,30 @@ inline void unpack_scale_min_k4(const uint8_t* scales, int j, uint8_t& sc, uint8
     sc = static_cast<uint8_t>((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
     m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// The 16 signed 6-bit scales (sc - 32) of a Q3_K super-block from its packed scales[12]: the low
+// 4 bits of scale j in nibble j/8 of byte j%8, the high 2 bits in bits 2(j/4).. of byte 8 + j%4.
+inline void unpack_q3_k_scales(const uint8_t* packed, int8_t* sc) {
+  for (int j = 0; j < 16; ++j) {
+    const int lo = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+    const int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    sc[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+  }
+}
+
+// IQ4_XS: the 6-bit scale (0..63, used as ls - 32) of sub-block j (0..7).
+inline int iq4_xs_scale(uint16_t scales_h, const uint8_t* scales_l, int j) {
+  return ((scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((scales_h >> (2 * j)) & 3) << 4);
+}
+
+// MXFP4's E8M0 exponent e as the scale of its doubled E2M1 values: 2^(e - 128), as a float
+// bit pattern (e = 0 and 1 are the subnormals 2^-128 and 2^-127).
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 }  // namespace ptn

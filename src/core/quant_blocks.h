@@ -39,6 +39,10 @@ void dequantize_q4_k(const BlockQ4K* x, float* y, int64_t nb);
 void dequantize_q5_k(const BlockQ5K* x, float* y, int64_t nb);
 void dequantize_q6_k(const BlockQ6K* x, float* y, int64_t nb);
 void dequantize_q8_k(const BlockQ8K* x, float* y, int64_t nb);
+void dequantize_q2_k(const BlockQ2K* x, float* y, int64_t nb);
+void dequantize_q3_k(const BlockQ3K* x, float* y, int64_t nb);
+void dequantize_iq4_xs(const BlockIQ4XS* x, float* y, int64_t nb);
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb);
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb);
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb);
@@ -49,5 +53,8 @@ void quantize_q4_k(const float* x, BlockQ4K* y, int64_t nb);
 void quantize_q5_k(const float* x, BlockQ5K* y, int64_t nb);
 void quantize_q6_k(const float* x, BlockQ6K* y, int64_t nb);
 void quantize_q8_k(const float* x, BlockQ8K* y, int64_t nb);
+void quantize_q2_k(const float* x, BlockQ2K* y, int64_t nb);
+void quantize_q3_k(const float* x, BlockQ3K* y, int64_t nb);
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
 
 }  // namespace ptn::quant_detail

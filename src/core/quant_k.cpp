@@ -78,12 +78,64 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
+// Symmetric search for Q3_K sub-blocks (ggml's make_q3_quants with its rmse refinement): codes
+// L[i] in [0, 2*nmax) for q = L - nmax, returns the scale. Starts from -nmax/max, then moves
+// single codes to their weighted least-squares value (weights x^2) while that improves the fit,
+// at most 5 rounds.
+float search_q3(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  auto clamp_q = [nmax](int l) { return l < -nmax ? -nmax : (l > nmax - 1 ? nmax - 1 : l); };
+  const float iscale = -static_cast<float>(nmax) / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp_q(nearest_int(iscale * x[i]));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int round = 0; round < 5; ++round) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * static_cast<float>(L[i]);
+      if (!(slx > 0.0f)) continue;
+      float sl2 = suml2 - w * static_cast<float>(L[i]) * static_cast<float>(L[i]);
+      const int nl = clamp_q(nearest_int(x[i] * sl2 / slx));
+      if (nl == L[i]) continue;
+      slx += w * x[i] * static_cast<float>(nl);
+      sl2 += w * static_cast<float>(nl) * static_cast<float>(nl);
+      if (sl2 > 0.0f && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(nl);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 // Asymmetric search for Q4_K/Q5_K sub-blocks (ggml's make_qkx2_quants): codes L in [0, nmax] for
 // x ~ scale*L - min_out (min_out >= 0 returned through *min_out). Starts from the min..max
 // range, then tries nstep+1 inverse scales (rmin + rdelta*is + nmax)/(max - min), fitting
 // scale and offset by weighted least squares each time; keeps the lowest weighted squared error.
+// mad: the error is the weighted absolute difference instead of the squared one (Q2_K).
 float search_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* min_out,
-                    float rmin, float rdelta, int nstep) {
+                    float rmin, float rdelta, int nstep, bool mad = false) {
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -109,7 +161,7 @@ float search_affine(int n, int nmax, const float* x, const float* w, uint8_t* L,
   for (int i = 0; i < n; ++i) {
     L[i] = code(iscale * (x[i] - min));
     const float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    best_error += w[i] * (diff * diff);
+    best_error += w[i] * (mad ? std::fabs(diff) : diff * diff);
   }
   uint8_t trial[32];  // n <= 32
   for (int is = 0; is <= nstep; ++is) {
@@ -133,7 +185,7 @@ float search_affine(int n, int nmax, const float* x, const float* w, uint8_t* L,
     float err = 0.0f;
     for (int i = 0; i < n; ++i) {
       const float diff = this_scale * static_cast<float>(trial[i]) + this_min - x[i];
-      err += w[i] * (diff * diff);
+      err += w[i] * (mad ? std::fabs(diff) : diff * diff);
     }
     if (err < best_error) {
       std::memcpy(L, trial, static_cast<size_t>(n));
@@ -199,6 +251,46 @@ void quantize_k_scales(const float* x, int nmax, float rmin, int nstep, uint16_t
 }  // namespace
 
 // ---- dequantization ----
+
+// Q2_K and Q3_K share the element order: half h (128 weights) reads 32 qs bytes, crumb i
+// (bits 2i..2i+1) of byte l is element 128h + 32i + l, in sub-block 8h + 2i + l/16.
+void dequantize_q2_k(const BlockQ2K* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = x[i].qs + 32 * h;
+      for (int c = 0; c < 4; ++c) {
+        for (int part = 0; part < 2; ++part) {
+          const uint8_t sc = x[i].scales[8 * h + 2 * c + part];
+          const float dl = d * static_cast<float>(sc & 0x0f), ml = dmin * static_cast<float>(sc >> 4);
+          for (int l = 16 * part; l < 16 * part + 16; ++l)
+            *y++ = dl * static_cast<float>((q[l] >> (2 * c)) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+void dequantize_q3_k(const BlockQ3K* x, float* y, int64_t nb) {
+  int8_t sc[16];
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    unpack_q3_k_scales(x[i].scales, sc);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = x[i].qs + 32 * h;
+      for (int c = 0; c < 4; ++c) {
+        const int bit = 4 * h + c;  // of hmask[l]
+        for (int part = 0; part < 2; ++part) {
+          const float dl = d * static_cast<float>(sc[8 * h + 2 * c + part]);
+          for (int l = 16 * part; l < 16 * part + 16; ++l) {
+            const int v = ((q[l] >> (2 * c)) & 3) - (((x[i].hmask[l] >> bit) & 1) ? 0 : 4);
+            *y++ = dl * static_cast<float>(v);
+          }
+        }
+      }
+    }
+  }
+}
 
 void dequantize_q4_k(const BlockQ4K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -268,6 +360,109 @@ void dequantize_q8_k(const BlockQ8K* x, float* y, int64_t nb) {
 }
 
 // ---- quantization ----
+
+namespace {
+
+// Packs 256 2-bit codes in Q2_K / Q3_K order (see dequantize_q2_k).
+void pack_crumbs(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < QK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+}  // namespace
+
+void quantize_q2_k(const float* x, BlockQ2K* y, int64_t nb) {
+  uint8_t L[QK_K];
+  float weights[16], scales[QK_K / 16], mins[QK_K / 16];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < QK_K / 16; ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = search_affine(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    // ggml stores nearest_int unclamped into the byte (the scale's search never exceeds max).
+    if (max_scale > 0.0f) {
+      const float iscale = 15.0f / max_scale;
+      for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+      y[i].d = f32_to_fp16(max_scale / 15.0f);
+    } else {
+      std::memset(y[i].scales, 0, sizeof(y[i].scales));
+      y[i].d = f32_to_fp16(0.0f);
+    }
+    if (max_min > 0.0f) {
+      const float iscale = 15.0f / max_min;
+      for (int j = 0; j < QK_K / 16; ++j)
+        y[i].scales[j] |= static_cast<uint8_t>(static_cast<unsigned>(nearest_int(iscale * mins[j])) << 4);
+      y[i].dmin = f32_to_fp16(max_min / 15.0f);
+    } else {
+      y[i].dmin = f32_to_fp16(0.0f);
+    }
+    const float d = fp16_to_f32(y[i].d), dmin = fp16_to_f32(y[i].dmin);
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float ds = d * static_cast<float>(y[i].scales[j] & 0x0f);
+      if (ds == 0.0f) continue;  // keep the search's codes, as ggml does
+      const float dm = dmin * static_cast<float>(y[i].scales[j] >> 4);
+      for (int l = 0; l < 16; ++l) {
+        const int q = nearest_int((x[16 * j + l] + dm) / ds);
+        L[16 * j + l] = static_cast<uint8_t>(q < 0 ? 0 : (q > 3 ? 3 : q));
+      }
+    }
+    pack_crumbs(L, y[i].qs);
+  }
+}
+
+void quantize_q3_k(const float* x, BlockQ3K* y, int64_t nb) {
+  int8_t L[QK_K];
+  float scales[QK_K / 16];
+  int8_t sc[16];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0.0f, amax = 0.0f;
+    for (int j = 0; j < QK_K / 16; ++j) {
+      scales[j] = search_q3(16, 4, x + 16 * j, L + 16 * j);
+      const float a = std::fabs(scales[j]);
+      if (a > amax) {
+        amax = a;
+        max_scale = scales[j];
+      }
+    }
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (int j = 0; j < QK_K / 16; ++j) {
+        int l = nearest_int(iscale * scales[j]);
+        l = (l < -32 ? -32 : (l > 31 ? 31 : l)) + 32;
+        if (j < 8) y[i].scales[j] = static_cast<uint8_t>(l & 0x0f);
+        else y[i].scales[j - 8] |= static_cast<uint8_t>((l & 0x0f) << 4);
+        y[i].scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+      }
+      y[i].d = f32_to_fp16(1.0f / iscale);
+    } else {
+      y[i].d = f32_to_fp16(0.0f);
+    }
+    unpack_q3_k_scales(y[i].scales, sc);
+    const float d = fp16_to_f32(y[i].d);
+    for (int j = 0; j < QK_K / 16; ++j) {
+      const float ds = d * static_cast<float>(sc[j]);
+      if (ds == 0.0f) continue;  // keep the search's codes, as ggml does
+      for (int l = 0; l < 16; ++l) {
+        const int q = nearest_int(x[16 * j + l] / ds);
+        L[16 * j + l] = static_cast<int8_t>((q < -4 ? -4 : (q > 3 ? 3 : q)) + 4);
+      }
+    }
+    // The high bit of element j goes to bit j/32 of hmask[j%32]; qs keeps the low 2 bits.
+    uint8_t low[QK_K];
+    std::memset(y[i].hmask, 0, sizeof(y[i].hmask));
+    for (int j = 0; j < QK_K; ++j) {
+      const int v = L[j];
+      if (v > 3) y[i].hmask[j % 32] |= static_cast<uint8_t>(1u << (j / 32));
+      low[j] = static_cast<uint8_t>(v > 3 ? v - 4 : v);
+    }
+    pack_crumbs(low, y[i].qs);
+  }
+}
 
 void quantize_q4_k(const float* x, BlockQ4K* y, int64_t nb) {
   uint8_t L[QK_K];

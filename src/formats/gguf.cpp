@@ -26,8 +26,6 @@ bool known_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::F64); 
 const char* unsupported_tensor_type_name(uint32_t id) {
   switch (id) {
     case 9: return "Q8_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K";
     case 15: return "Q8_K";  // an activation format, never a weight
     case 16: return "IQ2_XXS";
     case 17: return "IQ2_XS";
@@ -35,11 +33,9 @@ const char* unsupported_tensor_type_name(uint32_t id) {
     case 19: return "IQ1_S";
     case 21: return "IQ3_S";
     case 22: return "IQ2_S";
-    case 23: return "IQ4_XS";
     case 29: return "IQ1_M";
     case 34: return "TQ1_0";
     case 35: return "TQ2_0";
-    case 39: return "MXFP4";
     default: return nullptr;
   }
 }
@@ -305,7 +301,8 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
       const char* name = unsupported_tensor_type_name(type);
       fail(ErrorKind::Unsupported, r.where(f),
            name ? std::string("tensor type ") + name + " (GGUF type " + std::to_string(type) +
-                      ") is not supported by ptn; it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K"
+                      ") is not supported by ptn; it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                      "MXFP4, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K"
                 : "unknown tensor type " + std::to_string(type));
     }
     t.dtype = static_cast<DType>(type);

@@ -10,6 +10,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "kernels/matmul_codes_x86.h"
 #include "kernels/matmul_generic.h"
 
 namespace ptn::mm {
@@ -332,7 +333,9 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
-    default: fail(ErrorKind::Internal, "matmul", std::string("no AVX2 row kernel for ") + dtype_name(w.type));
+    default:
+      if (row_codes_dispatch<R>(w.type, row, k, ra, out)) return;
+      fail(ErrorKind::Internal, "matmul", std::string("no AVX2 row kernel for ") + dtype_name(w.type));
   }
 }
 

@@ -71,7 +71,8 @@ inline void generic_quant_range(const WeightView& w, const QuantActs& qa, int64_
           const int32_t* s16 = qa.s16 + r * (k / 16) + 2 * sb;
           float v = c.ws[0] * static_cast<float>(i0 - Tr::kOff * s16[0]) +
                     c.ws[1] * static_cast<float>(i1 - Tr::kOff * s16[1]);
-          if (Tr::kMins) v -= c.wm * qa.fs32[r * nsub + sb];
+          if (Tr::kMins == 1) v -= c.wm * qa.fs32[r * nsub + sb];
+          if (Tr::kMins == 2) v -= c.wm * static_cast<float>(s16[0]) + c.wm_hi * static_cast<float>(s16[1]);
           gsum[r] += v;
         }
       }
@@ -125,6 +126,10 @@ inline void generic_matmul_range(const WeightView& w, const float* x, const Quan
     case DType::Q4_K: return generic_quant_range<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return generic_quant_range<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return generic_quant_range<DType::Q6_K>(w, qa, m, n0, n1, y);
+    case DType::Q2_K: return generic_quant_range<DType::Q2_K>(w, qa, m, n0, n1, y);
+    case DType::Q3_K: return generic_quant_range<DType::Q3_K>(w, qa, m, n0, n1, y);
+    case DType::IQ4_XS: return generic_quant_range<DType::IQ4_XS>(w, qa, m, n0, n1, y);
+    case DType::MXFP4: return generic_quant_range<DType::MXFP4>(w, qa, m, n0, n1, y);
     case DType::F32: case DType::F16: case DType::BF16: return generic_float_range(w, x, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", std::string("no scalar kernel for ") + dtype_name(w.type));
   }

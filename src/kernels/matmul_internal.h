@@ -33,15 +33,18 @@ struct QuantActs {
 inline int64_t act_group(DType t) { return traits(t).block_size; }
 
 // A 32-element sub-block of a quantized weight row as unsigned codes:
-//   w[i] = ws[i / 16] * (u[i] - off) - wm
-// off is a constant of the type (128 for Q8_0 and IQ4_NL, 8 for Q4_0, 16 for Q5_0, 32 for Q6_K,
-// 0 for Q4_1/Q5_1/Q4_K/Q5_K); ws[0] == ws[1] except for Q6_K, whose scales are per 16; wm != 0
-// only for the types with mins (Q4_K/Q5_K: wm = dmin * m_j; Q4_1/Q5_1: wm = -m, their x = d*q + m).
-// IQ4_NL's codes are its table's levels plus 128 (1..241).
+//   w[i] = ws[i / 16] * (u[i] - off) - (i < 16 || kMins < 2 ? wm : wm_hi)
+// off is a constant of the type (128 for Q8_0, IQ4_NL, IQ4_XS and MXFP4, 8 for Q4_0, 16 for
+// Q5_0, 32 for Q6_K, 4 for Q3_K, 0 for Q4_1/Q5_1/Q2_K/Q4_K/Q5_K); ws[0] == ws[1] except for the
+// types whose scales are per 16 (Q2_K, Q3_K, Q6_K: kSplit); wm != 0 only for the types with mins
+// (Q4_K/Q5_K: wm = dmin * m_j; Q4_1/Q5_1: wm = -m, their x = d*q + m; Q2_K: a min per 16, wm for
+// the first 16 elements and wm_hi for the second, kMins == 2). IQ4_NL's and IQ4_XS's codes are
+// their table's levels plus 128 (1..241), MXFP4's its doubled E2M1 values plus 128 (116..140).
 struct Codes {
   alignas(32) uint8_t u[32];
   float ws[2];
   float wm;
+  float wm_hi;  // kMins == 2 only
 };
 
 // IQ4_NL's levels as unsigned codes (level + 128), 16-byte aligned for a table lookup.
@@ -60,10 +63,15 @@ template <> struct WTraits<DType::Q5_0> { using Block = BlockQ5_0; static conste
 template <> struct WTraits<DType::Q4_1> { using Block = BlockQ4_1; static constexpr int kSub = 1, kOff = 0, kSplit = 0, kMins = 1; };
 template <> struct WTraits<DType::Q5_1> { using Block = BlockQ5_1; static constexpr int kSub = 1, kOff = 0, kSplit = 0, kMins = 1; };
 template <> struct WTraits<DType::IQ4_NL> { using Block = BlockIQ4_NL; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
-// K-quants: kSub 32-element sub-blocks per block.
+// K-quants and IQ4_XS: kSub 32-element sub-blocks per block. kSplit: a scale per 16 elements;
+// kMins: 1 a min per sub-block, 2 a min per 16 elements.
 template <> struct WTraits<DType::Q4_K> { using Block = BlockQ4K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
 template <> struct WTraits<DType::Q5_K> { using Block = BlockQ5K; static constexpr int kSub = 8, kOff = 0, kSplit = 0, kMins = 1; };
 template <> struct WTraits<DType::Q6_K> { using Block = BlockQ6K; static constexpr int kSub = 8, kOff = 32, kSplit = 1, kMins = 0; };
+template <> struct WTraits<DType::Q2_K> { using Block = BlockQ2K; static constexpr int kSub = 8, kOff = 0, kSplit = 1, kMins = 2; };
+template <> struct WTraits<DType::Q3_K> { using Block = BlockQ3K; static constexpr int kSub = 8, kOff = 4, kSplit = 1, kMins = 0; };
+template <> struct WTraits<DType::IQ4_XS> { using Block = BlockIQ4XS; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::MXFP4> { using Block = BlockMXFP4; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
 
 // Decodes 32-element sub-block `s` (0..kSub-1) of block `b` into c.
 template <DType T>
@@ -160,6 +168,61 @@ inline void decode_sub<DType::Q6_K>(const BlockQ6K& b, int s, Codes& c) {
   c.wm = 0;
 }
 
+// Q2_K / Q3_K sub-block s: its 32 elements are crumb s % 4 (bits 2(s%4)..) of qs[32(s/4) + l].
+template <>
+inline void decode_sub<DType::Q2_K>(const BlockQ2K& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 32 * (s / 4);
+  const int sh = 2 * (s % 4);
+  for (int i = 0; i < 32; ++i) c.u[i] = (q[i] >> sh) & 3;
+  const float d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+  const uint8_t s0 = b.scales[2 * s], s1 = b.scales[2 * s + 1];
+  c.ws[0] = d * static_cast<float>(s0 & 15);
+  c.ws[1] = d * static_cast<float>(s1 & 15);
+  c.wm = dmin * static_cast<float>(s0 >> 4);
+  c.wm_hi = dmin * static_cast<float>(s1 >> 4);
+}
+// The signed scale (sc - 32) of Q3_K sub-block j (0..15) from its packed scales[12].
+inline int q3_k_scale(const uint8_t* packed, int j) {
+  const int lo = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+  return (lo | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+template <>
+inline void decode_sub<DType::Q3_K>(const BlockQ3K& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 32 * (s / 4);
+  const int sh = 2 * (s % 4);
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(((q[i] >> sh) & 3) | (((b.hmask[i] >> s) & 1) << 2));
+  const float d = fp16_to_f32(b.d);
+  c.ws[0] = d * static_cast<float>(q3_k_scale(b.scales, 2 * s));
+  c.ws[1] = d * static_cast<float>(q3_k_scale(b.scales, 2 * s + 1));
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::IQ4_XS>(const BlockIQ4XS& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 16 * s;
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = kIq4nlCodes.u[q[i] & 15];
+    c.u[i + 16] = kIq4nlCodes.u[q[i] >> 4];
+  }
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d) * static_cast<float>(iq4_xs_scale(b.scales_h, b.scales_l, s) - 32);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::MXFP4>(const BlockMXFP4& b, int, Codes& c) {
+  for (int i = 0; i < 16; ++i) {
+    c.u[i] = static_cast<uint8_t>(kMxfp4Values[b.qs[i] & 15] + 128);
+    c.u[i + 16] = static_cast<uint8_t>(kMxfp4Values[b.qs[i] >> 4] + 128);
+  }
+  c.ws[0] = c.ws[1] = mxfp4_scale(b.e);
+  c.wm = 0;
+}
+
+// The correction of half h (0, 1) of a decoded sub-block: w = ws[h] * u - half_correction, so
+// sum(w * a) = ws[h] * dot(u, a) - half_correction * sum(a) over the half's 16 elements.
+template <DType T>
+inline float half_correction(const Codes& c, int h) {
+  return c.ws[h] * static_cast<float>(WTraits<T>::kOff) + (WTraits<T>::kMins == 2 && h == 1 ? c.wm_hi : c.wm);
+}
+
 // Per-level entry points. quantize_acts fills rows [r0, r1) of qa from x (row stride qa.k).
 // matmul_range computes y[:, n0:n1) (y row stride w.rows) from x (float types) or qa.
 void quantize_acts_scalar(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
@@ -174,6 +237,11 @@ void qpanel_range_avx2(const WeightView& w, const QuantActs& qa, int64_t m, int6
 // AVX512-VNNI form that computes the same on CPUs with AVX512VL + VNNI but no AVX-VNNI.
 void qpanel_range_avxvnni(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void qpanel_range_vnni_evex(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// True for the weight types that every x86 level multiplies through decode_sub (their row kernels
+// are matmul_codes_x86.h's, their panels the AVX2 / VNNI-on-ymm ones): Q2_K, Q3_K, IQ4_XS, MXFP4.
+inline bool decoded_by_sub(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ4_XS || t == DType::MXFP4;
+}
 // AVX2 level with AVX-VNNI (SimdLevel::AVX2VNNI): the AVX2 row kernels, the VNNI panels.
 void matmul_range_avx2vnni(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 // aarch64: one activation format for every NEON level; row kernels per level (matmul_neon.cpp,

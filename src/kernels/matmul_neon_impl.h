@@ -49,6 +49,7 @@ struct NeonRows {
   const int8_t* a[4] = {};
   const float* d[4] = {};
   const int32_t* s32[4] = {};
+  const int32_t* s16[4] = {};
   int64_t r0 = 0;
   NeonRows(const QuantActs& qa, int64_t first, int64_t rows) : r0(first) {
     if (qa.q == nullptr) return;  // float weights
@@ -57,6 +58,7 @@ struct NeonRows {
       a[r] = qa.q + (r0 + r) * k;
       d[r] = qa.d + (r0 + r) * ng;
       s32[r] = qa.s32 + (r0 + r) * (k / 32);
+      s16[r] = qa.s16 + (r0 + r) * (k / 16);
     }
   }
 };
@@ -247,6 +249,41 @@ void row_float(DType t, const void* row, int64_t k, const float* x, float* out) 
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(vaddq_f32(acc0[r], acc1[r])) + tail[r];
 }
 
+// Q2_K / Q3_K / IQ4_XS / MXFP4: each 32-element sub-block through decode_sub, its codes less the
+// type's offset as signed int8 (|u - off| <= 128), one dot product per 16-element half (their
+// scales differ for Q2_K / Q3_K), Q2_K's mins per half through the activation sums over 16.
+template <int R, DType T>
+void row_codes(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  using Tr = WTraits<T>;
+  using Block = typename Tr::Block;
+  const Block* b = static_cast<const Block*>(row);
+  const int64_t nsub = k / 32, gsub = traits(T).block_size / 32;
+  float32x4_t acc[R];
+  float mins[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = vdupq_n_f32(0);
+    mins[r] = 0;
+  }
+  const int8x16_t off = vdupq_n_s8(static_cast<int8_t>(Tr::kOff));  // (128 wraps to -128: u - 128 as int8)
+  Codes c;
+  for (int64_t sb = 0; sb < nsub; ++sb) {
+    decode_sub<T>(b[sb / Tr::kSub], static_cast<int>(sb % Tr::kSub), c);
+    const int8x16_t w0 = vsubq_s8(vreinterpretq_s8_u8(vld1q_u8(c.u)), off);
+    const int8x16_t w1 = vsubq_s8(vreinterpretq_s8_u8(vld1q_u8(c.u + 16)), off);
+    for (int r = 0; r < R; ++r) {
+      const int8_t* a = ra.a[r] + sb * 32;
+      const float da = ra.d[r][sb / gsub];
+      const int32x4_t p0 = dot16(vdupq_n_s32(0), w0, vld1q_s8(a));
+      const int32x4_t p1 = dot16(vdupq_n_s32(0), w1, vld1q_s8(a + 16));
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p0), c.ws[0] * da);
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p1), c.ws[1] * da);
+      if constexpr (Tr::kMins == 2)
+        mins[r] += da * (c.wm * static_cast<float>(ra.s16[r][2 * sb]) + c.wm_hi * static_cast<float>(ra.s16[r][2 * sb + 1]));
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]) - mins[r];
+}
+
 template <int R>
 void row_dispatch(const WeightView& w, const void* row, const float* x, const NeonRows& ra, float* out) {
   const int64_t k = w.cols;
@@ -260,6 +297,10 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ne
     case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
+    case DType::Q2_K: return row_codes<R, DType::Q2_K>(row, k, ra, out);
+    case DType::Q3_K: return row_codes<R, DType::Q3_K>(row, k, ra, out);
+    case DType::IQ4_XS: return row_codes<R, DType::IQ4_XS>(row, k, ra, out);
+    case DType::MXFP4: return row_codes<R, DType::MXFP4>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
     default: fail(ErrorKind::Internal, "matmul", std::string("no NEON row kernel for ") + dtype_name(w.type));
   }

@@ -16,9 +16,9 @@
 // codes: |a| <= 127 (the activation quantizer clamps to +-127), so one quad (4 codes) of an
 // unsigned code u <= U adds at most 2 * U * 127 to a 16-bit lane, and QG quads may be summed in
 // 16 bits before the madd while QG * 2 * U * 127 <= 32767:
-//   Q4_0 / Q4_1 / Q4_K (U = 15): 8 quads, the whole sub-block, one madd per 32 codes;
-//   Q5_0 / Q5_1 / Q5_K (U = 31): 4; Q6_K (U = 63): 2.
-// Q8_0 and IQ4_NL codes are signed (|q| <= 128) and go through the sign trick
+//   Q2_K / Q3_K / Q4_0 / Q4_1 / Q4_K (U = 3, 7, 15): 8 quads, the whole sub-block, one madd per
+//   32 codes; Q5_0 / Q5_1 / Q5_K (U = 31): 4; Q6_K (U = 63): 2.
+// Q8_0, IQ4_NL, IQ4_XS and MXFP4 codes are signed (|q| <= 128) and go through the sign trick
 // maddubs(|q|, sign(a, q)), one quad per madd.
 // With VNNI (PTN_PANEL_DOT 1, 2) every code is unsigned (Q8_0 and IQ4_NL: q + 128) and one
 // vpdpbusd per quad and activation row adds 4 products into s32 lanes, no saturation.
@@ -63,9 +63,13 @@ template <DType T> struct PanelTraits {
   using Tr = WTraits<T>;
   // Signed codes (u - 128) with the sign trick, for the types whose unsigned codes exceed 63.
   static constexpr bool kSigned = !kVnni && Tr::kOff == 128;
-  static constexpr int kMaxCode = T == DType::Q6_K ? 63 : (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K) ? 31 : 15;
-  // Quads summed in 16 bits before one madd (see the file comment).
-  static constexpr int kQG = kSigned ? 1 : 32767 / (2 * kMaxCode * 127) >= 8 ? 8 : 32767 / (2 * kMaxCode * 127) >= 4 ? 4 : 2;
+  static constexpr int kMaxCode = T == DType::Q6_K ? 63 : (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K) ? 31
+                                 : T == DType::Q3_K ? 7 : T == DType::Q2_K ? 3 : 15;
+  // Quads summed in 16 bits before one madd (see the file comment); at most the 4 quads of a
+  // 16-element half where the scales are per half (kSplit), since each half is summed apart.
+  static constexpr int kQG = kSigned ? 1
+                             : 32767 / (2 * kMaxCode * 127) >= 8 && !Tr::kSplit ? 8
+                             : 32767 / (2 * kMaxCode * 127) >= 4 ? 4 : 2;
   static constexpr bool kSplit = Tr::kSplit;  // per-16 scales (Q6_K)
   static constexpr int kGroupSub = Tr::kSub;  // sub-blocks per activation scale group (1 or 8)
   static_assert(kVnni || kSigned || kQG * 2 * kMaxCode * 127 <= 32767, "16-bit sums could saturate");
@@ -109,8 +113,8 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
         wc[0] = cd.wm;  // (0 for both signed types)
         wc[kCols] = 0;
       } else if constexpr (P::kSplit) {
-        wc[0] = cd.ws[0] * Tr::kOff + cd.wm;
-        wc[kCols] = cd.ws[1] * Tr::kOff + cd.wm;
+        wc[0] = half_correction<T>(cd, 0);
+        wc[kCols] = half_correction<T>(cd, 1);
       } else {
         wc[0] = cd.ws[0] * Tr::kOff + cd.wm;
         wc[kCols] = 0;
@@ -253,6 +257,10 @@ void PTN_PANEL_ENTRY(const WeightView& w, const QuantActs& qa, int64_t m, int64_
     case DType::Q4_K: return panel_range_of<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return panel_range_of<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return panel_range_of<DType::Q6_K>(w, qa, m, n0, n1, y);
+    case DType::Q2_K: return panel_range_of<DType::Q2_K>(w, qa, m, n0, n1, y);
+    case DType::Q3_K: return panel_range_of<DType::Q3_K>(w, qa, m, n0, n1, y);
+    case DType::IQ4_XS: return panel_range_of<DType::IQ4_XS>(w, qa, m, n0, n1, y);
+    case DType::MXFP4: return panel_range_of<DType::MXFP4>(w, qa, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", std::string("no AVX2 quantized panels for ") + dtype_name(w.type));
   }
 }

@@ -2,6 +2,7 @@
 // row at a time, decoded in registers and dotted with up to 4 activation rows (8 for Q4_K /
 // Q5_K); the weights stream from memory once.
 #include "kernels/matmul_avx512_internal.h"
+#include "kernels/matmul_codes_x86.h"
 
 #include <string>
 #include <vector>
@@ -413,7 +414,9 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
-    default: fail(ErrorKind::Internal, "matmul", std::string("no AVX-512 row kernel for ") + dtype_name(w.type));
+    default:
+      if (row_codes_dispatch<R>(w.type, row, k, ra, out)) return;
+      fail(ErrorKind::Internal, "matmul", std::string("no AVX-512 row kernel for ") + dtype_name(w.type));
   }
 }
 

@@ -38,7 +38,8 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
   for (auto& v : w.source) v = dist(rng);
   w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
   if (!can_quantize(t)) {
-    // IQ4_NL (read only): random blocks with scales about 1/64; the source is what they hold.
+    // IQ4_NL, IQ4_XS (read only): random blocks with f16 scales about 1/64 in their first two
+    // bytes (IQ4_XS's 6-bit sub-block scales are random); the source is what they hold.
     std::uniform_int_distribution<int> byte(0, 255);
     std::uniform_real_distribution<float> scale(0.01f, 0.02f);
     const DTypeTraits& tr = traits(t);
@@ -100,8 +101,9 @@ struct SimdCapReset {
   ~SimdCapReset() { reset_simd_cap(); }
 };
 
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,  DType::Q8_0,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1, DType::IQ4_NL};
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,   DType::Q8_0,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1,   DType::IQ4_NL,
+                           DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4};
 
 // ---- reference ------------------------------------------------------------------------------
 
@@ -145,8 +147,9 @@ TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
 
 TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
   // The quantized weights differ from their source floats by the format's rounding only.
-  // (IQ4_NL's source floats are its dequantized blocks: only the accumulation differs.)
-  const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1e-12};
+  // (IQ4_NL's and IQ4_XS's source floats are their dequantized blocks: only the accumulation differs.)
+  const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1e-12,
+                        0.25, 0.05, 1e-12, 0.03};  // Q2_K 0.150, Q3_K 0.0263, MXFP4 0.0151 measured
   int idx = 0;
   for (DType t : kAllTypes) {
     const int64_t k = 512, n = 8, m = 2;
@@ -166,7 +169,7 @@ double threshold(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: return 1e-10;
     case DType::BF16: return 1e-4;  // AVX-512 BF16 dot products round activations to bf16
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
       return 1.5e-3;  // 8-bit activations, one scale per 256 (the x rows have 8x outliers)
     default: return 5e-4;  // 8-bit activations, one scale per 32
   }
@@ -232,6 +235,10 @@ TEST(Matmul, IQ4_NL) { check_type(DType::IQ4_NL, {32, 160, 512}); }
 TEST(Matmul, Q4_K) { check_type(DType::Q4_K, {256, 768}); }
 TEST(Matmul, Q5_K) { check_type(DType::Q5_K, {256, 768}); }
 TEST(Matmul, Q6_K) { check_type(DType::Q6_K, {256, 768}); }
+TEST(Matmul, Q2_K) { check_type(DType::Q2_K, {256, 768}); }
+TEST(Matmul, Q3_K) { check_type(DType::Q3_K, {256, 768}); }
+TEST(Matmul, IQ4_XS) { check_type(DType::IQ4_XS, {256, 768}); }
+TEST(Matmul, MXFP4) { check_type(DType::MXFP4, {32, 160, 512}); }
 
 TEST(Matmul, LargerPrefillShapeEveryType) {
   // Enough rows and columns for the blocked paths to use several K chunks and row tiles, with

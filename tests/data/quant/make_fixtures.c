@@ -53,6 +53,9 @@ static void run(const char*prefix,const float*x,int64_t n){
   DO("q8_k",quantize_row_q8_K_ref,256,292)
   DO("q4_1",quantize_row_q4_1_ref,32,20)
   DO("q5_1",quantize_row_q5_1_ref,32,24)
+  DO("q2_k",quantize_row_q2_K_ref,256,84)
+  DO("q3_k",quantize_row_q3_K_ref,256,110)
+  DO("mxfp4",quantize_row_mxfp4_ref,32,17)
   free(buf);
 }
 // FNV-1a 64 of a byte range.
@@ -69,6 +72,7 @@ static void dequant_hashes(void){
   FILE*f=fopen("out/dequant_fnv1a.txt","w");
   static uint8_t q[64*292]; static float y[64*256];
   const int o0[1]={0}, ok[2]={0,2}, o6[1]={208};  /* ok: also Q4_1 / Q5_1's d and m */
+  const int o2[2]={80,82}, o3[1]={108};  /* Q2_K's d and dmin, Q3_K's d */
 #define H(T,fn,bs,bb,offs,nh,f32o,seed) random_blocks(q,64,bb,seed,offs,nh,f32o); fn((const void*)q,y,64*bs); fprintf(f,"%s %016llx\n",T,(unsigned long long)fnv1a(y,sizeof(float)*64*bs));
   H("q4_0",dequantize_row_q4_0,32,18,o0,1,-1,101u)
   H("q5_0",dequantize_row_q5_0,32,22,o0,1,-1,102u)
@@ -80,6 +84,10 @@ static void dequant_hashes(void){
   H("q4_1",dequantize_row_q4_1,32,20,ok,2,-1,108u)
   H("q5_1",dequantize_row_q5_1,32,24,ok,2,-1,109u)
   H("iq4_nl",dequantize_row_iq4_nl,32,18,o0,1,-1,110u)
+  H("q2_k",dequantize_row_q2_K,256,84,o2,2,-1,111u)
+  H("q3_k",dequantize_row_q3_K,256,110,o3,1,-1,112u)
+  H("iq4_xs",dequantize_row_iq4_xs,256,136,o0,1,-1,113u)
+  H("mxfp4",dequantize_row_mxfp4,32,17,o0,0,-1,114u)
   fclose(f);
 }
 // Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
@@ -100,6 +108,9 @@ static void model_hashes(void){
   M("q8_k",quantize_row_q8_K_ref,256,292)
   M("q4_1",quantize_row_q4_1_ref,32,20)
   M("q5_1",quantize_row_q5_1_ref,32,24)
+  M("q2_k",quantize_row_q2_K_ref,256,84)
+  M("q3_k",quantize_row_q3_K_ref,256,110)
+  M("mxfp4",quantize_row_mxfp4_ref,32,17)
   fclose(f); free(buf); free(x);
 }
 int main(void){
