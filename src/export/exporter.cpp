@@ -14,6 +14,7 @@
 #include "core/quant.h"
 #include "core/threadpool.h"
 #include "export/golden.h"
+#include "formats/gguf_writer.h"
 #include "formats/hf_config.h"
 #include "formats/ptn_file.h"
 #include "formats/random_weights.h"
@@ -70,27 +71,6 @@ std::string dir_of(const std::string& path) {
   return p == std::string::npos ? "." : path.substr(0, p);
 }
 
-// llama.cpp's Q4_K_M rule picks more bits for attn_v / ffn_down in the first and last eighth of
-// the layers and in every third layer between them.
-bool more_bits_layer(int64_t layer, int64_t n_layers) {
-  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
-}
-
-int64_t layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  return std::strtoll(name.c_str() + 4, nullptr, 10);
-}
-
-// A block type that cannot hold rows of `cols` falls back as llama.cpp does: the K-quants to
-// Q5_0 (Q4_K, Q5_K) or Q8_0 (Q6_K), and anything that still does not fit to F16.
-DType fit_rows(DType t, int64_t cols) {
-  if (cols % traits(t).block_size == 0) return t;
-  if (t == DType::Q4_K || t == DType::Q5_K) t = DType::Q5_0;
-  if (t == DType::Q6_K) t = DType::Q8_0;
-  if (cols % traits(t).block_size == 0) return t;
-  return DType::F16;
-}
-
 // A source tensor as the reference executor can run it for golden samples: itself (a view of
 // the mapped file) when the matmul takes its type and row length, else an f32 copy.
 Tensor golden_source_weight(const Tensor& t) {
@@ -105,38 +85,36 @@ Tensor golden_source_weight(const Tensor& t) {
 
 }  // namespace
 
-DType export_weight_type(const std::string& policy, const std::string& name, DType source,
-                         const std::vector<int64_t>& shape, const ModelSpec& spec) {
-  const bool matrix = shape.size() == 2;
-  if (!matrix) return DType::F32;  // norms and biases
-  const int64_t cols = shape[1];
-  if (policy.empty()) {
-    if (matmul_supports(source) && cols % traits(source).block_size == 0) return source;
-    return DType::F32;
-  }
-  if (policy == "f32") return DType::F32;
-  // Routers stay f32 under the quantized mixes (as llama.cpp keeps them): an expert choice
-  // flipped by 8-bit activations would change a token's whole FFN.
-  const bool router = name.size() > 4 && (name.find(".ffn_gate_inp.") != std::string::npos || name.find(".ffn_gate_inp_shexp.") != std::string::npos);
-  if (router && policy != "f16" && policy != "bf16") return DType::F32;
-  if (policy == "f16") return DType::F16;
-  if (policy == "bf16") return DType::BF16;
-  if (policy == "q8_0") return fit_rows(DType::Q8_0, cols);
-  const bool is_output = name == "output.weight" || (spec.tie_word_embeddings && name == "token_embd.weight");
-  if (policy == "q4_0") return fit_rows(is_output ? DType::Q6_K : DType::Q4_0, cols);
-  if (policy == "q4_k_m") {
-    if (is_output) return fit_rows(DType::Q6_K, cols);
-    const int64_t l = layer_of(name);
-    const bool v_or_down = name.find(".attn_v.") != std::string::npos || name.find(".ffn_down.") != std::string::npos;
-    if (l >= 0 && v_or_down && more_bits_layer(l, spec.n_layers)) return fit_rows(DType::Q6_K, cols);
-    return fit_rows(DType::Q4_K, cols);
-  }
-  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m)";
+namespace {
+
+[[noreturn]] void unknown_policy(const std::string& policy) {
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k)";
   if (const auto t = dtype_from_name(policy); t && traits(*t).quantized)
     fail(ErrorKind::InvalidArgument, "--quantize",
          "'" + policy + "' is a tensor type ptn reads (a GGUF's " + dtype_name(*t) + " tensors are kept as they are), not an export mix" +
              (can_quantize(*t) ? "" : std::string("; ptn has no ") + dtype_name(*t) + " quantizer") + ": use one of " + known);
   fail(ErrorKind::InvalidArgument, "--quantize", "unknown type '" + policy + "' " + known);
+}
+
+}  // namespace
+
+DType export_weight_type(const std::string& policy, const std::string& name, DType source,
+                         const std::vector<int64_t>& shape, const ModelSpec& spec) {
+  const bool matrix = shape.size() == 2;
+  if (policy.empty()) {
+    if (matrix && matmul_supports(source) && shape[1] % traits(source).block_size == 0) return source;
+    return DType::F32;
+  }
+  if (policy == "f32") return DType::F32;
+  if (policy == "f16") return matrix ? DType::F16 : DType::F32;
+  if (policy == "bf16") return matrix ? DType::BF16 : DType::F32;
+  // The quantized mixes are the GGUF file types ptn writes, llama-quantize's rules per tensor
+  // (formats/gguf_writer.h), the same for `ptn export --quantize` and `ptn synth --type`: norms
+  // and biases f32, MoE routers f32 (an expert choice flipped by 8-bit activations would change
+  // a token's whole FFN), the classifier Q6_K, ...
+  for (const char* mix : {"q8_0", "q4_0", "q4_k_m", "q3_k_m", "q2_k"})
+    if (policy == mix) return matrix ? gguf_tensor_type(gguf_file_type_from_name(policy), spec, name, shape) : DType::F32;
+  unknown_policy(policy);
 }
 
 DType export_weight_type(const std::string& policy, bool f16_as_bf16, const std::string& name, DType source,

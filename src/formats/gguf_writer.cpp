@@ -128,7 +128,7 @@ void GgufWriter::write(const std::string& path, const std::function<void(size_t,
   f.commit();
 }
 
-// ---- file types and the Q4_K_M mix ------------------------------------------------------------
+// ---- file types and the K mixes ---------------------------------------------------------------
 
 GgufFileType gguf_file_type_from_name(const std::string& n) {
   if (n == "f32") return GgufFileType::F32;
@@ -137,7 +137,9 @@ GgufFileType gguf_file_type_from_name(const std::string& n) {
   if (n == "q8_0") return GgufFileType::Q8_0;
   if (n == "q4_0") return GgufFileType::Q4_0;
   if (n == "q4_k_m") return GgufFileType::Q4_K_M;
-  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m)";
+  if (n == "q3_k_m") return GgufFileType::Q3_K_M;
+  if (n == "q2_k") return GgufFileType::Q2_K;
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k)";
   if (const auto t = dtype_from_name(n); t && traits(*t).quantized)
     fail(ErrorKind::InvalidArgument, "--type",
          "'" + n + "' is a tensor type ptn reads, not a GGUF file type it writes" +
@@ -153,6 +155,8 @@ const char* gguf_file_type_name(GgufFileType t) {
     case GgufFileType::Q8_0: return "q8_0";
     case GgufFileType::Q4_0: return "q4_0";
     case GgufFileType::Q4_K_M: return "q4_k_m";
+    case GgufFileType::Q3_K_M: return "q3_k_m";
+    case GgufFileType::Q2_K: return "q2_k";
   }
   return "unknown";
 }
@@ -164,6 +168,8 @@ static uint32_t llama_ftype(GgufFileType t) {  // llama.cpp's LLAMA_FTYPE_* valu
     case GgufFileType::Q4_0: return 2;
     case GgufFileType::Q8_0: return 7;
     case GgufFileType::Q4_K_M: return 15;
+    case GgufFileType::Q3_K_M: return 12;
+    case GgufFileType::Q2_K: return 10;
     case GgufFileType::BF16: return 32;
   }
   return 0;
@@ -184,13 +190,19 @@ static int64_t layer_of(const std::string& name) {
   return v;
 }
 
-// Which layers get more bits in llama.cpp's Q4_K_M mix: the first eighth of the layers, the last
+// Which layers get more bits in llama.cpp's K mixes: the first eighth of the layers, the last
 // eighth, and in between every third layer counted from the end of the first eighth (the ones
 // whose distance from it leaves remainder 2). Integer division throughout, as llama.cpp does.
 static bool more_bits_layer(int64_t i, int64_t n) {
   return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
+static bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// llama-quantize's rules (llama.cpp 3f545becc, llama_tensor_get_type without an importance
+// matrix) for the file types ptn writes, with the architectures ptn writes (no Falcon). The
+// categories match by substring as llama.cpp's do: "ffn_down" also takes ffn_down_exps and
+// ffn_down_shexp, and a fused attn_qkv counts as an attn_v (its counter is the layer).
 DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string& name, const std::vector<int64_t>& shape) {
   if (shape.size() < 2 || name == "rope_freqs.weight") return DType::F32;
   switch (ft) {
@@ -199,24 +211,49 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     case GgufFileType::BF16: return DType::BF16;
     default: break;
   }
-  const DType base = ft == GgufFileType::Q8_0 ? DType::Q8_0 : ft == GgufFileType::Q4_0 ? DType::Q4_0 : DType::Q4_K;
+  // MoE routers are never quantized (llama-quantize leaves ffn_gate_inp* as they are).
+  if (contains(name, ".ffn_gate_inp")) return DType::F32;
+  const DType base = ft == GgufFileType::Q8_0   ? DType::Q8_0
+                     : ft == GgufFileType::Q4_0 ? DType::Q4_0
+                     : ft == GgufFileType::Q2_K ? DType::Q2_K
+                     : ft == GgufFileType::Q3_K_M ? DType::Q3_K
+                                                  : DType::Q4_K;
   const int64_t nx = shape.back();  // row length (GGUF ne[0])
+  const int64_t layer = layer_of(name), n = spec.n_layers;
+  const bool moe8 = spec.n_experts == 8;  // llama.cpp's rules for Mixtral-like models
+  const int64_t gqa = spec.n_kv_heads > 0 ? spec.n_heads / spec.n_kv_heads : 1;
+  // llama.cpp calls a llama-architecture model of 80 layers with grouped KV heads a 70B.
+  const FamilyInfo* fam = find_family(spec.family);
+  const bool is_70b = fam && std::string_view(fam->gguf_arch) == "llama" && n == 80 && gqa > 1;
   DType t = base;
   const bool is_output = name == "output.weight" || (spec.tie_word_embeddings && name == "token_embd.weight");
   if (is_output) {
     // The classifier gets Q6_K (Q8_0 stays Q8_0); rows that do not fit the base block get Q8_0.
     if (nx % traits(base).block_size != 0) t = DType::Q8_0;
     else if (base != DType::Q8_0) t = DType::Q6_K;
-  } else if (ft == GgufFileType::Q4_K_M) {
-    const int64_t layer = layer_of(name), n = spec.n_layers;
-    if (ends_with(name, ".attn_v.weight") && more_bits_layer(layer, n)) t = DType::Q6_K;
-    else if (ends_with(name, ".ffn_down.weight") && more_bits_layer(layer, n)) t = DType::Q6_K;
-    else if (ends_with(name, ".attn_qkv.weight")) t = DType::Q5_K;
+  } else if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight")) {
+    if (ft == GgufFileType::Q2_K) t = gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+    else if (ft == GgufFileType::Q3_K_M) t = layer < 2 ? DType::Q5_K : DType::Q4_K;
+    else if (ft == GgufFileType::Q4_K_M && more_bits_layer(layer, n)) t = DType::Q6_K;
+    if (is_70b && (t == DType::Q3_K || t == DType::Q4_K)) t = DType::Q5_K;
+    if (moe8) t = DType::Q8_0;
+  } else if (contains(name, "attn_k.weight")) {
+    if (moe8) t = DType::Q8_0;
+  } else if (contains(name, "ffn_down")) {
+    if (ft == GgufFileType::Q2_K) t = DType::Q3_K;
+    else if (ft == GgufFileType::Q3_K_M) t = layer < n / 16 ? DType::Q5_K : DType::Q4_K;
+    else if (ft == GgufFileType::Q4_K_M && more_bits_layer(layer, n)) t = DType::Q6_K;
+  } else if (contains(name, "attn_output.weight")) {
+    const bool k_mix = ft == GgufFileType::Q2_K || ft == GgufFileType::Q3_K_M || ft == GgufFileType::Q4_K_M;
+    if (moe8 && k_mix) t = DType::Q5_K;
+    else if (!moe8 && ft == GgufFileType::Q2_K) t = DType::Q3_K;
+    else if (!moe8 && ft == GgufFileType::Q3_K_M) t = DType::Q4_K;
   }
-  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1,
-  // Q6_K -> Q8_0), then F16 if that still does not fit.
+  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q2_K, Q3_K -> Q4_0, Q4_K ->
+  // Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), then F16 if that still does not fit.
   if (nx % traits(t).block_size != 0) {
-    if (t == DType::Q4_K) t = DType::Q5_0;
+    if (t == DType::Q2_K || t == DType::Q3_K) t = DType::Q4_0;
+    else if (t == DType::Q4_K) t = DType::Q5_0;
     else if (t == DType::Q5_K) t = DType::Q5_1;
     else if (t == DType::Q6_K) t = DType::Q8_0;
     if (nx % traits(t).block_size != 0) t = DType::F16;
@@ -382,7 +419,7 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
   w.set_string("general.architecture", arch);
   w.set_string("general.name", name);
   w.set_u32("general.file_type", llama_ftype(type));
-  if (type == GgufFileType::Q8_0 || type == GgufFileType::Q4_0 || type == GgufFileType::Q4_K_M)
+  if (type != GgufFileType::F32 && type != GgufFileType::F16 && type != GgufFileType::BF16)
     w.set_u32("general.quantization_version", 2);
   u32("context_length", s.max_position_embeddings > 0 ? s.max_position_embeddings : 2048);
   u32("embedding_length", s.hidden_size);

@@ -134,11 +134,69 @@ TEST(GgufWriter, Q4KMMixAndBytesMatchLlamaQuantize) {
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "output.weight", {512, 256}), DType::Q6_K);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "output.weight", {512, 64}), DType::Q8_0);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.ffn_gate.weight", {172, 64}), DType::Q5_0);
-  // Q5_K (the fused attn_qkv) falls back to Q5_1, as in llama.cpp.
-  EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.attn_qkv.weight", {192, 64}), DType::Q5_1);
+  // A fused attn_qkv follows attn_v's rule (llama.cpp 3f545becc counts it as one): Q4_K in
+  // layer 0 of 5, which falls back to Q5_0 for rows of 64.
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.attn_qkv.weight", {192, 64}), DType::Q5_0);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.ffn_down.weight", {64, 172}), DType::F16);
   EXPECT_EQ(gguf_tensor_type(GgufFileType::Q4_K_M, s, "blk.0.attn_norm.weight", {64}), DType::F32);
   std::remove(p.c_str());
+}
+
+// The Q3_K_M and Q2_K mixes, rule by rule as llama-quantize (llama.cpp 3f545becc, no imatrix)
+// applies them to a Llama-3-8B-like spec (32 layers, 32 heads, 8 KV heads: GQA 4).
+TEST(GgufWriter, Q3KMAndQ2KMixesFollowLlamaQuantizesRules) {
+  ModelSpec s;
+  s.family = "llama";
+  s.n_layers = 32;
+  s.n_heads = 32;
+  s.n_kv_heads = 8;
+  auto type = [&](GgufFileType ft, const std::string& name, std::vector<int64_t> shape = {4096, 4096}) {
+    return gguf_tensor_type(ft, s, name, shape);
+  };
+  for (auto ft : {GgufFileType::Q3_K_M, GgufFileType::Q2_K}) {
+    SCOPED_TRACE(gguf_file_type_name(ft));
+    const DType base = ft == GgufFileType::Q3_K_M ? DType::Q3_K : DType::Q2_K;
+    EXPECT_EQ(type(ft, "output.weight"), DType::Q6_K);
+    EXPECT_EQ(type(ft, "token_embd.weight"), base);  // untied: the file's base type
+    EXPECT_EQ(type(ft, "blk.7.attn_q.weight"), base);
+    EXPECT_EQ(type(ft, "blk.7.attn_k.weight"), base);
+    EXPECT_EQ(type(ft, "blk.7.ffn_gate.weight"), base);
+    EXPECT_EQ(type(ft, "blk.7.ffn_up.weight"), base);
+    EXPECT_EQ(type(ft, "blk.7.attn_norm.weight", {4096}), DType::F32);
+    EXPECT_EQ(type(ft, "blk.7.ffn_gate_inp.weight", {8, 4096}), DType::F32);  // routers stay f32
+    EXPECT_EQ(type(ft, "blk.7.attn_q.weight", {64, 64}), DType::Q4_0);     // Q2_K/Q3_K's fallback
+  }
+  // Q3_K_M: attn_v Q5_K in the first two layers, then Q4_K; ffn_down Q5_K in the first sixteenth
+  // (32 / 16 = 2 layers), then Q4_K; attn_output Q4_K.
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.0.attn_v.weight", {4096, 1024}), DType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.1.attn_v.weight", {4096, 1024}), DType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.2.attn_v.weight", {4096, 1024}), DType::Q4_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.1.ffn_down.weight"), DType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.2.ffn_down.weight"), DType::Q4_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.31.ffn_down.weight"), DType::Q4_K);
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.9.attn_output.weight"), DType::Q4_K);
+  // Q2_K: attn_v Q4_K with GQA >= 4 (Q3_K without), attn_output and ffn_down Q3_K.
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.3.attn_v.weight", {4096, 1024}), DType::Q4_K);
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.3.attn_output.weight"), DType::Q3_K);
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.3.ffn_down.weight"), DType::Q3_K);
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.3.ffn_down_exps.weight"), DType::Q3_K);  // by substring
+  s.n_kv_heads = 16;  // GQA 2
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.3.attn_v.weight", {4096, 2048}), DType::Q3_K);
+  // A 70B (llama, 80 layers, GQA): attn_v's Q3_K / Q4_K become Q5_K.
+  s.n_layers = 80;
+  s.n_kv_heads = 8;
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.40.attn_v.weight", {8192, 1024}), DType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::Q2_K, "blk.40.attn_v.weight", {8192, 1024}), DType::Q5_K);
+  // 8 experts (Mixtral): attn_k and attn_v Q8_0 whatever the mix, attn_output Q5_K.
+  s.n_layers = 32;
+  s.n_experts = 8;
+  for (auto ft : {GgufFileType::Q4_0, GgufFileType::Q4_K_M, GgufFileType::Q3_K_M, GgufFileType::Q2_K}) {
+    SCOPED_TRACE(gguf_file_type_name(ft));
+    EXPECT_EQ(type(ft, "blk.5.attn_v.weight", {4096, 1024}), DType::Q8_0);
+    EXPECT_EQ(type(ft, "blk.5.attn_k.weight", {4096, 1024}), DType::Q8_0);
+  }
+  EXPECT_EQ(type(GgufFileType::Q3_K_M, "blk.5.attn_output.weight"), DType::Q5_K);
+  EXPECT_EQ(type(GgufFileType::Q4_0, "blk.5.attn_output.weight"), DType::Q4_0);
 }
 
 TEST(GgufWriter, QuantizedTypesDequantizeCloseToTheOriginals) {
