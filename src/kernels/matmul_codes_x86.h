@@ -1,17 +1,21 @@
-// Internal to kernels/matmul_avx2.cpp and kernels/matmul_rows_avx512.cpp: the row kernel of the
-// weight types that x86 multiplies through decode_sub (decoded_by_sub: Q2_K, Q3_K, IQ4_XS,
-// MXFP4), with AVX2 integer dot products. Internal linkage, as matmul_generic.h: each including
-// file compiles its own copy with its own instruction set flags (decode_sub's loops vectorize).
+// Internal to kernels/matmul_avx2.cpp and kernels/matmul_rows_avx512.cpp: the row kernels (the
+// decode case: one weight row at a time, dotted with up to R activation rows while it sits in
+// registers) of Q2_K, Q3_K, IQ4_XS and MXFP4 with AVX2 integer dot products. Internal linkage,
+// as matmul_generic.h: each including file compiles its own copy with its own instruction set
+// flags. (Their panels, the prefill case, are matmul_quant_panels_x86.h's, through decode_sub.)
 //
-// One weight row at a time, dotted with up to R activation rows while its codes sit in L1: per
-// 32-element sub-block, decode_sub gives 32 codes and the scales of its two 16-element halves;
-// the codes are dotted with each activation row (maddubs for the small unsigned codes of Q2_K and
-// Q3_K, which cannot saturate: 2 * 7 * 127 < 32767; the sign trick on u - 128 for the table
-// types, |u - 128| <= 127), which leaves 8 s32 lanes: lanes 0..3 the first half, 4..7 the second.
-// Those are scaled by the half's scale times the activation scale in f32. The offset and mins
-// are one correction per half through the activation sums over 16 (half_correction).
+// Q2_K / Q3_K: codes unsigned (Q2_K 0..3; Q3_K 0..7, the stored value plus 4), maddubs with the
+// activations cannot saturate (2 * 7 * 127 < 32767), then madd with the 16-element halves' integer
+// scales into s32 for the whole super-block; Q3_K's offset 4 and Q2_K's mins come back through
+// the activation sums over 16 (QuantActs::s16), one integer dot product of 16 per super-block.
+// IQ4_XS / MXFP4: the nibbles index the type's signed levels (pshufb), dotted by the sign trick
+// (maddubs(|q|, sign(a, q)): |q| <= 127, so 2 * 127 * 127 < 32767); IQ4_XS's integer sub-block
+// scale multiplies in the madd, MXFP4's power-of-two scale in f32 per block.
 #pragma once
 #include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 
@@ -24,57 +28,165 @@ inline float codes_hsum8(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline __m256i codes_load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// RA: the including file's row arguments (a(r), d(r), s16(r) of activation row r of the tile).
-template <int R, DType T, class RA>
-void row_codes(const void* row, int64_t k, const RA& ra, float* out) {
-  using Tr = WTraits<T>;
-  using Block = typename Tr::Block;
-  constexpr bool kSigned = Tr::kOff == 128;
+// The 16 signed scales (sc - 32) of a Q3_K super-block as int16, from its packed scales[12]
+// (quant.h's unpack_q3_k_scales, four scales per 32-bit word).
+inline __m256i q3_k_scales16(const uint8_t* p) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, p, 4);
+  std::memcpy(&a1, p + 4, 4);
+  std::memcpy(&a2, p + 8, 4);
+  const uint32_t lo = 0x0f0f0f0f, hi = 0x03030303;
+  const __m128i v = _mm_set_epi32(static_cast<int>(((a1 >> 4) & lo) | (((a2 >> 6) & hi) << 4)),
+                                  static_cast<int>(((a0 >> 4) & lo) | (((a2 >> 4) & hi) << 4)),
+                                  static_cast<int>((a1 & lo) | (((a2 >> 2) & hi) << 4)),
+                                  static_cast<int>((a0 & lo) | ((a2 & hi) << 4)));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
+// Sixteen int32 sums s16[0..16) as int16, in order (|s| <= 16 * 127).
+inline __m256i sums16_as_i16(const int32_t* s16) {
+  const __m256i p = _mm256_packs_epi32(codes_load32(s16), codes_load32(s16 + 8));
+  return _mm256_permute4x64_epi64(p, 0xD8);
+}
+
+// Q2_K (Q3 false) / Q3_K (Q3 true). RA: the including file's row arguments (a(r), d(r), s16(r)).
+template <int R, bool Q3, class RA>
+void row_q23_k(const void* row, int64_t k, const RA& ra, float* out) {
+  using Block = std::conditional_t<Q3, BlockQ3K, BlockQ2K>;
   const Block* b = static_cast<const Block*>(row);
-  const int64_t nsub = k / 32, gsub = traits(T).block_size / 32;  // sub-blocks per activation scale
-  __m256 acc[R];
-  float corr[R];
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  // Sub-block s's scales: dword s of the 16 int16 scales holds (sc[2s], sc[2s+1]); spread word 0
+  // over the low 128 bits and word 1 over the high 128 bits.
+  const __m256i spread = _mm256_set_epi8(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                         1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+  __m256 acc[R], corr[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    corr[r] = 0;
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  Codes c;
-  for (int64_t sb = 0; sb < nsub; ++sb) {
-    if (sb % Tr::kSub == 0) _mm_prefetch(reinterpret_cast<const char*>(b + sb / Tr::kSub) + 2048, _MM_HINT_T0);
-    decode_sub<T>(b[sb / Tr::kSub], static_cast<int>(sb % Tr::kSub), c);
-    __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(c.u));
-    if (kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(-128));  // u - 128 as int8
-    const __m256 sv = _mm256_set_m128(_mm_set1_ps(c.ws[1]), _mm_set1_ps(c.ws[0]));
-    const float c0 = kSigned ? 0.f : half_correction<T>(c, 0), c1 = kSigned ? 0.f : half_correction<T>(c, 1);
+  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2048, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2048 + 64, _MM_HINT_T0);
+    // The halves' integer scales (Q3_K: sc - 32; Q2_K: the low nibbles) and what multiplies the
+    // activation sums over 16 (Q3_K: the scales, for the offset 4; Q2_K: the mins, high nibbles).
+    __m256i sc16, cw16;
+    if constexpr (Q3) {
+      sc16 = cw16 = q3_k_scales16(blk.scales);
+    } else {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+      sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(15)));
+      cw16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+    }
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (Q3) hm = codes_load32(blk.hmask);
+    __m256i isum[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = codes_load32(blk.qs + 32 * h);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const int s = 4 * h + c;  // sub-block: elements 32 s .. 32 s + 31
+        __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * c), m3);
+        if constexpr (Q3)  // bit s of each hmask byte as 4
+          u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, s), one), 2));
+        const __m256i scs = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(s)), spread);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(u, codes_load32(ra.a(r) + i * 256 + 32 * s));
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scs));
+        }
+      }
+    }
+    const float d = fp16_to_f32(blk.d);
+    float cf = 4.f * d;  // Q3_K: the offset 4 times d; Q2_K: dmin
+    if constexpr (!Q3) cf = fp16_to_f32(blk.dmin);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra.a(r) + sb * 32));
-      __m256i p;
-      if (kSigned) p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(a, u)), ones);
-      else p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), ones);
-      const float da = ra.d(r)[sb / gsub];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sv, _mm256_set1_ps(da)), acc[r]);
-      if (!kSigned) {
-        const int32_t* s16 = ra.s16(r) + 2 * sb;
-        corr[r] += da * (c0 * static_cast<float>(s16[0]) + c1 * static_cast<float>(s16[1]));
-      }
+      const float da = ra.d(r)[i];
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * da), acc[r]);
+      const __m256i o = _mm256_madd_epi16(cw16, sums16_as_i16(ra.s16(r) + i * 16));
+      corr[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(o), _mm256_set1_ps(cf * da), corr[r]);
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(acc[r]) - corr[r];
+  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(_mm256_sub_ps(acc[r], corr[r]));
+}
+
+// 32 nibbles (16 bytes: elements j and j + 16 in byte j) as the type's signed levels.
+inline __m256i table_levels(const uint8_t* qs, __m256i levels) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(15);
+  const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+  return _mm256_shuffle_epi8(levels, u);
+}
+// 16 s16 pair sums of q * a for signed q (|q| <= 127) and activations a.
+inline __m256i dot_signed16(__m256i q, __m256i a) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+}
+
+template <int R, class RA>
+void row_iq4_xs(const void* row, int64_t k, const RA& ra, float* out) {
+  const BlockIQ4XS* b = static_cast<const BlockIQ4XS*>(row);
+  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const BlockIQ4XS& blk = b[i];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2048, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2048 + 64, _MM_HINT_T0);
+    __m256i isum[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i q = table_levels(blk.qs + 16 * s, levels);
+      const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(blk.scales_h, blk.scales_l, s) - 32));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(dot_signed16(q, codes_load32(ra.a(r) + i * 256 + 32 * s)), ls));
+    }
+    const float d = fp16_to_f32(blk.d);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(acc[r]);
+}
+
+template <int R, class RA>
+void row_mxfp4(const void* row, int64_t k, const RA& ra, float* out) {
+  const BlockMXFP4* b = static_cast<const BlockMXFP4*>(row);
+  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 32; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + i) + 2048, _MM_HINT_T0);
+    const __m256i q = table_levels(b[i].qs, levels);
+    const float dw = mxfp4_scale(b[i].e);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256i p = _mm256_madd_epi16(dot_signed16(q, codes_load32(ra.a(r) + i * 32)), ones);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(acc[r]);
 }
 
 // The row kernel of a decoded_by_sub type (false for any other type).
 template <int R, class RA>
 bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float* out) {
   switch (t) {
-    case DType::Q2_K: row_codes<R, DType::Q2_K>(row, k, ra, out); return true;
-    case DType::Q3_K: row_codes<R, DType::Q3_K>(row, k, ra, out); return true;
-    case DType::IQ4_XS: row_codes<R, DType::IQ4_XS>(row, k, ra, out); return true;
-    case DType::MXFP4: row_codes<R, DType::MXFP4>(row, k, ra, out); return true;
+    case DType::Q2_K: row_q23_k<R, false>(row, k, ra, out); return true;
+    case DType::Q3_K: row_q23_k<R, true>(row, k, ra, out); return true;
+    case DType::IQ4_XS: row_iq4_xs<R>(row, k, ra, out); return true;
+    case DType::MXFP4: row_mxfp4<R>(row, k, ra, out); return true;
     default: return false;
   }
 }
