@@ -864,12 +864,13 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GgmlFixture, ::testing::ValuesIn(kQuantTypes)
 // ---------------------------------------------------------------------------------------------
 // Files written by llama.cpp's llama-quantize (no importance matrix). stories260K's rows are 64
 // and 172 wide, too narrow for the 256-wide K-quants, so llama.cpp fell back to Q4_0, Q5_0, Q5_1,
-// IQ4_NL, Q8_0, F16 (and kept the norms in F32): these files hold no K-quant tensor at all.
+// IQ4_NL, Q8_0, F16 (and kept the norms in F32): these files hold no K-quant tensor at all. The
+// MXFP4 file was made with MXFP4 named for the attention, gate, up and embedding matrices.
 
 // Every llama.cpp-made file of quantized/ (llama.cpp-reference.json lists their tensor types).
 const char* const kLlamaCppFiles[] = {"stories260K-Q4_K_M.gguf", "stories260K-Q6_K.gguf",  "stories260K-F16.gguf",
                                       "stories260K-BF16.gguf",   "stories260K-Q2_K.gguf",  "stories260K-Q3_K_M.gguf",
-                                      "stories260K-Q5_K_S.gguf", "stories260K-IQ4_XS.gguf"};
+                                      "stories260K-Q5_K_S.gguf", "stories260K-IQ4_XS.gguf", "stories260K-MXFP4.gguf"};
 
 TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
   // IQ4_NL tensors (no quantizer in ptn) are checked by DequantizedTensorsAreCloseToTheF32Originals only.
@@ -900,7 +901,7 @@ TEST(LlamaCppFiles, RequantizingTheF32ModelReproducesEveryTensor) {
   }
   EXPECT_EQ(total_equal, total_blocks);
   // The mix is what the file names promise (so this test does exercise the quantizers).
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::F16, DType::BF16, DType::IQ4_NL})
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::F16, DType::BF16, DType::IQ4_NL, DType::MXFP4})
     EXPECT_GT(tensors_by_type[t], 0) << dtype_name(t);
 }
 
@@ -920,10 +921,10 @@ TEST(LlamaCppFiles, DequantizedTensorsAreCloseToTheF32Originals) {
       // Rounding error is uniform over a step: rms = step/sqrt(12), step = absmax/16 (Q5_0),
       // absmax/127 (Q8_0), and absmax/rms of 32 weights is ~2.5-4; f16 keeps 11 bits. Measured:
       // Q5_0 0.035-0.050, Q5_1 0.032-0.042, Q4_0 0.072-0.096, IQ4_NL 0.069-0.084, Q8_0 0.0044-0.0062,
-      // BF16 0.0016-0.0020 (8 bits), F16 2e-4.
+      // BF16 0.0016-0.0020 (8 bits), F16 2e-4, MXFP4 0.110-0.123 (E2M1 levels, a power-of-two scale).
       const std::map<DType, double> bounds = {{DType::F32, 0.0},    {DType::F16, 3e-4},  {DType::BF16, 3e-3},
                                               {DType::Q8_0, 0.009}, {DType::Q5_0, 0.07}, {DType::Q5_1, 0.06},
-                                              {DType::Q4_0, 0.13},  {DType::IQ4_NL, 0.11}};
+                                              {DType::Q4_0, 0.13},  {DType::IQ4_NL, 0.11}, {DType::MXFP4, 0.15}};
       ASSERT_EQ(bounds.count(qt.type), 1u) << dtype_name(qt.type);
       EXPECT_LE(rel, bounds.at(qt.type)) << name << ": " << tname << " (" << dtype_name(qt.type) << ")";
     }

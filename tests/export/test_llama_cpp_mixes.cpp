@@ -1,6 +1,6 @@
 // llama.cpp's own quantized stories260K files (models/stories260K/quantized/, made by its
 // llama-quantize; llama.cpp-reference.json holds what llama.cpp computes with each): every file
-// exports keeping its tensor types (Q4_0, Q5_0, Q5_1, IQ4_NL, Q8_0, F16, BF16 and F32), its
+// exports keeping its tensor types (Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q8_0, F16, BF16 and F32), its
 // greedy continuation of "Once upon a time" is llama.cpp's text word for word, and its
 // perplexity on ppl-text.txt with chunks of 128 tokens is within 1% of llama.cpp's.
 #include <gtest/gtest.h>
@@ -61,7 +61,7 @@ TEST(LlamaCppMixes, GreedyTextEqualsLlamaCppAndPerplexityIsWithinOnePercent) {
   const nlohmann::json ref = nlohmann::json::parse(read_all(stories_dir() + "/llama.cpp-reference.json"));
   const std::string ppl_text = read_all(stories_dir() + "/ppl-text.txt");
   const auto& files = ref.at("files");
-  ASSERT_EQ(files.size(), 9u);  // stories260K.gguf and the eight files of quantized/
+  ASSERT_EQ(files.size(), 10u);  // stories260K.gguf and the nine files of quantized/
   std::map<DType, int> seen;    // tensor types over all files
   for (const auto& [file, want] : files.items()) {
     SCOPED_TRACE(file);
@@ -108,7 +108,8 @@ TEST(LlamaCppMixes, GreedyTextEqualsLlamaCppAndPerplexityIsWithinOnePercent) {
     EXPECT_LT(std::fabs(rf.ppl / llama - 1), 0.01) << "ptn reference " << rf.ppl << ", llama.cpp " << llama;
   }
   // The files do exercise the types they were made for.
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0, DType::F16, DType::BF16, DType::F32})
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4, DType::Q8_0, DType::F16, DType::BF16,
+                  DType::F32})
     EXPECT_GT(seen[t], 0) << dtype_name(t);
 }
 
