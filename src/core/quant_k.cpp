@@ -28,11 +28,11 @@ namespace {
 
 constexpr float kGroupMaxEps = 1e-15f;  // a sub-block whose absmax is below this is all zero
 
-// Symmetric search for Q6_K sub-blocks (ggml's make_qx_quants with weights x^2): codes
-// L[i] in [0, 2*nmax) for q = L - nmax, returns the scale. Tries the scales -(nmax + k/10)/max
-// for k = -9..9 and keeps the one with the best weighted least-squares fit.
-float search_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
+// The element of largest magnitude with its sign (the first one on ties; 0 if none exceeds 0),
+// and that magnitude in amax. NaN never wins the comparison.
+float signed_absmax(const float* x, int n, float& amax) {
+  float max = 0.0f;
+  amax = 0.0f;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
     if (ax > amax) {
@@ -40,6 +40,15 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L) {
       max = x[i];
     }
   }
+  return max;
+}
+
+// Symmetric search for Q6_K sub-blocks (ggml's make_qx_quants with weights x^2): codes
+// L[i] in [0, 2*nmax) for q = L - nmax, returns the scale. Tries the scales -(nmax + k/10)/max
+// for k = -9..9 and keeps the one with the best weighted least-squares fit.
+float search_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  float amax;
+  const float max = signed_absmax(x, n, amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
@@ -83,14 +92,8 @@ float search_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // single codes to their weighted least-squares value (weights x^2) while that improves the fit,
 // at most 5 rounds.
 float search_q3(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(x, n, amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;

@@ -22,7 +22,8 @@
 namespace ptn::mm {
 namespace {
 
-inline float codes_hsum8(__m256 v) {
+// The sum of the 8 lanes of v.
+inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -112,7 +113,7 @@ void row_q23_k(const void* row, int64_t k, const RA& ra, float* out) {
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(_mm256_sub_ps(acc[r], corr[r]));
+  for (int r = 0; r < R; ++r) out[r] = hsum8(_mm256_sub_ps(acc[r], corr[r]));
 }
 
 // 32 nibbles (16 bytes: elements j and j + 16 in byte j) as the type's signed levels.
@@ -154,7 +155,7 @@ void row_iq4_xs(const void* row, int64_t k, const RA& ra, float* out) {
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
 template <int R, class RA>
@@ -176,7 +177,7 @@ void row_mxfp4(const void* row, int64_t k, const RA& ra, float* out) {
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) out[r] = codes_hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
 // The row kernel of a decoded_by_sub type (false for any other type).
