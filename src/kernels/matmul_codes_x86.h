@@ -180,7 +180,7 @@ void row_mxfp4(const void* row, int64_t k, const RA& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-// The row kernel of a decoded_by_sub type (false for any other type).
+// The row kernel of Q2_K, Q3_K, IQ4_XS or MXFP4 (false for any other type).
 template <int R, class RA>
 bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float* out) {
   switch (t) {

@@ -237,11 +237,8 @@ void qpanel_range_avx2(const WeightView& w, const QuantActs& qa, int64_t m, int6
 // AVX512-VNNI form that computes the same on CPUs with AVX512VL + VNNI but no AVX-VNNI.
 void qpanel_range_avxvnni(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void qpanel_range_vnni_evex(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
-// True for the weight types that every x86 level multiplies through decode_sub (their row kernels
-// are matmul_codes_x86.h's, their panels the AVX2 / VNNI-on-ymm ones): Q2_K, Q3_K, IQ4_XS, MXFP4.
-inline bool decoded_by_sub(DType t) {
-  return t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ4_XS || t == DType::MXFP4;
-}
+// Q2_K, Q3_K, IQ4_XS and MXFP4 have no panels of their own at any x86 level: their prefill goes
+// through these ymm panels (decode_sub), their decode through matmul_codes_x86.h's row kernels.
 // AVX2 level with AVX-VNNI (SimdLevel::AVX2VNNI): the AVX2 row kernels, the VNNI panels.
 void matmul_range_avx2vnni(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 // aarch64: one activation format for every NEON level; row kernels per level (matmul_neon.cpp,
