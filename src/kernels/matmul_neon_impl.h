@@ -17,6 +17,7 @@
 #include <arm_neon.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/matmul_generic.h"
@@ -249,39 +250,121 @@ void row_float(DType t, const void* row, int64_t k, const float* x, float* out) 
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(vaddq_f32(acc0[r], acc1[r])) + tail[r];
 }
 
-// Q2_K / Q3_K / IQ4_XS / MXFP4: each 32-element sub-block through decode_sub, its codes less the
-// type's offset as signed int8 (|u - off| <= 128), one dot product per 16-element half (their
-// scales differ for Q2_K / Q3_K), Q2_K's mins per half through the activation sums over 16.
-template <int R, DType T>
-void row_codes(const void* row, int64_t k, const NeonRows& ra, float* out) {
-  using Tr = WTraits<T>;
-  using Block = typename Tr::Block;
+// Q2_K (Q3 false) / Q3_K (Q3 true): the 2-bit codes of sub-block s are crumb s % 4 of 32 qs
+// bytes; Q3_K adds bit s of each hmask byte as 4 and subtracts the offset 4 in the int8 codes, so
+// its dot products are signed and need no correction. The halves' integer scales multiply the
+// s32 dot products; Q2_K's mins come back through the activation sums over 16.
+template <int R, bool Q3>
+void row_q23_k(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  using Block = std::conditional_t<Q3, BlockQ3K, BlockQ2K>;
   const Block* b = static_cast<const Block*>(row);
-  const int64_t nsub = k / 32, gsub = traits(T).block_size / 32;
   float32x4_t acc[R];
   float mins[R];
   for (int r = 0; r < R; ++r) {
     acc[r] = vdupq_n_f32(0);
     mins[r] = 0;
   }
-  const int8x16_t off = vdupq_n_s8(static_cast<int8_t>(Tr::kOff));  // (128 wraps to -128: u - 128 as int8)
-  Codes c;
-  for (int64_t sb = 0; sb < nsub; ++sb) {
-    decode_sub<T>(b[sb / Tr::kSub], static_cast<int>(sb % Tr::kSub), c);
-    const int8x16_t w0 = vsubq_s8(vreinterpretq_s8_u8(vld1q_u8(c.u)), off);
-    const int8x16_t w1 = vsubq_s8(vreinterpretq_s8_u8(vld1q_u8(c.u + 16)), off);
+  const uint8x16_t m3 = vdupq_n_u8(3), one = vdupq_n_u8(1);
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1024);
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1088);
+    int32_t sc[16], mn[16] = {};
+    if constexpr (Q3) {
+      int8_t s8[16];
+      unpack_q3_k_scales(blk.scales, s8);
+      for (int j = 0; j < 16; ++j) sc[j] = s8[j];
+    } else {
+      for (int j = 0; j < 16; ++j) {
+        sc[j] = blk.scales[j] & 15;
+        mn[j] = blk.scales[j] >> 4;
+      }
+    }
+    uint8x16_t hm0 = vdupq_n_u8(0), hm1 = vdupq_n_u8(0);
+    if constexpr (Q3) {
+      hm0 = vld1q_u8(blk.hmask);
+      hm1 = vld1q_u8(blk.hmask + 16);
+    }
+    int32x4_t isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = vdupq_n_s32(0);
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* q = blk.qs + 32 * (s / 4);
+      const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * (s % 4)));  // (a negative vshl is a right shift)
+      uint8x16_t u0 = vandq_u8(vshlq_u8(vld1q_u8(q), sh), m3), u1 = vandq_u8(vshlq_u8(vld1q_u8(q + 16), sh), m3);
+      int8x16_t w0, w1;
+      if constexpr (Q3) {
+        const int8x16_t hs = vdupq_n_s8(static_cast<int8_t>(-s));
+        u0 = vorrq_u8(u0, vshlq_n_u8(vandq_u8(vshlq_u8(hm0, hs), one), 2));
+        u1 = vorrq_u8(u1, vshlq_n_u8(vandq_u8(vshlq_u8(hm1, hs), one), 2));
+        w0 = vsubq_s8(vreinterpretq_s8_u8(u0), vdupq_n_s8(4));
+        w1 = vsubq_s8(vreinterpretq_s8_u8(u1), vdupq_n_s8(4));
+      } else {
+        w0 = vreinterpretq_s8_u8(u0);
+        w1 = vreinterpretq_s8_u8(u1);
+      }
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = ra.a[r] + i * 256 + 32 * s;
+        isum[r] = vmlaq_n_s32(isum[r], dot16(vdupq_n_s32(0), w0, vld1q_s8(a)), sc[2 * s]);
+        isum[r] = vmlaq_n_s32(isum[r], dot16(vdupq_n_s32(0), w1, vld1q_s8(a + 16)), sc[2 * s + 1]);
+      }
+    }
+    const float d = fp16_to_f32(blk.d);
     for (int r = 0; r < R; ++r) {
-      const int8_t* a = ra.a[r] + sb * 32;
-      const float da = ra.d[r][sb / gsub];
-      const int32x4_t p0 = dot16(vdupq_n_s32(0), w0, vld1q_s8(a));
-      const int32x4_t p1 = dot16(vdupq_n_s32(0), w1, vld1q_s8(a + 16));
-      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p0), c.ws[0] * da);
-      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p1), c.ws[1] * da);
-      if constexpr (Tr::kMins == 2)
-        mins[r] += da * (c.wm * static_cast<float>(ra.s16[r][2 * sb]) + c.wm_hi * static_cast<float>(ra.s16[r][2 * sb + 1]));
+      const float da = ra.d[r][i];
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(isum[r]), d * da);
+      if constexpr (!Q3) {
+        const int32_t* s16 = ra.s16[r] + i * 16;
+        int32_t m = 0;
+        for (int j = 0; j < 16; ++j) m += mn[j] * s16[j];
+        mins[r] += fp16_to_f32(blk.dmin) * da * static_cast<float>(m);
+      }
     }
   }
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]) - mins[r];
+}
+
+// IQ4_XS: the nibbles of sub-block s (qs[16 s..]) index IQ4_NL's levels (TBL), the s32 dot
+// product times the sub-block's integer scale ls - 32, in s32 over the super-block.
+template <int R>
+void row_iq4_xs(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  const BlockIQ4XS* b = static_cast<const BlockIQ4XS*>(row);
+  const int8x16_t levels = vld1q_s8(kIq4nlValues);
+  float32x4_t acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0);
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const BlockIQ4XS& blk = b[i];
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1024);
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1088);
+    int32x4_t isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = vdupq_n_s32(0);
+    for (int s = 0; s < 8; ++s) {
+      const uint8x16_t raw = vld1q_u8(blk.qs + 16 * s);
+      const int8x16_t w0 = vqtbl1q_s8(levels, vandq_u8(raw, vdupq_n_u8(15))), w1 = vqtbl1q_s8(levels, vshrq_n_u8(raw, 4));
+      const int ls = iq4_xs_scale(blk.scales_h, blk.scales_l, s) - 32;
+      for (int r = 0; r < R; ++r) isum[r] = vmlaq_n_s32(isum[r], dot32(w0, w1, ra.a[r] + i * 256 + 32 * s), ls);
+    }
+    const float d = fp16_to_f32(blk.d);
+    for (int r = 0; r < R; ++r) acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(isum[r]), d * ra.d[r][i]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
+}
+
+// MXFP4: the nibbles index the doubled E2M1 values (TBL); the power-of-two scale in f32 per block.
+template <int R>
+void row_mxfp4(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  const BlockMXFP4* b = static_cast<const BlockMXFP4*>(row);
+  const int8x16_t levels = vld1q_s8(kMxfp4Values);
+  float32x4_t acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0);
+  for (int64_t i = 0; i < k / 32; ++i) {
+    __builtin_prefetch(reinterpret_cast<const char*>(b + i) + 1024);
+    const uint8x16_t raw = vld1q_u8(b[i].qs);
+    const int8x16_t w0 = vqtbl1q_s8(levels, vandq_u8(raw, vdupq_n_u8(15))), w1 = vqtbl1q_s8(levels, vshrq_n_u8(raw, 4));
+    const float dw = mxfp4_scale(b[i].e);
+    for (int r = 0; r < R; ++r)
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(dot32(w0, w1, ra.a[r] + i * 32)), dw * ra.d[r][i]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
 }
 
 template <int R>
@@ -297,10 +380,10 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ne
     case DType::Q4_K: return row_q45_k<R, false>(row, k, ra, out);
     case DType::Q5_K: return row_q45_k<R, true>(row, k, ra, out);
     case DType::Q6_K: return row_q6_k<R>(row, k, ra, out);
-    case DType::Q2_K: return row_codes<R, DType::Q2_K>(row, k, ra, out);
-    case DType::Q3_K: return row_codes<R, DType::Q3_K>(row, k, ra, out);
-    case DType::IQ4_XS: return row_codes<R, DType::IQ4_XS>(row, k, ra, out);
-    case DType::MXFP4: return row_codes<R, DType::MXFP4>(row, k, ra, out);
+    case DType::Q2_K: return row_q23_k<R, false>(row, k, ra, out);
+    case DType::Q3_K: return row_q23_k<R, true>(row, k, ra, out);
+    case DType::IQ4_XS: return row_iq4_xs<R>(row, k, ra, out);
+    case DType::MXFP4: return row_mxfp4<R>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
     default: fail(ErrorKind::Internal, "matmul", std::string("no NEON row kernel for ") + dtype_name(w.type));
   }
