@@ -138,6 +138,25 @@ struct BlockIQ4XS {
 };
 static_assert(sizeof(BlockIQ4XS) == 136);
 
+// TQ1_0 (ternary, BitNet b1.58 / TriLM): 256 weights x = d * (t - 1), t in 0..2 (a trit).
+// Five trits per byte, most significant first, stored as ceil(value * 256 / 243) so that trit n
+// of byte b is ((uint8_t)(b * 3^n) * 3) >> 8. Elements 0..159: trit e/32 of qs[e%32]; 160..239:
+// trit (e-160)/16 of qs[32 + (e-160)%16]; 240..255: trit (e-240)/4 of qh[(e-240)%4] (four trits).
+struct BlockTQ1_0 {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ1_0) == 54);
+
+// TQ2_0: 256 weights x = d * (q - 1), q 2 bits in 0..2, laid out as Q2_K's codes: element
+// 128 h + 32 l + m is bits 2l..2l+1 of qs[32 h + m].
+struct BlockTQ2_0 {
+  uint8_t qs[QK_K / 4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ2_0) == 66);
+
 // Q8_K: activation blocks for the K-quant dot products; f32 scale, sums of each 16 q's.
 struct BlockQ8K {
   float d;

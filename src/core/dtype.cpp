@@ -32,6 +32,8 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::Q5_K: return DTypeTraits{"q5_k", QK_K, sizeof(BlockQ5K), true};
     case DType::Q6_K: return DTypeTraits{"q6_k", QK_K, sizeof(BlockQ6K), true};
     case DType::Q8_K: return DTypeTraits{"q8_k", QK_K, sizeof(BlockQ8K), true};
+    case DType::TQ1_0: return DTypeTraits{"tq1_0", QK_K, sizeof(BlockTQ1_0), true};
+    case DType::TQ2_0: return DTypeTraits{"tq2_0", QK_K, sizeof(BlockTQ2_0), true};
   }
   return std::nullopt;
 }

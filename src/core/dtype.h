@@ -30,6 +30,8 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
   MXFP4 = 39,
 };
 

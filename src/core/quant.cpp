@@ -1,6 +1,7 @@
 // Dispatch of the row conversions by dtype, plain (non-block) types, whole matrices and
 // type-to-type conversion. The block formats live in quant_legacy.cpp (the 32-element types) and
-// quant_k.cpp (Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/Q8_K), quant_nonlinear.cpp (IQ4_XS, MXFP4).
+// quant_k.cpp (Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/Q8_K), quant_nonlinear.cpp (IQ4_XS, MXFP4),
+// quant_ternary.cpp (TQ1_0, TQ2_0).
 #include "core/quant.h"
 
 #include <algorithm>
@@ -43,6 +44,7 @@ bool can_quantize(DType t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
     case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
     case DType::Q6_K: case DType::Q8_K: case DType::Q2_K: case DType::Q3_K: case DType::MXFP4:
+    case DType::TQ1_0: case DType::TQ2_0:
       return true;
     default:
       return false;
@@ -93,6 +95,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q3_K: dequantize_q3_k(static_cast<const BlockQ3K*>(src), dst, nb); return;
     case DType::IQ4_XS: dequantize_iq4_xs(static_cast<const BlockIQ4XS*>(src), dst, nb); return;
     case DType::MXFP4: dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
+    case DType::TQ1_0: dequantize_tq1_0(static_cast<const BlockTQ1_0*>(src), dst, nb); return;
+    case DType::TQ2_0: dequantize_tq2_0(static_cast<const BlockTQ2_0*>(src), dst, nb); return;
   }
   fail(ErrorKind::Unsupported, "dequantize_row", std::string("cannot read ") + dtype_name(t) + " as floats");
 }
@@ -126,6 +130,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q2_K: quantize_q2_k(src, static_cast<BlockQ2K*>(dst), nb); return;
     case DType::Q3_K: quantize_q3_k(src, static_cast<BlockQ3K*>(dst), nb); return;
     case DType::MXFP4: quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb); return;
+    case DType::TQ1_0: quantize_tq1_0(src, static_cast<BlockTQ1_0*>(dst), nb); return;
+    case DType::TQ2_0: quantize_tq2_0(src, static_cast<BlockTQ2_0*>(dst), nb); return;
     default: break;
   }
   fail(ErrorKind::Internal, "quantize_row", std::string("no quantizer for ") + dtype_name(t));

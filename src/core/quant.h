@@ -6,7 +6,8 @@
 // llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q4_1/Q5_0/
 // Q5_1/Q8_0/Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's
 // bytes. IQ4_NL and IQ4_XS can be read but not written (ggml's quantizers for them search the scale).
-// Q2_K and Q3_K are written as ggml's reference quantizers write them; MXFP4 likewise.
+// Q2_K and Q3_K are written as ggml's reference quantizers write them; MXFP4, TQ1_0 and TQ2_0
+// likewise (the ternary types round each weight to -1, 0 or 1 times the block's absolute maximum).
 //
 // Non-finite input never crashes or throws, and only the blocks holding it are affected:
 // in Q4_0/Q5_0/Q8_0/Q8_K a NaN weight takes the code of zero and does not influence the scale
@@ -24,7 +25,7 @@
 namespace ptn {
 
 // True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K).
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0).
 bool can_quantize(DType t);
 // True if dequantize_row can read type t (the above plus IQ4_NL, IQ4_XS, F64 and the integer types
 // I8..I64).
@@ -80,6 +81,25 @@ inline float mxfp4_scale(uint8_t e) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// TQ1_0: the trit (0..2) of element e (0..255) of a block, from its qs[48] and qh[4] (blocks.h).
+inline int tq1_0_trit(const uint8_t* qs, const uint8_t* qh, int e) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  uint8_t b;
+  int n;
+  if (e < 160) {
+    b = qs[e % 32];
+    n = e / 32;
+  } else if (e < 240) {
+    b = qs[32 + (e - 160) % 16];
+    n = (e - 160) / 16;
+  } else {
+    b = qh[(e - 240) % 4];
+    n = (e - 240) / 4;
+  }
+  const uint8_t q = static_cast<uint8_t>(b * kPow3[n]);
+  return (q * 3) >> 8;
 }
 
 }  // namespace ptn

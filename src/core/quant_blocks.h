@@ -43,6 +43,8 @@ void dequantize_q2_k(const BlockQ2K* x, float* y, int64_t nb);
 void dequantize_q3_k(const BlockQ3K* x, float* y, int64_t nb);
 void dequantize_iq4_xs(const BlockIQ4XS* x, float* y, int64_t nb);
 void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb);
+void dequantize_tq1_0(const BlockTQ1_0* x, float* y, int64_t nb);
+void dequantize_tq2_0(const BlockTQ2_0* x, float* y, int64_t nb);
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb);
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb);
@@ -56,5 +58,7 @@ void quantize_q8_k(const float* x, BlockQ8K* y, int64_t nb);
 void quantize_q2_k(const float* x, BlockQ2K* y, int64_t nb);
 void quantize_q3_k(const float* x, BlockQ3K* y, int64_t nb);
 void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
+void quantize_tq1_0(const float* x, BlockTQ1_0* y, int64_t nb);
+void quantize_tq2_0(const float* x, BlockTQ2_0* y, int64_t nb);
 
 }  // namespace ptn::quant_detail

@@ -56,6 +56,8 @@ static void run(const char*prefix,const float*x,int64_t n){
   DO("q2_k",quantize_row_q2_K_ref,256,84)
   DO("q3_k",quantize_row_q3_K_ref,256,110)
   DO("mxfp4",quantize_row_mxfp4_ref,32,17)
+  DO("tq1_0",quantize_row_tq1_0_ref,256,54)
+  DO("tq2_0",quantize_row_tq2_0_ref,256,66)
   free(buf);
 }
 // FNV-1a 64 of a byte range.
@@ -73,6 +75,7 @@ static void dequant_hashes(void){
   static uint8_t q[64*292]; static float y[64*256];
   const int o0[1]={0}, ok[2]={0,2}, o6[1]={208};  /* ok: also Q4_1 / Q5_1's d and m */
   const int o2[2]={80,82}, o3[1]={108};  /* Q2_K's d and dmin, Q3_K's d */
+  const int ot1[1]={52}, ot2[1]={64};  /* TQ1_0's and TQ2_0's d */
 #define H(T,fn,bs,bb,offs,nh,f32o,seed) random_blocks(q,64,bb,seed,offs,nh,f32o); fn((const void*)q,y,64*bs); fprintf(f,"%s %016llx\n",T,(unsigned long long)fnv1a(y,sizeof(float)*64*bs));
   H("q4_0",dequantize_row_q4_0,32,18,o0,1,-1,101u)
   H("q5_0",dequantize_row_q5_0,32,22,o0,1,-1,102u)
@@ -88,6 +91,8 @@ static void dequant_hashes(void){
   H("q3_k",dequantize_row_q3_K,256,110,o3,1,-1,112u)
   H("iq4_xs",dequantize_row_iq4_xs,256,136,o0,1,-1,113u)
   H("mxfp4",dequantize_row_mxfp4,32,17,o0,0,-1,114u)
+  H("tq1_0",dequantize_row_tq1_0,256,54,ot1,1,-1,115u)
+  H("tq2_0",dequantize_row_tq2_0,256,66,ot2,1,-1,116u)
   fclose(f);
 }
 // Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
@@ -111,6 +116,8 @@ static void model_hashes(void){
   M("q2_k",quantize_row_q2_K_ref,256,84)
   M("q3_k",quantize_row_q3_K_ref,256,110)
   M("mxfp4",quantize_row_mxfp4_ref,32,17)
+  M("tq1_0",quantize_row_tq1_0_ref,256,54)
+  M("tq2_0",quantize_row_tq2_0_ref,256,66)
   fclose(f); free(buf); free(x);
 }
 int main(void){
