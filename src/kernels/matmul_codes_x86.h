@@ -1,6 +1,6 @@
 // Internal to kernels/matmul_avx2.cpp and kernels/matmul_rows_avx512.cpp: the row kernels (the
 // decode case: one weight row at a time, dotted with up to R activation rows while it sits in
-// registers) of Q2_K, Q3_K, IQ4_XS and MXFP4 with AVX2 integer dot products. Internal linkage,
+// registers) of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0 and TQ2_0 with AVX2 integer dot products. Internal linkage,
 // as matmul_generic.h: each including file compiles its own copy with its own instruction set
 // flags. (Their panels, the prefill case, are matmul_quant_panels_x86.h's, through decode_sub.)
 //
@@ -180,7 +180,75 @@ void row_mxfp4(const void* row, int64_t k, const RA& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-// The row kernel of Q2_K, Q3_K, IQ4_XS or MXFP4 (false for any other type).
+// TQ2_0 (Q1 false) / TQ1_0 (Q1 true): the trits t become signed codes t - 1 in {-1, 0, 1}, dotted
+// by the sign trick; the pair sums (|p| <= 2 * 127) of the 8 sub-blocks add up in int16 lanes
+// (<= 2032) before one madd per super-block. TQ2_0's trits are crumbs as Q2_K's codes; TQ1_0's
+// trit n of byte b is ((uint8_t)(b * 3^n) * 3) >> 8, computed per 16-bit lane for the even and
+// the odd bytes: mullo by 3^n (the low byte is b * 3^n mod 256; the odd byte's product falls off
+// in the shift), shifted to the high byte, mulhi by 3.
+inline __m256i tq1_trits(__m256i x, __m256i p) {
+  const __m256i three = _mm256_set1_epi16(3);
+  const __m256i e = _mm256_mulhi_epu16(_mm256_slli_epi16(_mm256_mullo_epi16(x, p), 8), three);
+  const __m256i o = _mm256_mulhi_epu16(_mm256_slli_epi16(_mm256_mullo_epi16(_mm256_srli_epi16(x, 8), p), 8), three);
+  return _mm256_or_si256(e, _mm256_slli_epi16(o, 8));
+}
+
+template <int R, bool Q1, class RA>
+void row_tq(const void* row, int64_t k, const RA& ra, float* out) {
+  using Block = std::conditional_t<Q1, BlockTQ1_0, BlockTQ2_0>;
+  const Block* b = static_cast<const Block*>(row);
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  // TQ1_0's multipliers per 16-bit lane: sub-blocks 0..4 take trit s of qs[0..31]; 5 and 6 trits
+  // 0/1 and 2/3 of qs[32..47] (low / high 128 bits); 7 trit 4 of qs[32..47], then trit i / 4 of
+  // qh[i % 4] for the 16 elements 240 + i (bytes 2j and 2j + 1 share 3^(j / 2)).
+  const __m256i pw[8] = {_mm256_set1_epi16(1), _mm256_set1_epi16(3), _mm256_set1_epi16(9), _mm256_set1_epi16(27),
+                         _mm256_set1_epi16(81),
+                         _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1)),
+                         _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9)),
+                         _mm256_set_m128i(_mm_set_epi16(27, 27, 9, 9, 3, 3, 1, 1), _mm_set1_epi16(81))};
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2048, _MM_HINT_T0);
+    __m256i isum[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    __m256i q0, q1, x5, x7;
+    if constexpr (Q1) {
+      q0 = codes_load32(blk.qs);
+      const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 32));
+      uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);
+      x5 = _mm256_set_m128i(tail, tail);
+      x7 = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(qh)), tail);
+    } else {
+      q0 = codes_load32(blk.qs);
+      q1 = codes_load32(blk.qs + 32);
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      __m256i t;
+      if constexpr (Q1)
+        t = tq1_trits(s < 5 ? q0 : s < 7 ? x5 : x7, pw[s]);
+      else
+        t = _mm256_and_si256(_mm256_srli_epi16(s < 4 ? q0 : q1, 2 * (s % 4)), m3);
+      const __m256i w = _mm256_sub_epi8(t, one);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        isum[r] = _mm256_add_epi16(isum[r], dot_signed16(w, codes_load32(ra.a(r) + i * 256 + 32 * s)));
+    }
+    const float d = fp16_to_f32(blk.d);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(isum[r], ones16)), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+}
+
+// The row kernel of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0 or TQ2_0 (false for any other type).
 template <int R, class RA>
 bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float* out) {
   switch (t) {
@@ -188,6 +256,8 @@ bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float
     case DType::Q3_K: row_q23_k<R, true>(row, k, ra, out); return true;
     case DType::IQ4_XS: row_iq4_xs<R>(row, k, ra, out); return true;
     case DType::MXFP4: row_mxfp4<R>(row, k, ra, out); return true;
+    case DType::TQ1_0: row_tq<R, true>(row, k, ra, out); return true;
+    case DType::TQ2_0: row_tq<R, false>(row, k, ra, out); return true;
     default: return false;
   }
 }

@@ -130,6 +130,8 @@ inline void generic_matmul_range(const WeightView& w, const float* x, const Quan
     case DType::Q3_K: return generic_quant_range<DType::Q3_K>(w, qa, m, n0, n1, y);
     case DType::IQ4_XS: return generic_quant_range<DType::IQ4_XS>(w, qa, m, n0, n1, y);
     case DType::MXFP4: return generic_quant_range<DType::MXFP4>(w, qa, m, n0, n1, y);
+    case DType::TQ1_0: return generic_quant_range<DType::TQ1_0>(w, qa, m, n0, n1, y);
+    case DType::TQ2_0: return generic_quant_range<DType::TQ2_0>(w, qa, m, n0, n1, y);
     case DType::F32: case DType::F16: case DType::BF16: return generic_float_range(w, x, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", std::string("no scalar kernel for ") + dtype_name(w.type));
   }

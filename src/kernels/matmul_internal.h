@@ -35,7 +35,7 @@ inline int64_t act_group(DType t) { return traits(t).block_size; }
 // A 32-element sub-block of a quantized weight row as unsigned codes:
 //   w[i] = ws[i / 16] * (u[i] - off) - (i < 16 || kMins < 2 ? wm : wm_hi)
 // off is a constant of the type (128 for Q8_0, IQ4_NL, IQ4_XS and MXFP4, 8 for Q4_0, 16 for
-// Q5_0, 32 for Q6_K, 4 for Q3_K, 0 for Q4_1/Q5_1/Q2_K/Q4_K/Q5_K); ws[0] == ws[1] except for the
+// Q5_0, 32 for Q6_K, 4 for Q3_K, 1 for TQ1_0/TQ2_0, 0 for Q4_1/Q5_1/Q2_K/Q4_K/Q5_K); ws[0] == ws[1] except for the
 // types whose scales are per 16 (Q2_K, Q3_K, Q6_K: kSplit); wm != 0 only for the types with mins
 // (Q4_K/Q5_K: wm = dmin * m_j; Q4_1/Q5_1: wm = -m, their x = d*q + m; Q2_K: a min per 16, wm for
 // the first 16 elements and wm_hi for the second, kMins == 2). IQ4_NL's and IQ4_XS's codes are
@@ -72,6 +72,9 @@ template <> struct WTraits<DType::Q2_K> { using Block = BlockQ2K; static constex
 template <> struct WTraits<DType::Q3_K> { using Block = BlockQ3K; static constexpr int kSub = 8, kOff = 4, kSplit = 1, kMins = 0; };
 template <> struct WTraits<DType::IQ4_XS> { using Block = BlockIQ4XS; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::MXFP4> { using Block = BlockMXFP4; static constexpr int kSub = 1, kOff = 128, kSplit = 0, kMins = 0; };
+// The ternary types: codes 0..2 (the trit), offset 1, one scale per 256.
+template <> struct WTraits<DType::TQ1_0> { using Block = BlockTQ1_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::TQ2_0> { using Block = BlockTQ2_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
 
 // Decodes 32-element sub-block `s` (0..kSub-1) of block `b` into c.
 template <DType T>
@@ -215,6 +218,20 @@ inline void decode_sub<DType::MXFP4>(const BlockMXFP4& b, int, Codes& c) {
   c.ws[0] = c.ws[1] = mxfp4_scale(b.e);
   c.wm = 0;
 }
+template <>
+inline void decode_sub<DType::TQ1_0>(const BlockTQ1_0& b, int s, Codes& c) {
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(tq1_0_trit(b.qs, b.qh, 32 * s + i));
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::TQ2_0>(const BlockTQ2_0& b, int s, Codes& c) {
+  const uint8_t* q = b.qs + 32 * (s / 4);
+  const int sh = 2 * (s % 4);
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>((q[i] >> sh) & 3);
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
+  c.wm = 0;
+}
 
 // The correction of half h (0, 1) of a decoded sub-block: w = ws[h] * u - half_correction, so
 // sum(w * a) = ws[h] * dot(u, a) - half_correction * sum(a) over the half's 16 elements.
@@ -237,7 +254,7 @@ void qpanel_range_avx2(const WeightView& w, const QuantActs& qa, int64_t m, int6
 // AVX512-VNNI form that computes the same on CPUs with AVX512VL + VNNI but no AVX-VNNI.
 void qpanel_range_avxvnni(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void qpanel_range_vnni_evex(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
-// Q2_K, Q3_K, IQ4_XS and MXFP4 have no panels of their own at any x86 level: their prefill goes
+// Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0 and TQ2_0 have no panels of their own at any x86 level: their prefill goes
 // through these ymm panels (decode_sub), their decode through matmul_codes_x86.h's row kernels.
 // AVX2 level with AVX-VNNI (SimdLevel::AVX2VNNI): the AVX2 row kernels, the VNNI panels.
 void matmul_range_avx2vnni(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);

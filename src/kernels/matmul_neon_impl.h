@@ -367,6 +367,60 @@ void row_mxfp4(const void* row, int64_t k, const NeonRows& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
 }
 
+// TQ2_0 (Q1 false) / TQ1_0 (Q1 true): signed codes t - 1 in {-1, 0, 1} from the trits t. TQ2_0's
+// trits are crumbs as Q2_K's codes; TQ1_0's trit n of byte b is ((uint8_t)(b * 3^n) * 3) >> 8:
+// MUL on bytes, UMULL by 3, and the high bytes of the products (UZP2).
+inline int8x16_t tq1_codes(uint8x16_t x, uint8x16_t p) {
+  const uint8x16_t q = vmulq_u8(x, p);
+  const uint16x8_t lo = vmull_u8(vget_low_u8(q), vdup_n_u8(3)), hi = vmull_high_u8(q, vdupq_n_u8(3));
+  return vsubq_s8(vreinterpretq_s8_u8(vuzp2q_u8(vreinterpretq_u8_u16(lo), vreinterpretq_u8_u16(hi))), vdupq_n_s8(1));
+}
+
+template <int R, bool Q1>
+void row_tq(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  using Block = std::conditional_t<Q1, BlockTQ1_0, BlockTQ2_0>;
+  const Block* b = static_cast<const Block*>(row);
+  static constexpr uint8_t kQhPow[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+  const uint8x16_t m3 = vdupq_n_u8(3), qh_pow = vld1q_u8(kQhPow);
+  float32x4_t acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0);
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1024);
+    int32x4_t isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = vdupq_n_s32(0);
+    for (int s = 0; s < 8; ++s) {
+      int8x16_t w0, w1;
+      if constexpr (Q1) {
+        static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+        if (s < 5) {
+          const uint8x16_t p = vdupq_n_u8(kPow3[s]);
+          w0 = tq1_codes(vld1q_u8(blk.qs), p);
+          w1 = tq1_codes(vld1q_u8(blk.qs + 16), p);
+        } else if (s < 7) {
+          const uint8x16_t x = vld1q_u8(blk.qs + 32);
+          w0 = tq1_codes(x, vdupq_n_u8(kPow3[2 * (s - 5)]));
+          w1 = tq1_codes(x, vdupq_n_u8(kPow3[2 * (s - 5) + 1]));
+        } else {
+          uint32_t qh;
+          std::memcpy(&qh, blk.qh, 4);
+          w0 = tq1_codes(vld1q_u8(blk.qs + 32), vdupq_n_u8(81));
+          w1 = tq1_codes(vreinterpretq_u8_u32(vdupq_n_u32(qh)), qh_pow);
+        }
+      } else {
+        const uint8_t* q = blk.qs + 32 * (s / 4);
+        const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * (s % 4)));
+        w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(q), sh), m3)), vdupq_n_s8(1));
+        w1 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(q + 16), sh), m3)), vdupq_n_s8(1));
+      }
+      for (int r = 0; r < R; ++r) isum[r] = vaddq_s32(isum[r], dot32(w0, w1, ra.a[r] + i * 256 + 32 * s));
+    }
+    const float d = fp16_to_f32(blk.d);
+    for (int r = 0; r < R; ++r) acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(isum[r]), d * ra.d[r][i]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
+}
+
 template <int R>
 void row_dispatch(const WeightView& w, const void* row, const float* x, const NeonRows& ra, float* out) {
   const int64_t k = w.cols;
@@ -384,6 +438,8 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ne
     case DType::Q3_K: return row_q23_k<R, true>(row, k, ra, out);
     case DType::IQ4_XS: return row_iq4_xs<R>(row, k, ra, out);
     case DType::MXFP4: return row_mxfp4<R>(row, k, ra, out);
+    case DType::TQ1_0: return row_tq<R, true>(row, k, ra, out);
+    case DType::TQ2_0: return row_tq<R, false>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
     default: fail(ErrorKind::Internal, "matmul", std::string("no NEON row kernel for ") + dtype_name(w.type));
   }
@@ -517,6 +573,8 @@ inline void neon_i8mm_range(const WeightView& w, const float* x, const QuantActs
     case DType::Q4_K: i8mm_quant_range<DType::Q4_K>(w, qa, m, n0, n1, y); break;
     case DType::Q5_K: i8mm_quant_range<DType::Q5_K>(w, qa, m, n0, n1, y); break;
     case DType::Q6_K: i8mm_quant_range<DType::Q6_K>(w, qa, m, n0, n1, y); break;
+    case DType::TQ1_0: i8mm_quant_range<DType::TQ1_0>(w, qa, m, n0, n1, y); break;
+    case DType::TQ2_0: i8mm_quant_range<DType::TQ2_0>(w, qa, m, n0, n1, y); break;
     default: return neon_rows_range(w, x, qa, m, n0, n1, y);
   }
   if ((n1 - n0) % 2 == 1) neon_rows_range(w, x, qa, m, n1 - 1, n1, y);

@@ -16,7 +16,7 @@
 // codes: |a| <= 127 (the activation quantizer clamps to +-127), so one quad (4 codes) of an
 // unsigned code u <= U adds at most 2 * U * 127 to a 16-bit lane, and QG quads may be summed in
 // 16 bits before the madd while QG * 2 * U * 127 <= 32767:
-//   Q2_K / Q3_K / Q4_0 / Q4_1 / Q4_K (U = 3, 7, 15): 8 quads, the whole sub-block, one madd per
+//   TQ1_0 / TQ2_0 / Q2_K / Q3_K / Q4_0 / Q4_1 / Q4_K (U = 2, 3, 7, 15): 8 quads, the whole sub-block, one madd per
 //   32 codes; Q5_0 / Q5_1 / Q5_K (U = 31): 4; Q6_K (U = 63): 2.
 // Q8_0, IQ4_NL, IQ4_XS and MXFP4 codes are signed (|q| <= 128) and go through the sign trick
 // maddubs(|q|, sign(a, q)), one quad per madd.
@@ -64,7 +64,8 @@ template <DType T> struct PanelTraits {
   // Signed codes (u - 128) with the sign trick, for the types whose unsigned codes exceed 63.
   static constexpr bool kSigned = !kVnni && Tr::kOff == 128;
   static constexpr int kMaxCode = T == DType::Q6_K ? 63 : (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K) ? 31
-                                 : T == DType::Q3_K ? 7 : T == DType::Q2_K ? 3 : 15;
+                                 : T == DType::Q3_K ? 7 : T == DType::Q2_K ? 3
+                                 : T == DType::TQ1_0 || T == DType::TQ2_0 ? 2 : 15;
   // Quads summed in 16 bits before one madd (see the file comment); at most the 4 quads of a
   // 16-element half where the scales are per half (kSplit), since each half is summed apart.
   static constexpr int kQG = kSigned ? 1
@@ -261,6 +262,8 @@ void PTN_PANEL_ENTRY(const WeightView& w, const QuantActs& qa, int64_t m, int64_
     case DType::Q3_K: return panel_range_of<DType::Q3_K>(w, qa, m, n0, n1, y);
     case DType::IQ4_XS: return panel_range_of<DType::IQ4_XS>(w, qa, m, n0, n1, y);
     case DType::MXFP4: return panel_range_of<DType::MXFP4>(w, qa, m, n0, n1, y);
+    case DType::TQ1_0: return panel_range_of<DType::TQ1_0>(w, qa, m, n0, n1, y);
+    case DType::TQ2_0: return panel_range_of<DType::TQ2_0>(w, qa, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", std::string("no AVX2 quantized panels for ") + dtype_name(w.type));
   }
 }

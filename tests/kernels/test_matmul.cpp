@@ -36,6 +36,14 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
   std::normal_distribution<float> dist(0.f, 1.f);
   w.source.resize(static_cast<size_t>(n * k));
   for (auto& v : w.source) v = dist(rng);
+  if (t == DType::TQ1_0 || t == DType::TQ2_0) {
+    // Ternary weights, as BitNet b1.58 / TriLM checkpoints hold them: -s, 0 or s with s a
+    // per-row f16-exact scale, so the format holds them exactly (every trit equally likely).
+    std::uniform_int_distribution<int> trit(-1, 1);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        w.source[i * k + j] = static_cast<float>(trit(rng)) * (0.5f + 0.25f * static_cast<float>(i % 4));
+  }
   w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
   if (!can_quantize(t)) {
     // IQ4_NL, IQ4_XS (read only): random blocks with f16 scales about 1/64 in their first two
@@ -103,7 +111,7 @@ struct SimdCapReset {
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,   DType::Q8_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1,   DType::IQ4_NL,
-                           DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4};
+                           DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4, DType::TQ1_0, DType::TQ2_0};
 
 // ---- reference ------------------------------------------------------------------------------
 
@@ -147,9 +155,10 @@ TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
 
 TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
   // The quantized weights differ from their source floats by the format's rounding only.
-  // (IQ4_NL's and IQ4_XS's source floats are their dequantized blocks: only the accumulation differs.)
+  // (IQ4_NL's and IQ4_XS's source floats are their dequantized blocks, TQ1_0's and TQ2_0's are
+  // ternary: only the accumulation differs.)
   const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1e-12,
-                        0.25, 0.05, 1e-12, 0.03};  // Q2_K 0.150, Q3_K 0.0263, MXFP4 0.0151 measured
+                        0.25, 0.05, 1e-12, 0.03, 1e-12, 1e-12};  // Q2_K 0.150, Q3_K 0.0263, MXFP4 0.0151 measured
   int idx = 0;
   for (DType t : kAllTypes) {
     const int64_t k = 512, n = 8, m = 2;
@@ -170,6 +179,7 @@ double threshold(DType t) {
     case DType::F32: case DType::F16: return 1e-10;
     case DType::BF16: return 1e-4;  // AVX-512 BF16 dot products round activations to bf16
     case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
+    case DType::TQ1_0: case DType::TQ2_0:
       return 1.5e-3;  // 8-bit activations, one scale per 256 (the x rows have 8x outliers)
     default: return 5e-4;  // 8-bit activations, one scale per 32
   }
@@ -239,6 +249,8 @@ TEST(Matmul, Q2_K) { check_type(DType::Q2_K, {256, 768}); }
 TEST(Matmul, Q3_K) { check_type(DType::Q3_K, {256, 768}); }
 TEST(Matmul, IQ4_XS) { check_type(DType::IQ4_XS, {256, 768}); }
 TEST(Matmul, MXFP4) { check_type(DType::MXFP4, {32, 160, 512}); }
+TEST(Matmul, TQ1_0) { check_type(DType::TQ1_0, {256, 768}); }
+TEST(Matmul, TQ2_0) { check_type(DType::TQ2_0, {256, 768}); }
 
 TEST(Matmul, LargerPrefillShapeEveryType) {
   // Enough rows and columns for the blocked paths to use several K chunks and row tiles, with
