@@ -1,5 +1,6 @@
-# A micro llama GGUF (1 layer, n_embd 256) whose matrices use the block types Q2_K, Q3_K, IQ4_XS
-# and MXFP4, random blocks with small finite scales: a fuzz seed that loads all the way.
+# Micro llama GGUFs (1 layer, n_embd 256) whose matrices use the block types Q2_K, Q3_K, IQ4_XS
+# and MXFP4 (llama-micro-kquants-mxfp4.gguf), and TQ1_0 and TQ2_0 (llama-micro-ternary.gguf),
+# random blocks with small finite scales: fuzz seeds that load all the way.
 import struct, random
 random.seed(11)
 def s(x): b=x.encode(); return struct.pack('<Q',len(b))+b
@@ -22,27 +23,37 @@ kv_str('tokenizer.ggml.model','llama'); kv_u32('tokenizer.ggml.unknown_token_id'
 kv_u32('tokenizer.ggml.bos_token_id',1); kv_u32('tokenizer.ggml.eos_token_id',2)
 # (name, dims fastest first, type, block elems, block bytes, offsets of f16 scales in a block)
 F32=(0,1,4,[]); Q2K=(10,256,84,[80,82]); Q3K=(11,256,110,[108]); IQ4XS=(23,256,136,[0]); MX=(39,32,17,[])
+TQ1=(34,256,54,[52]); TQ2=(35,256,66,[64])
+def write(tensors, file):
+    kvs=kv
+    head=b'GGUF'+struct.pack('<IQQ',3,len(tensors),len(kvs))+b''.join(kvs)
+    data=b''; infos=b''
+    for name,dims,(t,be,bb,halfs) in tensors:
+        n=1
+        for d in dims: n*=d
+        if t==0: blob=b''.join(struct.pack('<f',1.0) for _ in range(n))
+        else:
+            blob=bytearray()
+            for _ in range(n//be):
+                blk=bytearray(random.getrandbits(8) for _ in range(bb))
+                for o in halfs: blk[o:o+2]=struct.pack('<e',0.01)
+                if t==39: blk[0]=120  # E8M0 exponent: scale 2^-8
+                blob+=blk
+            blob=bytes(blob)
+        infos+=s(name)+struct.pack('<I',len(dims))+b''.join(struct.pack('<Q',d) for d in dims)+struct.pack('<IQ',t,len(data))
+        data+=blob+b'\0'*((-len(blob))%32)
+    out=head+infos; out+=b'\0'*((-len(out))%32)
+    import os
+    open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus', 'gguf', file), 'wb').write(out+data)
+    print(file, len(out+data))
 tensors=[('token_embd.weight',[256,V],MX),('output_norm.weight',[256],F32),
  ('blk.0.attn_norm.weight',[256],F32),('blk.0.attn_q.weight',[256,32],Q2K),('blk.0.attn_k.weight',[256,16],Q3K),
  ('blk.0.attn_v.weight',[256,16],IQ4XS),('blk.0.attn_output.weight',[32,256],MX),('blk.0.ffn_norm.weight',[256],F32),
  ('blk.0.ffn_gate.weight',[256,32],Q3K),('blk.0.ffn_up.weight',[256,32],Q2K),('blk.0.ffn_down.weight',[32,256],MX)]
-head=b'GGUF'+struct.pack('<IQQ',3,len(tensors),len(kv))+b''.join(kv)
-data=b''; infos=b''
-for name,dims,(t,be,bb,halfs) in tensors:
-    n=1
-    for d in dims: n*=d
-    if t==0: blob=b''.join(struct.pack('<f',1.0) for _ in range(n))
-    else:
-        blob=bytearray()
-        for _ in range(n//be):
-            blk=bytearray(random.getrandbits(8) for _ in range(bb))
-            for o in halfs: blk[o:o+2]=struct.pack('<e',0.01)
-            if t==39: blk[0]=120  # E8M0 exponent: scale 2^-8
-            blob+=blk
-        blob=bytes(blob)
-    infos+=s(name)+struct.pack('<I',len(dims))+b''.join(struct.pack('<Q',d) for d in dims)+struct.pack('<IQ',t,len(data))
-    data+=blob+b'\0'*((-len(blob))%32)
-out=head+infos; out+=b'\0'*((-len(out))%32)
-import os
-open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus', 'gguf', 'llama-micro-kquants-mxfp4.gguf'), 'wb').write(out+data)
-print(len(out+data))
+write(tensors, 'llama-micro-kquants-mxfp4.gguf')
+random.seed(12)
+write([('token_embd.weight',[256,V],TQ2),('output_norm.weight',[256],F32),
+ ('blk.0.attn_norm.weight',[256],F32),('blk.0.attn_q.weight',[256,32],TQ1),('blk.0.attn_k.weight',[256,16],TQ2),
+ ('blk.0.attn_v.weight',[256,16],TQ1),('blk.0.attn_output.weight',[32,256],MX),('blk.0.ffn_norm.weight',[256],F32),
+ ('blk.0.ffn_gate.weight',[256,32],TQ1),('blk.0.ffn_up.weight',[256,32],TQ2),('blk.0.ffn_down.weight',[32,256],MX)],
+ 'llama-micro-ternary.gguf')

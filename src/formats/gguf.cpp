@@ -34,8 +34,6 @@ const char* unsupported_tensor_type_name(uint32_t id) {
     case 21: return "IQ3_S";
     case 22: return "IQ2_S";
     case 29: return "IQ1_M";
-    case 34: return "TQ1_0";
-    case 35: return "TQ2_0";
     default: return nullptr;
   }
 }
@@ -302,7 +300,7 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
       fail(ErrorKind::Unsupported, r.where(f),
            name ? std::string("tensor type ") + name + " (GGUF type " + std::to_string(type) +
                       ") is not supported by ptn; it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                      "MXFP4, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K"
+                      "MXFP4, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0 and TQ2_0"
                 : "unknown tensor type " + std::to_string(type));
     }
     t.dtype = static_cast<DType>(type);

@@ -139,7 +139,9 @@ GgufFileType gguf_file_type_from_name(const std::string& n) {
   if (n == "q4_k_m") return GgufFileType::Q4_K_M;
   if (n == "q3_k_m") return GgufFileType::Q3_K_M;
   if (n == "q2_k") return GgufFileType::Q2_K;
-  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k)";
+  if (n == "tq1_0") return GgufFileType::TQ1_0;
+  if (n == "tq2_0") return GgufFileType::TQ2_0;
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0)";
   if (const auto t = dtype_from_name(n); t && traits(*t).quantized)
     fail(ErrorKind::InvalidArgument, "--type",
          "'" + n + "' is a tensor type ptn reads, not a GGUF file type it writes" +
@@ -157,6 +159,8 @@ const char* gguf_file_type_name(GgufFileType t) {
     case GgufFileType::Q4_K_M: return "q4_k_m";
     case GgufFileType::Q3_K_M: return "q3_k_m";
     case GgufFileType::Q2_K: return "q2_k";
+    case GgufFileType::TQ1_0: return "tq1_0";
+    case GgufFileType::TQ2_0: return "tq2_0";
   }
   return "unknown";
 }
@@ -170,6 +174,8 @@ static uint32_t llama_ftype(GgufFileType t) {  // llama.cpp's LLAMA_FTYPE_* valu
     case GgufFileType::Q4_K_M: return 15;
     case GgufFileType::Q3_K_M: return 12;
     case GgufFileType::Q2_K: return 10;
+    case GgufFileType::TQ1_0: return 36;
+    case GgufFileType::TQ2_0: return 37;
     case GgufFileType::BF16: return 32;
   }
   return 0;
@@ -217,7 +223,10 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
                      : ft == GgufFileType::Q4_0 ? DType::Q4_0
                      : ft == GgufFileType::Q2_K ? DType::Q2_K
                      : ft == GgufFileType::Q3_K_M ? DType::Q3_K
+                     : ft == GgufFileType::TQ1_0 ? DType::TQ1_0
+                     : ft == GgufFileType::TQ2_0 ? DType::TQ2_0
                                                   : DType::Q4_K;
+  const bool ternary = ft == GgufFileType::TQ1_0 || ft == GgufFileType::TQ2_0;
   const int64_t nx = shape.back();  // row length (GGUF ne[0])
   const int64_t layer = layer_of(name), n = spec.n_layers;
   const bool moe8 = spec.n_experts == 8;  // llama.cpp's rules for Mixtral-like models
@@ -231,6 +240,8 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     // The classifier gets Q6_K (Q8_0 stays Q8_0); rows that do not fit the base block get Q8_0.
     if (nx % traits(base).block_size != 0) t = DType::Q8_0;
     else if (base != DType::Q8_0) t = DType::Q6_K;
+  } else if (name == "token_embd.weight" && ternary) {
+    t = DType::Q4_K;  // (llama.cpp keeps the ternary types for the matrices trained ternary)
   } else if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight")) {
     if (ft == GgufFileType::Q2_K) t = gqa >= 4 ? DType::Q4_K : DType::Q3_K;
     else if (ft == GgufFileType::Q3_K_M) t = layer < 2 ? DType::Q5_K : DType::Q4_K;
@@ -249,10 +260,10 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     else if (!moe8 && ft == GgufFileType::Q2_K) t = DType::Q3_K;
     else if (!moe8 && ft == GgufFileType::Q3_K_M) t = DType::Q4_K;
   }
-  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q2_K, Q3_K -> Q4_0, Q4_K ->
-  // Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), then F16 if that still does not fit.
+  // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q2_K, Q3_K, TQ1_0, TQ2_0 ->
+  // Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), then F16 if that still does not fit.
   if (nx % traits(t).block_size != 0) {
-    if (t == DType::Q2_K || t == DType::Q3_K) t = DType::Q4_0;
+    if (t == DType::Q2_K || t == DType::Q3_K || t == DType::TQ1_0 || t == DType::TQ2_0) t = DType::Q4_0;
     else if (t == DType::Q4_K) t = DType::Q5_0;
     else if (t == DType::Q5_K) t = DType::Q5_1;
     else if (t == DType::Q6_K) t = DType::Q8_0;

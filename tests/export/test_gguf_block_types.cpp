@@ -1,5 +1,6 @@
-// A GGUF whose matrices are Q2_K, Q3_K, IQ4_XS and MXFP4 (fuzz/corpus/gguf/
-// llama-micro-kquants-mxfp4.gguf, random blocks written by fuzz/make_block_types_seed.py): it
+// GGUFs whose matrices are Q2_K, Q3_K, IQ4_XS and MXFP4 (fuzz/corpus/gguf/
+// llama-micro-kquants-mxfp4.gguf) or TQ1_0, TQ2_0 and MXFP4 (llama-micro-ternary.gguf), random
+// blocks written by fuzz/make_block_types_seed.py: each
 // exports keeping every tensor's type and bytes, and its golden samples (the reference executor:
 // every weight dequantized, double sums) verify through the optimized kernels of every SIMD level
 // of this machine and every cache.
@@ -17,14 +18,16 @@ namespace {
 
 using namespace ptn::testing;
 
-std::string seed() { return std::string(PTN_SOURCE_DIR) + "/fuzz/corpus/gguf/llama-micro-kquants-mxfp4.gguf"; }
+std::string seed_path(const char* name) { return std::string(PTN_SOURCE_DIR) + "/fuzz/corpus/gguf/" + name; }
 
-TEST(GgufBlockTypes, ExportKeepsTheBlocksAndVerifiesAtEveryLevel) {
+// Exports the seed, checks every quantized tensor kept its type and bytes, counts the types
+// (want), and verifies the golden samples at every SIMD level of this machine.
+void export_and_verify(const std::string& seed, const std::map<DType, int>& want) {
   TempDir d;
-  ExportOptions o = base_options(seed(), d / "m.ptn");
+  ExportOptions o = base_options(seed, d / "m.ptn");
   quiet_export(o);
   auto p = Program::load(o.output, VerifyLevel::Full);
-  auto g = GgufFile::open(seed());
+  auto g = GgufFile::open(seed);
   std::map<DType, int> seen;
   for (const auto& t : g->tensors()) {
     const Tensor src = g->tensor(t.name);
@@ -39,10 +42,7 @@ TEST(GgufBlockTypes, ExportKeepsTheBlocksAndVerifiesAtEveryLevel) {
       EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), src.nbytes())) << t.name;
     }
   }
-  EXPECT_EQ(seen[DType::Q2_K], 2);
-  EXPECT_EQ(seen[DType::Q3_K], 2);
-  EXPECT_EQ(seen[DType::IQ4_XS], 1);
-  EXPECT_EQ(seen[DType::MXFP4], 3);
+  EXPECT_EQ(seen, want);
   // The optimized matmul quantizes activations to 8 bits (NMSE about 2e-4..8e-4 here).
   for (SimdLevel level : simd_levels_of_arch()) {  // x86-64's or aarch64's
     if (level != SimdLevel::Scalar && level > detected_simd_level()) continue;
@@ -51,6 +51,15 @@ TEST(GgufBlockTypes, ExportKeepsTheBlocksAndVerifiesAtEveryLevel) {
     expect_verifies(p, /*with_q8=*/false, 3e-3);
   }
   reset_simd_cap();
+}
+
+TEST(GgufBlockTypes, ExportKeepsTheBlocksAndVerifiesAtEveryLevel) {
+  export_and_verify(seed_path("llama-micro-kquants-mxfp4.gguf"),
+                    {{DType::Q2_K, 2}, {DType::Q3_K, 2}, {DType::IQ4_XS, 1}, {DType::MXFP4, 3}});
+}
+
+TEST(GgufBlockTypes, TernaryExportKeepsTheBlocksAndVerifiesAtEveryLevel) {
+  export_and_verify(seed_path("llama-micro-ternary.gguf"), {{DType::TQ1_0, 3}, {DType::TQ2_0, 3}, {DType::MXFP4, 2}});
 }
 
 }  // namespace
