@@ -199,6 +199,39 @@ TEST(GgufWriter, Q3KMAndQ2KMixesFollowLlamaQuantizesRules) {
   EXPECT_EQ(type(GgufFileType::Q4_0, "blk.5.attn_output.weight"), DType::Q4_0);
 }
 
+TEST(GgufWriter, TernaryMixesFollowLlamaQuantizesRules) {
+  // llama.cpp 3f545becc, LLAMA_FTYPE_MOSTLY_TQ1_0 / TQ2_0: every matrix ternary, an untied
+  // token_embd Q4_K, the classifier Q6_K (Q8_0 when its rows do not fit 256), rows that do not
+  // fit 256 Q4_0, and no per-layer rule (attn_v, ffn_down, attn_output keep the base type).
+  ModelSpec s;
+  s.family = "llama";
+  s.n_layers = 16;
+  s.n_heads = 32;
+  s.n_kv_heads = 8;
+  for (auto ft : {GgufFileType::TQ1_0, GgufFileType::TQ2_0}) {
+    SCOPED_TRACE(gguf_file_type_name(ft));
+    const DType base = ft == GgufFileType::TQ1_0 ? DType::TQ1_0 : DType::TQ2_0;
+    auto type = [&](const std::string& name, std::vector<int64_t> shape = {2048, 2048}) {
+      return gguf_tensor_type(ft, s, name, shape);
+    };
+    EXPECT_EQ(gguf_file_type_from_name(dtype_name(base)), ft);
+    s.tie_word_embeddings = false;
+    EXPECT_EQ(type("output.weight"), DType::Q6_K);
+    EXPECT_EQ(type("output.weight", {32000, 576}), DType::Q8_0);
+    EXPECT_EQ(type("token_embd.weight"), DType::Q4_K);
+    EXPECT_EQ(type("token_embd.weight", {32000, 576}), DType::Q5_0);  // Q4_K's fallback
+    s.tie_word_embeddings = true;
+    EXPECT_EQ(type("token_embd.weight"), DType::Q6_K);  // tied: the classifier's rule
+    for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      EXPECT_EQ(type(std::string("blk.0.") + m + ".weight"), base) << m;
+      EXPECT_EQ(type(std::string("blk.15.") + m + ".weight"), base) << m;
+    }
+    EXPECT_EQ(type("blk.3.ffn_down.weight", {576, 1536}), base);  // rows of 1536 = 6 x 256 fit
+    EXPECT_EQ(type("blk.3.ffn_up.weight", {1536, 576}), DType::Q4_0);
+    EXPECT_EQ(type("blk.3.attn_norm.weight", {2048}), DType::F32);
+  }
+}
+
 TEST(GgufWriter, QuantizedTypesDequantizeCloseToTheOriginals) {
   auto src = open_weights(kModel + "/hf");
   for (GgufFileType ft : {GgufFileType::F16, GgufFileType::BF16, GgufFileType::Q8_0, GgufFileType::Q4_0}) {
