@@ -212,7 +212,9 @@ std::vector<std::string> check_unused_tensors(const WeightSource& src, const Mod
       attn_bias = attn_bias || (bias && n.find("self_attn.") != std::string::npos);
       mlp_bias = mlp_bias || (bias && n.find("mlp.") != std::string::npos);
     }
-    std::string hint = "the config describes no part that reads them";
+    const bool gguf = src.describe().rfind("GGUF file", 0) == 0;
+    std::string hint = gguf ? "ptn reads the '" + spec.architecture + "' GGUF architecture with no part that uses them"
+                            : "the config describes no part that reads them";
     if (attn_bias) hint += "; attention biases are read only with attention_bias: true, and only where " + spec.family + "'s transformers modeling has them";
     if (mlp_bias) hint += "; MLP biases are read only with mlp_bias: true";
     fail(ErrorKind::Unsupported, src.describe(),

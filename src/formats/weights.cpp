@@ -135,12 +135,25 @@ class MappedSource final : public WeightSource {
   std::string source_path(const std::string& name) const { return gguf_ ? gguf_->path() : st_->file_of(name); }
 
   std::vector<std::string> unused_source_tensors() const override {
-    if (!st_) return {};
     std::set<std::string> used;
-    for (const auto& [n, r] : recipes_) used.insert(r.name);
     std::vector<std::string> out;
-    for (const std::string& n : st_->names())
-      if (!used.count(n)) out.push_back(n);
+    if (st_) {
+      for (const auto& [n, r] : recipes_) used.insert(r.name);
+      for (const std::string& n : st_->names())
+        if (!used.count(n)) out.push_back(n);
+      return out;
+    }
+    if (!gguf_) return out;
+    // A GGUF maps every tensor it holds to a canonical name; the ones the model reads are those
+    // the spec's canonical list names (rope_freqs.weight was read into the spec's RoPE scaling).
+    const std::vector<std::string> canon = canonical_tensor_names(spec_);
+    const std::set<std::string> wanted(canon.begin(), canon.end());
+    for (const auto& [n, r] : recipes_)
+      if (wanted.count(n)) used.insert(r.name);
+    const FamilyInfo* fam = find_family(spec_.family);
+    if (fam && fam->gguf_rope_freqs) used.insert("rope_freqs.weight");
+    for (const GgufTensorInfo& t : gguf_->tensors())
+      if (!used.count(t.name)) out.push_back(t.name);
     return out;
   }
 
