@@ -44,7 +44,7 @@ bool can_quantize(DType t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
     case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
     case DType::Q6_K: case DType::Q8_K: case DType::Q2_K: case DType::Q3_K: case DType::MXFP4:
-    case DType::TQ1_0: case DType::TQ2_0:
+    case DType::TQ1_0: case DType::TQ2_0: case DType::IQ4_NL: case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -54,7 +54,6 @@ bool can_quantize(DType t) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
-    case DType::IQ4_NL: case DType::IQ4_XS:
       return true;
     default:
       return can_quantize(t);
@@ -132,6 +131,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::MXFP4: quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb); return;
     case DType::TQ1_0: quantize_tq1_0(src, static_cast<BlockTQ1_0*>(dst), nb); return;
     case DType::TQ2_0: quantize_tq2_0(src, static_cast<BlockTQ2_0*>(dst), nb); return;
+    case DType::IQ4_NL: quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb); return;
+    case DType::IQ4_XS: quantize_iq4_xs(src, static_cast<BlockIQ4XS*>(dst), nb); return;
     default: break;
   }
   fail(ErrorKind::Internal, "quantize_row", std::string("no quantizer for ") + dtype_name(t));

@@ -5,7 +5,8 @@
 // forbid FMA contraction, so this holds whatever -march the build uses; tested with g++/clang++). Quantization follows ggml's reference quantizers (the ones
 // llama-quantize uses when no importance matrix is given): round-to-nearest for Q4_0/Q4_1/Q5_0/
 // Q5_1/Q8_0/Q8_K, and the iterative scale searches for the K-quants, reproducing llama.cpp's
-// bytes. IQ4_NL and IQ4_XS can be read but not written (ggml's quantizers for them search the scale).
+// bytes. IQ4_NL and IQ4_XS are written as llama-quantize writes them without an importance matrix
+// (ggml's quantize_iq4_nl / quantize_iq4_xs, a weighted scale search).
 // Q2_K and Q3_K are written as ggml's reference quantizers write them; MXFP4, TQ1_0 and TQ2_0
 // likewise (the ternary types round each weight to -1, 0 or 1 times the block's absolute maximum).
 //
@@ -25,9 +26,9 @@
 namespace ptn {
 
 // True if quantize_row can produce type t (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0).
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS).
 bool can_quantize(DType t);
-// True if dequantize_row can read type t (the above plus IQ4_NL, IQ4_XS, F64 and the integer types
+// True if dequantize_row can read type t (the above plus F64 and the integer types
 // I8..I64).
 bool can_dequantize(DType t);
 

@@ -58,6 +58,8 @@ void quantize_q8_k(const float* x, BlockQ8K* y, int64_t nb);
 void quantize_q2_k(const float* x, BlockQ2K* y, int64_t nb);
 void quantize_q3_k(const float* x, BlockQ3K* y, int64_t nb);
 void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
+void quantize_iq4_xs(const float* x, BlockIQ4XS* y, int64_t nb);
 void quantize_tq1_0(const float* x, BlockTQ1_0* y, int64_t nb);
 void quantize_tq2_0(const float* x, BlockTQ2_0* y, int64_t nb);
 

@@ -88,7 +88,7 @@ Tensor golden_source_weight(const Tensor& t) {
 namespace {
 
 [[noreturn]] void unknown_policy(const std::string& policy) {
-  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0)";
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0, iq4_nl, iq4_xs)";
   if (const auto t = dtype_from_name(policy); t && traits(*t).quantized)
     fail(ErrorKind::InvalidArgument, "--quantize",
          "'" + policy + "' is a tensor type ptn reads (a GGUF's " + dtype_name(*t) + " tensors are kept as they are), not an export mix" +
@@ -112,7 +112,7 @@ DType export_weight_type(const std::string& policy, const std::string& name, DTy
   // (formats/gguf_writer.h), the same for `ptn export --quantize` and `ptn synth --type`: norms
   // and biases f32, MoE routers f32 (an expert choice flipped by 8-bit activations would change
   // a token's whole FFN), the classifier Q6_K, ...
-  for (const char* mix : {"q8_0", "q4_0", "q4_k_m", "q3_k_m", "q2_k", "tq1_0", "tq2_0"})
+  for (const char* mix : {"q8_0", "q4_0", "q4_k_m", "q3_k_m", "q2_k", "tq1_0", "tq2_0", "iq4_nl", "iq4_xs"})
     if (policy == mix) return matrix ? gguf_tensor_type(gguf_file_type_from_name(policy), spec, name, shape) : DType::F32;
   unknown_policy(policy);
 }

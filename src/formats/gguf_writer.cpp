@@ -141,7 +141,9 @@ GgufFileType gguf_file_type_from_name(const std::string& n) {
   if (n == "q2_k") return GgufFileType::Q2_K;
   if (n == "tq1_0") return GgufFileType::TQ1_0;
   if (n == "tq2_0") return GgufFileType::TQ2_0;
-  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0)";
+  if (n == "iq4_nl") return GgufFileType::IQ4_NL;
+  if (n == "iq4_xs") return GgufFileType::IQ4_XS;
+  const std::string known = "(f32, f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0, iq4_nl, iq4_xs)";
   if (const auto t = dtype_from_name(n); t && traits(*t).quantized)
     fail(ErrorKind::InvalidArgument, "--type",
          "'" + n + "' is a tensor type ptn reads, not a GGUF file type it writes" +
@@ -161,6 +163,8 @@ const char* gguf_file_type_name(GgufFileType t) {
     case GgufFileType::Q2_K: return "q2_k";
     case GgufFileType::TQ1_0: return "tq1_0";
     case GgufFileType::TQ2_0: return "tq2_0";
+    case GgufFileType::IQ4_NL: return "iq4_nl";
+    case GgufFileType::IQ4_XS: return "iq4_xs";
   }
   return "unknown";
 }
@@ -176,6 +180,8 @@ static uint32_t llama_ftype(GgufFileType t) {  // llama.cpp's LLAMA_FTYPE_* valu
     case GgufFileType::Q2_K: return 10;
     case GgufFileType::TQ1_0: return 36;
     case GgufFileType::TQ2_0: return 37;
+    case GgufFileType::IQ4_NL: return 25;
+    case GgufFileType::IQ4_XS: return 30;
     case GgufFileType::BF16: return 32;
   }
   return 0;
@@ -225,7 +231,10 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
                      : ft == GgufFileType::Q3_K_M ? DType::Q3_K
                      : ft == GgufFileType::TQ1_0 ? DType::TQ1_0
                      : ft == GgufFileType::TQ2_0 ? DType::TQ2_0
+                     : ft == GgufFileType::IQ4_NL ? DType::IQ4_NL
+                     : ft == GgufFileType::IQ4_XS ? DType::IQ4_XS
                                                   : DType::Q4_K;
+  const bool iq4 = ft == GgufFileType::IQ4_NL || ft == GgufFileType::IQ4_XS;
   const bool ternary = ft == GgufFileType::TQ1_0 || ft == GgufFileType::TQ2_0;
   const int64_t nx = shape.back();  // row length (GGUF ne[0])
   const int64_t layer = layer_of(name), n = spec.n_layers;
@@ -246,6 +255,7 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     if (ft == GgufFileType::Q2_K) t = gqa >= 4 ? DType::Q4_K : DType::Q3_K;
     else if (ft == GgufFileType::Q3_K_M) t = layer < 2 ? DType::Q5_K : DType::Q4_K;
     else if (ft == GgufFileType::Q4_K_M && more_bits_layer(layer, n)) t = DType::Q6_K;
+    else if (iq4 && gqa >= 4) t = DType::Q5_K;
     if (is_70b && (t == DType::Q3_K || t == DType::Q4_K)) t = DType::Q5_K;
     if (moe8) t = DType::Q8_0;
   } else if (contains(name, "attn_k.weight")) {
@@ -254,16 +264,19 @@ DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string
     if (ft == GgufFileType::Q2_K) t = DType::Q3_K;
     else if (ft == GgufFileType::Q3_K_M) t = layer < n / 16 ? DType::Q5_K : DType::Q4_K;
     else if (ft == GgufFileType::Q4_K_M && more_bits_layer(layer, n)) t = DType::Q6_K;
+    else if (iq4 && layer < n / 8) t = DType::Q5_K;  // (only without an importance matrix)
   } else if (contains(name, "attn_output.weight")) {
-    const bool k_mix = ft == GgufFileType::Q2_K || ft == GgufFileType::Q3_K_M || ft == GgufFileType::Q4_K_M;
+    const bool k_mix = ft == GgufFileType::Q2_K || ft == GgufFileType::Q3_K_M || ft == GgufFileType::Q4_K_M || iq4;
     if (moe8 && k_mix) t = DType::Q5_K;
     else if (!moe8 && ft == GgufFileType::Q2_K) t = DType::Q3_K;
     else if (!moe8 && ft == GgufFileType::Q3_K_M) t = DType::Q4_K;
   }
   // Rows that are not a multiple of the block: llama.cpp's fallbacks (Q2_K, Q3_K, TQ1_0, TQ2_0 ->
-  // Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), then F16 if that still does not fit.
+  // Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL), then F16 if that still does
+  // not fit (where llama.cpp has no fallback, for IQ4_NL, it stops; ptn keeps F16).
   if (nx % traits(t).block_size != 0) {
     if (t == DType::Q2_K || t == DType::Q3_K || t == DType::TQ1_0 || t == DType::TQ2_0) t = DType::Q4_0;
+    else if (t == DType::IQ4_XS) t = DType::IQ4_NL;
     else if (t == DType::Q4_K) t = DType::Q5_0;
     else if (t == DType::Q5_K) t = DType::Q5_1;
     else if (t == DType::Q6_K) t = DType::Q8_0;

@@ -54,8 +54,8 @@ class GgufWriter {
 };
 
 // Target types of `ptn synth --type` and their llama.cpp file types (general.file_type).
-enum class GgufFileType { F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q3_K_M, Q2_K, TQ1_0, TQ2_0 };
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q3_k_m", "q2_k", "tq1_0", "tq2_0"
+enum class GgufFileType { F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q3_K_M, Q2_K, TQ1_0, TQ2_0, IQ4_NL, IQ4_XS };
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q3_k_m", "q2_k", "tq1_0", "tq2_0", "iq4_nl", "iq4_xs"
 GgufFileType gguf_file_type_from_name(const std::string& name);
 const char* gguf_file_type_name(GgufFileType t);
 

@@ -199,6 +199,35 @@ TEST(GgufWriter, Q3KMAndQ2KMixesFollowLlamaQuantizesRules) {
   EXPECT_EQ(type(GgufFileType::Q4_0, "blk.5.attn_output.weight"), DType::Q4_0);
 }
 
+TEST(GgufWriter, Iq4MixesFollowLlamaQuantizesRules) {
+  // llama.cpp 3f545becc, LLAMA_FTYPE_MOSTLY_IQ4_NL / IQ4_XS without an importance matrix: attn_v
+  // Q5_K with GQA >= 4, ffn_down Q5_K in the first eighth of the layers, the classifier Q6_K,
+  // the rest the base type; IQ4_XS rows that do not fit 256 fall back to IQ4_NL.
+  ModelSpec s;
+  s.family = "llama";
+  s.n_layers = 16;
+  s.n_heads = 32;
+  s.n_kv_heads = 8;
+  for (auto ft : {GgufFileType::IQ4_NL, GgufFileType::IQ4_XS}) {
+    SCOPED_TRACE(gguf_file_type_name(ft));
+    const DType base = ft == GgufFileType::IQ4_NL ? DType::IQ4_NL : DType::IQ4_XS;
+    auto type = [&](const std::string& name, std::vector<int64_t> shape = {2048, 2048}) {
+      return gguf_tensor_type(ft, s, name, shape);
+    };
+    EXPECT_EQ(gguf_file_type_from_name(dtype_name(base)), ft);
+    EXPECT_EQ(type("output.weight"), DType::Q6_K);
+    EXPECT_EQ(type("token_embd.weight"), base);
+    EXPECT_EQ(type("blk.3.attn_v.weight", {512, 2048}), DType::Q5_K);  // GQA 4
+    EXPECT_EQ(type("blk.1.ffn_down.weight"), DType::Q5_K);             // 1 < 16 / 8
+    EXPECT_EQ(type("blk.2.ffn_down.weight"), base);
+    for (const char* m : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"})
+      EXPECT_EQ(type(std::string("blk.0.") + m + ".weight"), base) << m;
+    EXPECT_EQ(type("blk.3.ffn_up.weight", {1536, 576}), DType::IQ4_NL);  // 576 = 18 x 32
+  }
+  s.n_kv_heads = 16;  // GQA 2: attn_v keeps the base type
+  EXPECT_EQ(gguf_tensor_type(GgufFileType::IQ4_XS, s, "blk.3.attn_v.weight", {1024, 2048}), DType::IQ4_XS);
+}
+
 TEST(GgufWriter, TernaryMixesFollowLlamaQuantizesRules) {
   // llama.cpp 3f545becc, LLAMA_FTYPE_MOSTLY_TQ1_0 / TQ2_0: every matrix ternary, an untied
   // token_embd Q4_K, the classifier Q6_K (Q8_0 when its rows do not fit 256), rows that do not

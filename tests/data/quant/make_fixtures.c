@@ -19,6 +19,10 @@ size_t ggml_row_size(enum ggml_type t,int64_t n){return 0;}
 const char* ggml_type_name(enum ggml_type t){return "?";}
 size_t ggml_type_size(enum ggml_type t){return 0;}
 
+// llama-quantize's entry points for the IQ4 types (ggml_quantize_chunk without an importance
+// matrix), as row functions.
+static void q_iq4_nl(const float*x,void*y,int64_t n){quantize_iq4_nl(x,y,1,n,NULL);}
+static void q_iq4_xs(const float*x,void*y,int64_t n){quantize_iq4_xs(x,y,1,n,NULL);}
 static uint32_t st;
 static uint32_t xs32(void){uint32_t x=st;x^=x<<13;x^=x>>17;x^=x<<5;return st=x;}
 static float unif(void){return (float)(xs32()>>8)*(1.0f/16777216.0f);}
@@ -58,6 +62,8 @@ static void run(const char*prefix,const float*x,int64_t n){
   DO("mxfp4",quantize_row_mxfp4_ref,32,17)
   DO("tq1_0",quantize_row_tq1_0_ref,256,54)
   DO("tq2_0",quantize_row_tq2_0_ref,256,66)
+  DO("iq4_nl",q_iq4_nl,32,18)
+  DO("iq4_xs",q_iq4_xs,256,136)
   free(buf);
 }
 // FNV-1a 64 of a byte range.
@@ -118,6 +124,8 @@ static void model_hashes(void){
   M("mxfp4",quantize_row_mxfp4_ref,32,17)
   M("tq1_0",quantize_row_tq1_0_ref,256,54)
   M("tq2_0",quantize_row_tq2_0_ref,256,66)
+  M("iq4_nl",q_iq4_nl,32,18)
+  M("iq4_xs",q_iq4_xs,256,136)
   fclose(f); free(buf); free(x);
 }
 int main(void){
