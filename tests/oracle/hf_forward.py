@@ -8,13 +8,16 @@ ptn's is used, and no code of transformers is copied):
   Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
   Phi3ForCausalLM, SmolLM3ForCausalLM, the dense
   layers of Llama4ForCausalLM, MixtralForCausalLM (MixtralSparseMoeBlock) and Qwen3MoeForCausalLM
-  (Qwen3MoeSparseMoeBlock, decoder_sparse_step, mlp_only_layers); the masks of transformers' masking_utils (causal, sliding window
-  `kv > q - W`, chunked `kv // C == q // C`); each family's config-class defaults for the keys
-  read here, and both config forms (v4 rope_theta + rope_scaling, v5 rope_parameters, flat or
-  keyed by layer type).
+  (Qwen3MoeSparseMoeBlock, decoder_sparse_step, mlp_only_layers), GptOssForCausalLM (attention
+  sinks, the top-k router with its bias, the clamped SwiGLU experts on interleaved gate/up columns,
+  their weights either dequantized or in MXFP4 blocks and scales as OpenAI ships them); the masks
+  of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
+  each family's config-class defaults for the keys read here, and both config forms (v4
+  rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
 
 Usage: hf_forward.py MODEL_DIR TOKEN_IDS OUT [HIDDEN_OUT]
-  MODEL_DIR   a directory with config.json and model.safetensors (F32, BF16 or F16 tensors)
+  MODEL_DIR   a directory with config.json and model.safetensors (F32, BF16 or F16 tensors; U8 for
+              MXFP4 blocks and scales)
   TOKEN_IDS   comma-separated token ids, run as one sequence from position 0
   OUT         written as float64 little-endian logits, [len(TOKEN_IDS), vocab] row-major
   HIDDEN_OUT  if given, the final hidden states (after the model's last norm, what
@@ -50,6 +53,8 @@ def read_safetensors(path):
             a = np.frombuffer(raw, dtype="<f2").astype(np.float64)
         elif dtype == "BF16":
             a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        elif dtype == "U8":  # MXFP4 blocks (two FP4 codes a byte) and scales (E8M0 exponents): kept as bytes
+            a = np.frombuffer(raw, dtype=np.uint8)
         else:
             raise SystemExit(f"{path}: tensor {name}: dtype {dtype} not handled by the oracle")
         out[name] = a.reshape(shape)
@@ -88,12 +93,19 @@ FAMILY_DEFAULTS = {
     "qwen2_moe": {"sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 28, "num_experts": 60,
                   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
                   "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": None},
+    # GptOssConfig: head_dim 64 whatever hidden_size / heads, biases on q/k/v/o, experts of
+    # intermediate_size on every layer. The router's k is num_experts_per_tok: OpenAI's
+    # experts_per_token, which the shipped config.json carries as well, is not read by transformers.
+    # No default for the RoPE: see rope_params_by_layer_type.
+    "gpt_oss": {"rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128, "head_dim": 64,
+                "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
+                "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
 }
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
          "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
-         "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe"}
+         "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss"}
 
 
 class Config:
@@ -178,6 +190,12 @@ def rope_params_by_layer_type(cfg):
     """{layer type: rope params} from rope_parameters (v5) or rope_theta / rope_scaling (v4)."""
     kinds = ("full_attention", "sliding_attention", "chunked_attention")
     p = cfg.get("rope_parameters")
+    if cfg.family == "gpt_oss" and not p and not cfg.get("rope_scaling"):
+        # GptOssConfig's default is yarn (factor 32, beta_fast 32, beta_slow 1, truncate False), with
+        # original_max_position_embeddings 4096 in transformers 5 and without it in 4.x, whose yarn
+        # then takes max_position_embeddings: the oracle takes only configs that say which.
+        raise SystemExit("gpt_oss: config without rope_scaling or rope_parameters; "
+                         "transformers versions disagree on the default yarn")
     if p and all(k in kinds for k in p):
         out = {}
         for k, v in p.items():
@@ -220,7 +238,7 @@ def layer_plan(cfg, n):
             types = ["full_attention"] * n
         elif fam in ("mistral", "phi3", "mixtral"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
-        elif fam == "gemma2":
+        elif fam in ("gemma2", "gpt_oss"):
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
         elif fam == "gemma3":
             pat = cfg.get("sliding_window_pattern")
@@ -322,6 +340,61 @@ def experts_ffn(cfg, W, block, x, act_name):
     return out
 
 
+# FP4 E2M1 by its 4-bit code: sign bit 3, then 2 exponent bits and 1 mantissa bit.
+FP4_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def mxfp4_dequantize(blocks, scales):
+    """MXFP4 blocks U8 [E, rows, cols / 32, 16] and scales U8 [E, rows, cols / 32] to float64
+    [E, cols, rows]. Each byte holds two FP4 codes, the low nibble the earlier element; each group
+    of 32 elements is scaled by 2 ** (its scale byte - 127). The [E, rows, cols] this makes (rows
+    the outputs, as nn.Linear keeps them) is transposed to the [E, in, out] that GptOssExperts
+    multiplies by, as transformers' dequantizer (integrations/mxfp4.py) leaves it."""
+    E, R, G, B = blocks.shape
+    assert scales.shape == (E, R, G), (blocks.shape, scales.shape)
+    vals = np.empty((E, R, G, 2 * B))
+    vals[..., 0::2] = FP4_E2M1[blocks & 0x0F]
+    vals[..., 1::2] = FP4_E2M1[blocks >> 4]
+    vals = np.ldexp(vals, scales.astype(np.int64)[..., None] - 127)
+    return vals.reshape(E, R, G * 2 * B).transpose(0, 2, 1)
+
+
+def gpt_oss_experts(cfg, W, block, x):
+    """GptOssMLP on x [T, H]: router logits x W^T + b, the top k of them (num_experts_per_tok),
+    a softmax over those k only. Each chosen expert: h = x @ gate_up_proj[e] + its bias, the even
+    columns of h the gate and the odd ones the up; the gate clamped from above at swiglu_limit,
+    the up on both sides; ((up + 1) * gate * sigmoid(alpha * gate)) @ down_proj[e] + its bias. The
+    experts come dequantized (gate_up_proj [E, H, 2F], down_proj [E, F, H]) or as MXFP4
+    *_blocks / *_scales; no shared expert."""
+    alpha, limit = cfg.get("swiglu_alpha"), cfg.get("swiglu_limit")
+    if (alpha, limit) != (1.702, 7.0):
+        # GptOssExperts has 1.702 and 7.0 as constants in the transformers versions read for this,
+        # while the MXFP4 kernel path and the newest config take them from the config.
+        raise SystemExit("gpt_oss: swiglu_alpha / swiglu_limit other than 1.702 / 7.0; "
+                         "transformers versions disagree on whether they apply")
+    k = cfg.get("num_experts_per_tok")
+    e = block + "experts."
+    if e + "gate_up_proj" in W:
+        gate_up, down = W[e + "gate_up_proj"], W[e + "down_proj"]
+    else:
+        gate_up = mxfp4_dequantize(W[e + "gate_up_proj_blocks"], W[e + "gate_up_proj_scales"])
+        down = mxfp4_dequantize(W[e + "down_proj_blocks"], W[e + "down_proj_scales"])
+    gate_up_bias, down_bias = W[e + "gate_up_proj_bias"], W[e + "down_proj_bias"]
+    logits = x @ W[block + "router.weight"].T + W[block + "router.bias"]
+    n_exp = logits.shape[1]
+    assert gate_up.shape[:2] == (n_exp, x.shape[1]) and down.shape == (n_exp, gate_up.shape[2] // 2, x.shape[1])
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        chosen = sorted(range(n_exp), key=lambda j: (-logits[t, j], j))[:k]
+        z = np.exp(logits[t, chosen] - logits[t, chosen].max())
+        for weight, j in zip(z / z.sum(), chosen):
+            h = x[t] @ gate_up[j] + gate_up_bias[j]
+            gate, up = np.minimum(h[0::2], limit), np.clip(h[1::2], -limit, limit)
+            glu = gate / (1.0 + np.exp(-alpha * gate))
+            out[t] += weight * (((up + 1.0) * glu) @ down[j] + down_bias[j])
+    return out
+
+
 def forward(cfg, W, ids):
     """Returns (logits [T, vocab], final hidden states [T, hidden])."""
     fam = cfg.family
@@ -382,6 +455,7 @@ def forward(cfg, W, ids):
             temp = np.log1p(np.floor((pos + 1) / g("floor_scale"))) * g("attn_scale") + 1
             q = q * temp[:, None, None]
         m = mask(types[l], T, cfg)
+        sinks = W[p + "self_attn.sinks"] if fam == "gpt_oss" else None
         out = np.empty((T, Hq, D))
         for hq in range(Hq):
             kv = hq // (Hq // Hkv)
@@ -389,8 +463,15 @@ def forward(cfg, W, ids):
             if cap:
                 s = np.tanh(s / cap) * cap
             s = np.where(m, s, -np.inf)
-            s = np.exp(s - s.max(axis=-1, keepdims=True))
-            s = s / s.sum(axis=-1, keepdims=True)
+            if sinks is not None:
+                # GptOss: the head's sink is one more logit in each row's softmax, whose weight
+                # goes to no value: the row's weights on the keys sum to less than 1.
+                s = np.concatenate([s, np.full((T, 1), sinks[hq])], axis=1)
+                s = np.exp(s - s.max(axis=-1, keepdims=True))
+                s = s[:, :-1] / s.sum(axis=-1, keepdims=True)
+            else:
+                s = np.exp(s - s.max(axis=-1, keepdims=True))
+                s = s / s.sum(axis=-1, keepdims=True)
             out[:, hq, :] = s @ v[:, kv, :]
         a = lin(out.reshape(T, Hq * D), p + "self_attn.o_proj")
         if gemma:
@@ -399,6 +480,9 @@ def forward(cfg, W, ids):
         else:
             f_in = norm(x + a, W[p + "post_attention_layernorm.weight"])
         x = x + a
+        if fam == "gpt_oss":
+            x = x + gpt_oss_experts(cfg, W, p + "mlp.", f_in)
+            continue
         mlp = p + ("feed_forward." if fam == "llama4" else "mlp.")
         if sparse_layer(cfg, l):
             block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
