@@ -20,6 +20,11 @@ struct AttentionParams {
   float softcap = 0.0f;  // scores = softcap * tanh(scores / softcap) after scaling; 0 = off
   AttnKind kind = AttnKind::Full;
   int64_t span = 0;      // Window: W >= 1; Chunk: C >= 1 (both <= 2^31-1); 0 for Full
+  // Attention sinks (gpt-oss): null, or one finite logit per query head [Hq] that joins the
+  // head's softmax as an extra score with a zero value row: softmax over (scores, sink), the
+  // sink's weight dropped, so a head's weights sum to less than 1 and a query that sees no row
+  // gets zeros. Read by every attention op and by KVCache::update_and_attend.
+  const float* sinks = nullptr;
 };
 
 // The first position a query at `pos` (>= 0) sees under the policy: it sees first..pos.

@@ -9,15 +9,18 @@ std::string layer_tensor(int64_t layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
 
-std::string expert_tensor(int64_t layer, const char* what, int64_t expert) {
-  return "blk." + std::to_string(layer) + "." + what + "." + std::to_string(expert) + ".weight";
+std::string expert_tensor(int64_t layer, const char* what, int64_t expert, const char* kind) {
+  return "blk." + std::to_string(layer) + "." + what + "." + std::to_string(expert) + "." + kind;
 }
 
-bool parse_expert_tensor(const std::string& w, std::string* what, int64_t* expert) {
-  // "ffn_gate.12.weight" -> ("ffn_gate", 12)
+bool parse_expert_tensor(const std::string& w, std::string* what, int64_t* expert, bool* bias) {
+  // "ffn_gate.12.weight" -> ("ffn_gate", 12); "ffn_gate.12.bias" when bias is asked for
   const size_t a = w.find('.');
   const size_t b = a == std::string::npos ? a : w.find('.', a + 1);
-  if (b == std::string::npos || w.compare(b, std::string::npos, ".weight") != 0 || b == a + 1 || b - a > 6) return false;
+  if (b == std::string::npos || b == a + 1 || b - a > 6) return false;
+  const bool is_bias = bias != nullptr && w.compare(b, std::string::npos, ".bias") == 0;
+  if (!is_bias && w.compare(b, std::string::npos, ".weight") != 0) return false;
+  if (bias != nullptr) *bias = is_bias;
   int64_t e = 0;
   for (size_t i = a + 1; i < b; ++i) {
     if (w[i] < '0' || w[i] > '9') return false;
@@ -73,12 +76,17 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.qk_norm) { add("attn_q_norm.weight"); add("attn_k_norm.weight"); }
     add("attn_output.weight");
     if (s.attn_output_bias) add("attn_output.bias");
+    if (s.attn_sinks) add("attn_sinks.weight");
     if (s.sandwich_norms) add("post_attention_norm.weight");
     add("ffn_norm.weight");
     if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
       add("ffn_gate_inp.weight");
+      if (s.expert_bias) add("ffn_gate_inp.bias");
       for (int64_t e = 0; e < s.n_experts; ++e)
-        for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) out.push_back(expert_tensor(i, w, e));
+        for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) {
+          out.push_back(expert_tensor(i, w, e));
+          if (s.expert_bias) out.push_back(expert_tensor(i, w, e, "bias"));
+        }
       if (s.shared_expert_ffn_size > 0) {
         add("ffn_gate_inp_shexp.weight");
         add("ffn_gate_shexp.weight");
@@ -104,7 +112,7 @@ bool is_vector_tensor(const std::string& name) {
     size_t n = std::char_traits<char>::length(suf);
     return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
   };
-  return ends("norm.weight") || ends(".bias");
+  return ends("norm.weight") || ends(".bias") || ends(".attn_sinks.weight");
 }
 
 std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::string& name) {
@@ -122,6 +130,7 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (w == "ffn_gate.weight" || w == "ffn_up.weight") return {F, H};
   if (w == "ffn_down.weight") return {H, F};
   if (w == "attn_q.bias") return {q};
+  if (w == "attn_sinks.weight" && s.attn_sinks) return {s.n_heads};
   if (w == "attn_k.bias" || w == "attn_v.bias") return {kv};
   if (w == "attn_output.bias" || w == "ffn_down.bias") return {H};
   if (w == "ffn_gate.bias" || w == "ffn_up.bias") return {F};
@@ -130,11 +139,13 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   const int64_t Fe = s.expert_ffn_size, Fs = s.shared_expert_ffn_size;
   if (s.n_experts > 0) {
     if (w == "ffn_gate_inp.weight") return {s.n_experts, H};
+    if (w == "ffn_gate_inp.bias" && s.expert_bias) return {s.n_experts};
     std::string what;
     int64_t e = 0;
-    if (parse_expert_tensor(w, &what, &e) && e < s.n_experts) {
-      if (what == "ffn_gate" || what == "ffn_up") return {Fe, H};
-      if (what == "ffn_down") return {H, Fe};
+    bool bias = false;
+    if (parse_expert_tensor(w, &what, &e, &bias) && e < s.n_experts && (!bias || s.expert_bias)) {
+      if (what == "ffn_gate" || what == "ffn_up") return bias ? std::vector<int64_t>{Fe} : std::vector<int64_t>{Fe, H};
+      if (what == "ffn_down") return bias ? std::vector<int64_t>{H} : std::vector<int64_t>{H, Fe};
     }
     if (Fs > 0) {
       if (w == "ffn_gate_inp_shexp.weight") return {1, H};
@@ -186,6 +197,7 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.mlp_bias, "MLP bias");
   feat(s.qk_norm, s.qk_norm_full ? "q/k norm over all heads" : "q/k norm");
   feat(s.qk_l2_norm, "q/k L2 norm");
+  feat(s.attn_sinks, "attention sinks");
   feat(s.sandwich_norms, "sandwich norms");
   feat(s.attn_scale != 0, "attn scale " + std::to_string(s.attn_scale));
   feat(s.attn_logit_softcap != 0, "attn softcap " + std::to_string(s.attn_logit_softcap));
@@ -198,7 +210,9 @@ std::string describe_model_spec(const ModelSpec& s) {
     feat(true, std::to_string(s.n_experts_used) + " of " + std::to_string(s.n_experts) + " experts (ffn " +
                    std::to_string(s.expert_ffn_size) + ") on " + std::to_string(moe_layers) + " layers" +
                    (s.norm_topk_prob ? ", top-k renormalised" : "") +
-                   (s.shared_expert_ffn_size > 0 ? ", shared expert (ffn " + std::to_string(s.shared_expert_ffn_size) + ")" : ""));
+                   (s.shared_expert_ffn_size > 0 ? ", shared expert (ffn " + std::to_string(s.shared_expert_ffn_size) + ")" : "") +
+                   (s.expert_bias ? ", router and expert biases" : "") +
+                   (s.expert_swiglu_limit > 0 ? ", SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : ""));
   }
   o += "features: " + (feats.empty() ? std::string("none") : feats) + "\n";
   for (size_t i = 0; i < s.layers.size(); ++i) {

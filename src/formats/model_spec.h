@@ -83,6 +83,7 @@ struct ModelSpec {
                                       // [heads x head_dim] (OLMoE), instead of one per head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
+  bool attn_sinks = false;            // gpt-oss: a learned sink logit per query head (attn_sinks [Hq]) on every layer
   // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off
   float attn_temperature_scale = 0;
   int64_t attn_temperature_floor = 0;
@@ -97,6 +98,12 @@ struct ModelSpec {
   int64_t expert_ffn_size = 0;
   bool norm_topk_prob = false;
   int64_t shared_expert_ffn_size = 0;
+  // gpt-oss: biases on the router (ffn_gate_inp.bias [E]) and on every expert's products
+  // (ffn_gate.e.bias / ffn_up.e.bias [expert_ffn], ffn_down.e.bias [hidden]), and a clamped
+  // SwiGLU, (clamp(u, -L, L) + 1) * g' * sigmoid(1.702 g') with g' = min(g, L), L this limit
+  // (0: the plain SwiGLU).
+  bool expert_bias = false;
+  float expert_swiglu_limit = 0;
 
   std::vector<LayerAttention> layers;  // one per layer, size n_layers
 
@@ -112,7 +119,7 @@ struct ModelSpec {
 // output.weight [vocab, hidden] (absent when tied), and per layer blk.N.:
 //   attn_norm, attn_q [Hq*D, hidden], attn_k / attn_v [Hkv*D, hidden], attn_output [hidden, Hq*D],
 //   attn_q.bias / attn_k.bias / attn_v.bias (attn_bias), attn_q_norm / attn_k_norm [D] (qk_norm),
-//   attn_output.bias [hidden] (attn_output_bias), post_attention_norm (sandwich), ffn_norm,
+//   attn_output.bias [hidden] (attn_output_bias), attn_sinks [Hq] (attn_sinks), post_attention_norm (sandwich), ffn_norm,
 //   ffn_gate / ffn_up [ffn, hidden], ffn_down [hidden, ffn], ffn_gate.bias / ffn_up.bias [ffn] and
 //   ffn_down.bias [hidden] (mlp_bias), post_ffw_norm (sandwich)   (all ".weight" unless noted).
 // A mixture-of-experts layer has, instead of ffn_gate/up/down: the router ffn_gate_inp [E, hidden],
@@ -121,17 +128,19 @@ struct ModelSpec {
 //   ffn_up_shexp [shared_ffn, hidden], ffn_down_shexp [hidden, shared_ffn] and its gate
 //   ffn_gate_inp_shexp [1, hidden].
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
-// An expert's tensor: expert_tensor(3, "ffn_up", 5) is "blk.3.ffn_up.5.weight".
-std::string expert_tensor(int64_t layer, const char* what, int64_t expert);
+// An expert's tensor: expert_tensor(3, "ffn_up", 5) is "blk.3.ffn_up.5.weight"; with kind
+// "bias", "blk.3.ffn_up.5.bias" (gpt-oss's expert biases).
+std::string expert_tensor(int64_t layer, const char* what, int64_t expert, const char* kind = "weight");
 // The parts of a per-layer name (after "blk.N.") that names an expert tensor: "ffn_up.5.weight"
-// gives ("ffn_up", 5); false for any other name.
-bool parse_expert_tensor(const std::string& name_in_layer, std::string* what, int64_t* expert);
+// gives ("ffn_up", 5); false for any other name. With `bias` non-null, "ffn_up.5.bias" is
+// accepted too and *bias says which it was; with `bias` null only weights match.
+bool parse_expert_tensor(const std::string& name_in_layer, std::string* what, int64_t* expert, bool* bias = nullptr);
 
 // Every canonical tensor the spec implies, in file order (embedding, layers, final norm, output).
 std::vector<std::string> canonical_tensor_names(const ModelSpec& s);
 // The shape a canonical tensor must have under the spec; empty for a name the spec does not know.
 std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::string& name);
-// True for 1-D tensors kept in f32 (norm weights, biases).
+// True for 1-D tensors kept in f32 (norm weights, biases, attention sinks).
 bool is_vector_tensor(const std::string& name);
 
 // A human-readable multi-line summary (dimensions, features, every layer's attention).

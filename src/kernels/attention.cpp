@@ -109,10 +109,26 @@ void attn_merge(AttnAccumulator& into, const AttnAccumulator& other) {
   into.max = m;
 }
 
-void attn_finish(const AttnAccumulator& st, float* out) {
+namespace {
+// The factor that turns a head's accumulator (max m, sum l) into its output: 1 / l, or with a
+// sink logit (-inf: none) 1 / (l + exp(sink - m)), evaluated as exp(m - sink) / (l exp(m - sink)
+// + 1) when the sink is larger so that no exp overflows. 0 when the head saw no row (a sink
+// alone gives zeros).
+float finish_scale(float m, float l, float sink) {
+  if (!(l > 0)) return 0.0f;
+  if (sink == -INFINITY) return 1.0f / l;
+  if (sink <= m) return 1.0f / (l + std::exp(sink - m));
+  const float r = std::exp(m - sink);  // < 1
+  return r / (l * r + 1.0f);
+}
+}  // namespace
+
+void attn_finish(const AttnAccumulator& st, float* out, float sink) {
   if (st.acc == nullptr || st.dv < 1 || out == nullptr)
     fail(ErrorKind::InvalidArgument, "attn_finish", "accumulator not begun or null output");
-  const float inv = st.sum > 0 ? 1.0f / st.sum : 0.0f;
+  if (std::isnan(sink) || sink == INFINITY)
+    fail(ErrorKind::InvalidArgument, "attn_finish", "sink must be finite or -inf (none)");
+  const float inv = finish_scale(st.max, st.sum, sink);
   for (int64_t i = 0; i < st.dv; ++i) out[i] = st.acc[i] * inv;
 }
 
@@ -168,11 +184,11 @@ void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, c
   kern.tile_block(t, k, v, n, lo, hi);
 }
 
-void attn_tile_finish(const AttnTile& t, float* const* out) {
+void attn_tile_finish(const AttnTile& t, float* const* out, const float* sinks) {
   if (t.qt == nullptr || t.nq < 1 || out == nullptr)
     fail(ErrorKind::InvalidArgument, "attn_tile_finish", "tile not begun or null output");
   for (int64_t i = 0; i < t.nq; ++i) {
-    const float inv = t.sum[i] > 0 ? 1.0f / t.sum[i] : 0.0f;
+    const float inv = finish_scale(t.max[i], t.sum[i], sinks != nullptr ? sinks[i] : -INFINITY);
     for (int64_t e = 0; e < t.dv; ++e) out[i][e] = t.acct[e * t.w + i] * inv;
   }
 }
@@ -223,7 +239,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
         }
         j = e;
       }
-      for (int64_t g = 0; g < group; ++g) attn_finish(st[g], out + (t * Hq + kvh * group + g) * Dv);
+      for (int64_t g = 0; g < group; ++g)
+        attn_finish(st[g], out + (t * Hq + kvh * group + g) * Dv, p.sinks ? p.sinks[kvh * group + g] : -INFINITY);
     }
   };
   const int64_t units = T * Hkv;

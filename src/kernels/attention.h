@@ -84,8 +84,10 @@ void attend_block_group(AttnAccumulator* states, const float* q, int64_t G, int6
                         const KvRows& k, const KvRows& v, int64_t n, float scale, float softcap);
 // Folds `other` (same dv, e.g. another thread's share of the spans) into `into`.
 void attn_merge(AttnAccumulator& into, const AttnAccumulator& other);
-// out [dv] = acc / l, or zeros when no row was seen. out may be st.acc.
-void attn_finish(const AttnAccumulator& st, float* out);
+// out [dv] = acc / l, or zeros when no row was seen. out may be st.acc. With a sink logit
+// (AttentionParams::sinks; -inf: none): acc / (l + exp(sink - m)), the sink being one more
+// score whose value row is zero. Throws InvalidArgument for a NaN or +inf sink.
+void attn_finish(const AttnAccumulator& st, float* out, float sink = -INFINITY);
 
 
 // ---- query tiles ------------------------------------------------------------------------------
@@ -131,7 +133,8 @@ void attn_tile_begin(AttnTile& t, const float* const* q, int64_t nq, int64_t d, 
 // [0, n); empty when lo >= hi). K/V types and strides as for attend_block.
 void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo,
                      const int32_t* hi);
-// out[i] [dv] = row i's result (zeros when it saw no row).
-void attn_tile_finish(const AttnTile& t, float* const* out);
+// out[i] [dv] = row i's result (zeros when it saw no row); sinks: null, or row i's sink logit
+// sinks[i] (as attn_finish's).
+void attn_tile_finish(const AttnTile& t, float* const* out, const float* sinks = nullptr);
 
 }  // namespace ptn

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -36,17 +37,19 @@ void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const f
 }
 
 void paged_attend_group(const PagedLayerView& view, int64_t kv_head, const float* q, int64_t group, int64_t lo,
-                        int64_t hi, float scale, float softcap, float* out) {
+                        int64_t hi, float scale, float softcap, float* out, const float* sinks) {
   thread_local std::vector<AttnAccumulator> states;  // one per query head of the group
   states.resize(static_cast<size_t>(group));
   for (int64_t g = 0; g < group; ++g) attn_begin(states[static_cast<size_t>(g)], out + g * view.dv, view.dv);
   paged_accumulate_group(view, kv_head, q, group, lo, hi, lo / view.block_size, hi / view.block_size + 1, scale,
                          softcap, states.data());
-  for (int64_t g = 0; g < group; ++g) attn_finish(states[static_cast<size_t>(g)], out + g * view.dv);
+  for (int64_t g = 0; g < group; ++g)
+    attn_finish(states[static_cast<size_t>(g)], out + g * view.dv, sinks ? sinks[g] : -INFINITY);
 }
 
 void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
-                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out) {
+                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out,
+                       const float* sinks) {
   thread_local std::vector<float> buf;
   buf.resize(attn_tile_floats(view.dk, view.dv));
   AttnTile tile;
@@ -76,7 +79,7 @@ void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float*
     const KvRows v{blk + view.v_off + v_head, view.dtype, static_cast<int64_t>(view.v_row)};
     attn_tile_block(tile, k, v, n, slo, shi);
   }
-  attn_tile_finish(tile, out);
+  attn_tile_finish(tile, out, sinks);
 }
 
 // ---- the op for a step's rows, split over the threads -----------------------------------------
@@ -92,6 +95,10 @@ struct PagedStep {
   int64_t hq, hkv, group;  // query heads, kv heads, query heads per kv head
   float scale, softcap;
   float* out;
+  const float* sinks;  // [hq] or null
+
+  const float* sinks_of(int64_t head) const { return sinks ? sinks + head : nullptr; }
+  float sink_of(int64_t head) const { return sinks ? sinks[head] : -INFINITY; }
 
   PagedLayerView view_of(int64_t t) const {
     PagedLayerView v = view;
@@ -114,6 +121,7 @@ void attend_tiles(const PagedStep& s, const std::vector<int64_t>& tile_start, in
   pool.parallel_for_dynamic(n_tiles * hkv * head_shares, 1, [&](int64_t b, int64_t e, int) {
     const float* qrows[kAttnTileMax];
     float* orows[kAttnTileMax];
+    float srows[kAttnTileMax];
     int64_t lo[kAttnTileMax], hi[kAttnTileMax];
     for (int64_t item = b; item < e; ++item) {
       const int64_t tile = item / (hkv * head_shares), h = item / head_shares % hkv, share = item % head_shares;
@@ -121,7 +129,7 @@ void attend_tiles(const PagedStep& s, const std::vector<int64_t>& tile_start, in
       const int64_t g0 = share * heads_per_tile, g1 = std::min(group, g0 + heads_per_tile);
       if (t1 - t0 == 1) {  // a lone row: the group kernel (full-width dot products) is faster
         paged_attend_group(s.view_of(t0), h, s.q_of(t0, h * group + g0), g1 - g0, s.rows[t0].lo, s.rows[t0].hi,
-                           s.scale, s.softcap, s.out_of(t0, h * group + g0));
+                           s.scale, s.softcap, s.out_of(t0, h * group + g0), s.sinks_of(h * group + g0));
         continue;
       }
       int64_t nq = 0;
@@ -129,10 +137,11 @@ void attend_tiles(const PagedStep& s, const std::vector<int64_t>& tile_start, in
         for (int64_t g = g0; g < g1; ++g, ++nq) {
           qrows[nq] = s.q_of(t, h * group + g);
           orows[nq] = s.out_of(t, h * group + g);
+          srows[nq] = s.sink_of(h * group + g);
           lo[nq] = s.rows[t].lo;
           hi[nq] = s.rows[t].hi;
         }
-      paged_attend_tile(s.view_of(t0), h, qrows, lo, hi, nq, s.scale, s.softcap, orows);
+      paged_attend_tile(s.view_of(t0), h, qrows, lo, hi, nq, s.scale, s.softcap, orows, s.sinks ? srows : nullptr);
     }
   });
 }
@@ -145,7 +154,7 @@ void attend_items(const PagedStep& s, ThreadPool& pool) {
     for (int64_t item = b; item < e; ++item) {
       const int64_t t = item / hkv, h = item % hkv;
       paged_attend_group(s.view_of(t), h, s.q_of(t, h * group), group, s.rows[t].lo, s.rows[t].hi, s.scale, s.softcap,
-                         s.out_of(t, h * group));
+                         s.out_of(t, h * group), s.sinks_of(h * group));
     }
   });
 }
@@ -175,7 +184,7 @@ void attend_split(const PagedStep& s, int64_t splits, ThreadPool& pool) {
       AttnAccumulator& into = states[static_cast<size_t>(item * splits * group + g)];
       for (int64_t share = 1; share < splits; ++share)
         attn_merge(into, states[static_cast<size_t>((item * splits + share) * group + g)]);
-      attn_finish(into, s.out_of(t, h * group + g));
+      attn_finish(into, s.out_of(t, h * group + g), s.sink_of(h * group + g));
     }
   }
 }
@@ -184,8 +193,8 @@ void attend_split(const PagedStep& s, int64_t splits, ThreadPool& pool) {
 
 void paged_attention(const PagedLayerView& view, const PagedQuery* rows, int64_t T, const float* q,
                      int64_t n_q_heads, int64_t n_kv_heads, float scale, float softcap, float* out,
-                     ThreadPool& pool) {
-  const PagedStep s{view, rows, T, q, n_q_heads, n_kv_heads, n_q_heads / n_kv_heads, scale, softcap, out};
+                     ThreadPool& pool, const float* sinks) {
+  const PagedStep s{view, rows, T, q, n_q_heads, n_kv_heads, n_q_heads / n_kv_heads, scale, softcap, out, sinks};
   const int64_t bs = view.block_size;
   // With fewer items than threads (decoding few sequences), each item's blocks are split into
   // `splits` shares (at least kMinBlocksPerShare blocks each).

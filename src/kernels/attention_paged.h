@@ -40,16 +40,17 @@ struct PagedQuery {
 // `view` gives the storage and layout (view.table is not read). Work is split over `pool`:
 // prompts as query tiles (consecutive rows of one sequence), otherwise one item per (row, kv
 // head), and with fewer items than threads (decoding few sequences) each item's blocks in
-// shares merged by the online softmax. Must not be called from inside a job of `pool`.
+// shares merged by the online softmax. sinks: null, or one sink logit per query head [n_q_heads]
+// (AttentionParams::sinks). Must not be called from inside a job of `pool`.
 void paged_attention(const PagedLayerView& view, const PagedQuery* rows, int64_t T, const float* q,
                      int64_t n_q_heads, int64_t n_kv_heads, float scale, float softcap, float* out,
-                     ThreadPool& pool);
+                     ThreadPool& pool, const float* sinks = nullptr);
 
 // out[g][0..dv) = softmax_j(cap(scale * q[g]·k_j)) · v_j over positions j = lo..hi (inclusive)
 // of kv head `kv_head`, for the `group` query heads q[group][dk] (out [group][dv]).
-// table[lo / block_size .. hi / block_size] must be valid blocks.
+// table[lo / block_size .. hi / block_size] must be valid blocks. sinks: null or [group].
 void paged_attend_group(const PagedLayerView& view, int64_t kv_head, const float* q, int64_t group, int64_t lo,
-                        int64_t hi, float scale, float softcap, float* out);
+                        int64_t hi, float scale, float softcap, float* out, const float* sinks = nullptr);
 
 // Folds the visible positions lo..hi that lie in blocks [block_begin, block_end) into the
 // group's begun accumulators states[group] (one share of a span split over threads; merge the
@@ -61,8 +62,9 @@ void paged_accumulate_group(const PagedLayerView& view, int64_t kv_head, const f
 // A tile of nq (<= attn_tile_width()) query rows of kv head `kv_head`, all of one sequence:
 // row i (q[i] [dk], out[i] [dv]) sees positions lo[i]..hi[i] (inclusive). Each block from the
 // lowest lo to the highest hi is read once for all rows (kernels/attention.h, query tiles).
-// Every block in that range must be valid.
+// Every block in that range must be valid. sinks: null or row i's sink logit sinks[i].
 void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
-                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out);
+                       const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out,
+                       const float* sinks = nullptr);
 
 }  // namespace ptn

@@ -1,5 +1,6 @@
 // Reference attention (ptn::ref::attention): every score written out, masked by attn_visible,
-// a max-subtracted softmax and the weighted sum of V, all in double.
+// a max-subtracted softmax (with the head's sink as one more score when given) and the weighted
+// sum of V, all in double.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -36,6 +37,13 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
       }
       std::fill(o.begin(), o.end(), 0.0);
       double total = 0;
+      if (m != -INFINITY && p.sinks != nullptr) {
+        // The sink is one more score with a zero value row: it raises the maximum when larger
+        // and adds its weight to the denominator only.
+        const double sink = p.sinks[h];
+        m = std::max(m, sink);
+        total = std::exp(sink - m);
+      }
       if (m != -INFINITY) {
         for (int64_t s = 0; s < S; ++s) {
           if (score[s] == -INFINITY) continue;

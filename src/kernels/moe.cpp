@@ -26,6 +26,28 @@ void check_view(const char* op, const WeightView& v, int64_t rows, int64_t cols,
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+void add_bias(float* y, const float* b, int64_t rows, int64_t n) {
+  if (b == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) y[r * n + c] += b[c];
+}
+
+// gpt-oss's clamped SwiGLU (MoeActivation::SwiGLUOai); out may be g.
+void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = std::min(g[i], limit), ui = std::clamp(u[i], -limit, limit);
+    out[i] = (ui + 1.0f) * gi / (1.0f + std::exp(-alpha * gi));
+  }
+}
+
+// The same in double, for the reference op.
+void swiglu_oai_ref(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = std::min<double>(g[i], limit), ui = std::clamp<double>(u[i], -limit, limit);
+    out[i] = static_cast<float>((ui + 1.0) * gi * sigmoid(alpha * gi));
+  }
+}
+
 }  // namespace
 
 void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, const float* y) {
@@ -43,6 +65,14 @@ void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const fl
     check_view(op, w.up[i], F, H, "up", e);
     check_view(op, w.down[i], H, F, "down", e);
   }
+  for (const auto* b : {&w.gate_bias, &w.up_bias, &w.down_bias}) {
+    if (!b->empty() && static_cast<int64_t>(b->size()) != E)
+      bad(op, "expert biases must be given for all " + std::to_string(E) + " experts or none");
+    for (const float* p : *b)
+      if (p == nullptr) bad(op, "null expert bias");
+  }
+  if (p.activation == MoeActivation::SwiGLUOai && (!std::isfinite(p.alpha) || !(p.limit > 0) || !std::isfinite(p.limit)))
+    bad(op, "clamped SwiGLU needs a finite alpha and a finite limit > 0");
   if (w.shared) {
     const int64_t Fs = w.shared_gate.rows;
     check_view(op, w.shared_gate, Fs, H, "shared expert gate");
@@ -92,13 +122,20 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     const float* xt = x + t * H;
     std::fill(acc.begin(), acc.end(), 0.0);
     ref::matmul(w.router, xt, 1, logits.data());
+    add_bias(logits.data(), w.router_bias, 1, E);
     moe_route(logits.data(), E, p, re.data(), rw.data());
     for (int64_t j = 0; j < p.top_k; ++j) {
       const size_t e = static_cast<size_t>(re[static_cast<size_t>(j)]);
       ref::matmul(w.gate[e], xt, 1, g.data());
       ref::matmul(w.up[e], xt, 1, u.data());
-      ref::swiglu(g.data(), u.data(), h.data(), F);
+      if (!w.gate_bias.empty()) {
+        add_bias(g.data(), w.gate_bias[e], 1, F);
+        add_bias(u.data(), w.up_bias[e], 1, F);
+      }
+      if (p.activation == MoeActivation::SwiGLUOai) swiglu_oai_ref(g.data(), u.data(), h.data(), F, p.alpha, p.limit);
+      else ref::swiglu(g.data(), u.data(), h.data(), F);
       ref::matmul(w.down[e], h.data(), 1, o.data());
+      if (!w.down_bias.empty()) add_bias(o.data(), w.down_bias[e], 1, H);
       for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += static_cast<double>(rw[static_cast<size_t>(j)]) * o[static_cast<size_t>(c)];
     }
     if (w.shared) {
@@ -139,6 +176,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
 
   // Routing: one router product for every row, then each row's top-k.
   matmul(w.router, x, T, s.logits.data(), pool);
+  add_bias(s.logits.data(), w.router_bias, T, E);
   for (int64_t t = 0; t < T; ++t)
     moe_route(s.logits.data() + t * E, E, p, s.route_e.data() + t * K, s.route_w.data() + t * K);
 
@@ -193,8 +231,14 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     const WeightView gu[2] = {w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)]};
     float* gy[2] = {s.g.data(), s.u.data()};
     matmul_multi(gu, gy, 2, s.xs.data(), n, pool);
-    swiglu(s.g.data(), s.u.data(), s.g.data(), n * F, pool);
+    if (!w.gate_bias.empty()) {
+      add_bias(s.g.data(), w.gate_bias[static_cast<size_t>(e)], n, F);
+      add_bias(s.u.data(), w.up_bias[static_cast<size_t>(e)], n, F);
+    }
+    if (p.activation == MoeActivation::SwiGLUOai) swiglu_oai(s.g.data(), s.u.data(), s.g.data(), n * F, p.alpha, p.limit);
+    else swiglu(s.g.data(), s.u.data(), s.g.data(), n * F, pool);
     matmul(w.down[static_cast<size_t>(e)], s.g.data(), n, s.o.data(), pool);
+    if (!w.down_bias.empty()) add_bias(s.o.data(), w.down_bias[static_cast<size_t>(e)], n, H);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = idx[i] / K;
       const float wt = s.route_w[static_cast<size_t>(idx[i])];

@@ -9,6 +9,12 @@
 //              + sigmoid(shared_router · x[t]) * shared_down · (silu(shared_gate · x[t]) * (shared_up · x[t]))
 //                (the last term only with a shared expert, Qwen2-MoE)
 //
+// gpt-oss adds biases to the router (logits[t] += b_r) and to every expert's gate, up and down
+// products, and clamps its SwiGLU (MoeActivation::SwiGLUOai, with alpha and limit):
+//   g = min(gate_e · x + b_g, limit), u = clamp(up_e · x + b_u, -limit, limit),
+//   h = (u + 1) * g * sigmoid(alpha * g),  out_e = down_e · h + b_d.
+// Its routing, softmax over the top-k logits, is the softmax over all, top-k, renormalised.
+//
 // Mixtral's "top-k of the logits, then softmax over the k" is the same as softmax over all,
 // top-k, renormalised (norm_topk_prob = true): both are exp(l_e) / sum_{e' in S} exp(l_e').
 //
@@ -32,19 +38,30 @@ constexpr int64_t kMoeMaxExperts = 1024;
 
 struct MoeWeights {
   WeightView router;                       // [E, H]
+  const float* router_bias = nullptr;      // [E] or null (gpt-oss)
+  // Per expert [F], [F], [H] biases of the gate, up and down products (gpt-oss); empty: none.
+  std::vector<const float*> gate_bias, up_bias, down_bias;
   std::vector<WeightView> gate, up, down;  // per expert: [F, H], [F, H], [H, F]
   bool shared = false;                     // a shared expert (Qwen2-MoE)
   WeightView shared_gate{}, shared_up{}, shared_down{};  // [Fs, H], [Fs, H], [H, Fs]
   WeightView shared_router{};              // [1, H]: the shared expert's sigmoid gate
 };
 
+enum class MoeActivation {
+  SwiGLU,     // silu(g) * u
+  SwiGLUOai,  // gpt-oss: (clamp(u, -limit, limit) + 1) * g' * sigmoid(alpha * g'), g' = min(g, limit)
+};
+
 struct MoeParams {
   int64_t top_k = 0;
   bool norm_topk_prob = false;
+  MoeActivation activation = MoeActivation::SwiGLU;
+  float alpha = 1.702f, limit = 7.0f;  // SwiGLUOai only
 };
 
 // Throws InvalidArgument naming `op` when the weights do not fit together (experts 1..1024,
-// top_k 1..E, every expert [F, H] / [H, F] with one F, matmul-supported types) or x / y are null.
+// top_k 1..E, every expert [F, H] / [H, F] with one F, matmul-supported types, biases for all
+// experts or none, a finite alpha and a limit > 0) or x / y are null.
 void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, const float* y);
 
 // The routing of one row: the top_k experts (descending probability, ties to the lower index)

@@ -131,6 +131,9 @@ void check_attention(const char* op, const float* q, const float* k, const float
                 " attention needs a span in [1, 2^31-1], got " + num(p.span));
   if (T > 0 && (q == nullptr || q_pos == nullptr || out == nullptr))
     bad(op, shape + ": null q, q_pos or out");
+  if (p.sinks != nullptr)
+    for (int64_t h = 0; h < Hq; ++h)
+      if (!std::isfinite(p.sinks[h])) bad(op, shape + ": sink of head " + num(h) + " is not finite");
   if (S > 0 && (k == nullptr || v == nullptr || kv_pos == nullptr))
     bad(op, shape + ": null k, v or kv_pos");
 }

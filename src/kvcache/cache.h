@@ -35,6 +35,10 @@ struct LayerCacheSpec {
   int64_t head_dim_v = 0;
   AttnKind kind = AttnKind::Full;
   int64_t span = 0;  // window W or chunk C
+  // The layer attends with a learned sink logit per query head (gpt-oss): update_and_attend
+  // then takes AttentionParams::sinks (and refuses to run without them, or with them when false).
+  // Nothing of it is stored: the sinks are weights, the cache only has to apply them.
+  bool sinks = false;
 };
 struct CacheSpec {
   std::vector<LayerCacheSpec> layers;
@@ -120,7 +124,7 @@ class KVCache {
   // q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, Dv] (T = batch rows, f32, contiguous);
   // out [T, Hq, Dv]. Stores k, v for every row, then attends each row's query to every
   // position of its sequence that is <= its position and visible under the layer's policy.
-  // params: scale and softcap; the policy is always the layer's own in spec() (params.kind and
+  // params: scale, softcap and sinks (required exactly when the layer's spec has sinks); the policy is always the layer's own in spec() (params.kind and
   // params.span are not read: the spec sized the cache and decides which blocks it keeps).
   virtual void update_and_attend(StepTxn& txn, int64_t layer, const float* q, const float* k,
                                  const float* v, int64_t n_q_heads, const AttentionParams& params,

@@ -67,7 +67,7 @@ bool within_extend_limits(const KVCache& cache, int64_t held, int64_t n_new) {
 
 const LayerCacheSpec& check_attend_args(const KVCache& cache, bool prepared, int64_t layer, int64_t n_q_heads,
                                         int64_t n_rows, const float* q, const float* k, const float* v,
-                                        const float* out) {
+                                        const float* out, const float* sinks) {
   auto bad = [&](const std::string& msg) { fail(ErrorKind::InvalidArgument, cache.name(), "update_and_attend: " + msg); };
   if (!prepared) bad("the step is not prepared on this cache");
   const auto& layers = cache.spec().layers;
@@ -77,6 +77,8 @@ const LayerCacheSpec& check_attend_args(const KVCache& cache, bool prepared, int
     bad("n_q_heads " + std::to_string(n_q_heads) + " is not a positive multiple of " + std::to_string(L.n_kv_heads) +
         " kv heads (layer " + std::to_string(layer) + ")");
   if (n_rows > 0 && (!q || !k || !v || !out)) bad("null tensor pointer");
+  if (L.sinks != (sinks != nullptr))
+    bad(std::string("layer ") + std::to_string(layer) + (L.sinks ? " attends with sinks, none were given" : " has no sinks, sinks were given"));
   return L;
 }
 

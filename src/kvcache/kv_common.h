@@ -48,10 +48,10 @@ bool within_extend_limits(const KVCache& cache, int64_t held, int64_t n_new);
 
 // update_and_attend's arguments: `prepared` says the txn is the step prepared on this cache;
 // the layer exists; n_q_heads is a positive multiple of its kv heads; with n_rows > 0 no
-// tensor is null. Returns the layer's spec.
+// tensor is null; sinks are given exactly when the layer's spec has them. Returns the layer's spec.
 const LayerCacheSpec& check_attend_args(const KVCache& cache, bool prepared, int64_t layer, int64_t n_q_heads,
                                         int64_t n_rows, const float* q, const float* k, const float* v,
-                                        const float* out);
+                                        const float* out, const float* sinks);
 
 // commit of a step with rows: every layer was updated (layer_done[l] for each layer l).
 void check_all_layers_updated(const KVCache& cache, const StepBatch& batch, const std::vector<bool>& layer_done);

@@ -538,7 +538,7 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
   const auto& rows = txn.batch().rows;
   const int64_t T = static_cast<int64_t>(rows.size());
   const LayerCacheSpec& L =
-      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out);
+      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out, params.sinks);
   const LayerLayout& lay = layout_[static_cast<size_t>(layer)];
   const size_t grp = static_cast<size_t>(lay.group);
   kv::BlockPool& pool = pools_[grp];
@@ -585,7 +585,7 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
     queries_[static_cast<size_t>(t)] = {ps.g[grp].table.data(), kv::first_visible(L, pos), pos};
   }
   paged_attention(view, queries_.data(), T, q, n_q_heads, hkv, params.scale, params.softcap, out,
-                  threads_ ? *threads_ : default_pool());
+                  threads_ ? *threads_ : default_pool(), params.sinks);
 }
 
 void PagedCache::do_commit(const StepBatch& batch, void* state) {

@@ -179,7 +179,7 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
   const auto& rows = txn.batch().rows;
   const int64_t T = static_cast<int64_t>(rows.size());
   const LayerCacheSpec& L =
-      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out);
+      kv::check_attend_args(*this, txn.active() && p != nullptr && p == active_, layer, n_q_heads, T, q, k, v, out, params.sinks);
   const int64_t hkv = L.n_kv_heads, dk = L.head_dim_k, dv = L.head_dim_v;
   const size_t li = static_cast<size_t>(layer);
 
@@ -237,6 +237,11 @@ void SequenceReferenceCache::update_and_attend(StepTxn& txn, int64_t layer, cons
         mx = std::max(mx, s);
       }
       double sum = 0;
+      if (params.sinks != nullptr) {  // one more score, with a zero value row
+        const double sink = params.sinks[h];
+        mx = std::max(mx, sink);
+        sum = std::exp(sink - mx);
+      }
       for (double& x : w) sum += (x = std::exp(x - mx));
       float* oh = out + (t * n_q_heads + h) * dv;
       for (int64_t d = 0; d < dv; ++d) {

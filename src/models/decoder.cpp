@@ -112,16 +112,18 @@ struct Builder {
     nlohmann::json aa = {{"layer", l},        {"heads", Hq},         {"kv_heads", Hkv},
                          {"head_dim", D},     {"head_dim_v", D},     {"scale", scale},
                          {"softcap", s.attn_logit_softcap}};
+    std::vector<std::string> sinks;  // the op's one weight when the layers have sinks (gpt-oss)
+    if (s.attn_sinks) sinks.push_back(t("attn_sinks.weight"));
     int32_t a;
     if (!o.static_cache) {
-      a = g.add_node(OpType::UpdateAndAttend, {q, k, v, pos}, act(nm("attn"), Hq * D), {}, aa);
+      a = g.add_node(OpType::UpdateAndAttend, {q, k, v, pos}, act(nm("attn"), Hq * D), sinks, aa);
     } else {
       Value kb{nm("k_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
       Value vb{nm("v_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, Hkv * D}};
       int32_t kbi = g.add_value(kb), vbi = g.add_value(vb);
       g.add_node(OpType::CacheWrite, {kbi, k, pos}, Value{}, {}, {{"layer", l}});
       g.add_node(OpType::CacheWrite, {vbi, v, pos}, Value{}, {}, {{"layer", l}});
-      a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), {}, aa);
+      a = g.add_node(OpType::StaticAttention, {q, kbi, vbi, pos}, act(nm("attn"), Hq * D), sinks, aa);
     }
     int32_t ao = linear(a, t("attn_output.weight"), H, nm("attn_out"), s.attn_output_bias);
     if (s.sandwich_norms) ao = norm(ao, t("post_attention_norm.weight"), H, nm("attn_post"));
@@ -158,8 +160,19 @@ struct Builder {
     if (shared)
       for (const char* w : {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
         ws.push_back(t(w));
-    int32_t d = g.add_node(OpType::MoeFfn, {f}, act(nm("ffn_out"), H), ws,
-                           {{"experts", E}, {"top_k", s.n_experts_used}, {"norm_topk_prob", s.norm_topk_prob}, {"shared", shared}});
+    if (s.expert_bias) {  // gpt-oss: the router's bias, then each expert's three
+      ws.push_back(t("ffn_gate_inp.bias"));
+      for (int64_t e = 0; e < E; ++e)
+        for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) ws.push_back(expert_tensor(l, w, e, "bias"));
+    }
+    nlohmann::json attrs = {{"experts", E}, {"top_k", s.n_experts_used}, {"norm_topk_prob", s.norm_topk_prob}, {"shared", shared}};
+    if (s.expert_bias) attrs["biases"] = true;
+    if (s.expert_swiglu_limit > 0) {
+      attrs["activation"] = "swiglu_oai";
+      attrs["alpha"] = 1.702f;
+      attrs["limit"] = s.expert_swiglu_limit;
+    }
+    int32_t d = g.add_node(OpType::MoeFfn, {f}, act(nm("ffn_out"), H), ws, attrs);
     if (s.sandwich_norms) d = norm(d, t("post_ffw_norm.weight"), H, nm("ffn_post"));
     return d;
   }

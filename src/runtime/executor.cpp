@@ -258,6 +258,19 @@ void plan_attention(const NodeCheck& c, NodePlan& np) {
       lc.n_kv_heads != np.kv_heads || lc.head_dim_k != np.head_dim || lc.head_dim_v != np.head_dim_v)
     c.bad("heads/kv heads/head dims inconsistent with each other or the cache spec");
   if (!(np.attend.softcap >= 0.0f) || !std::isfinite(np.attend.scale)) c.bad("bad scale/softcap");
+  // Attention sinks: the node's one weight, f32 [heads], exactly when the layer's spec has them.
+  if (n.weights.size() > 1) c.bad("expects at most one weight (the sinks)");
+  if (n.weights.empty() == lc.sinks)
+    c.bad(lc.sinks ? "the cache spec gives this layer sinks: the node needs its sinks weight"
+                   : "has a sinks weight the cache spec does not declare for this layer");
+  if (lc.sinks) {
+    const Tensor& t = c.weight(0);
+    if (t.dtype() != DType::F32 || t.ndim() != 1 || t.numel() != np.heads)
+      c.bad("sinks must be f32 [" + std::to_string(np.heads) + "], got " + t.describe());
+    for (int64_t h = 0; h < np.heads; ++h)
+      if (!std::isfinite(t.data_as<float>()[h])) c.bad("sink of head " + std::to_string(h) + " is not finite");
+    np.attend.sinks = t.data_as<float>();
+  }
   const int32_t q = n.inputs[0];
   if (c.width(q) != np.heads * np.head_dim || c.width(n.output) != np.heads * np.head_dim_v)
     c.bad("q/output widths do not match heads x head_dim");
@@ -329,10 +342,10 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   c.need_out();
   c.need_same_shape(n.inputs[0]);
   const int64_t E = c.attr<int64_t>("experts", 0), K = c.attr<int64_t>("top_k", 0);
-  const bool shared = c.attr<bool>("shared", false);
+  const bool shared = c.attr<bool>("shared", false), biases = c.attr<bool>("biases", false);
   if (E < 1 || E > kMoeMaxExperts) c.bad("experts must be 1.." + std::to_string(kMoeMaxExperts));
   if (K < 1 || K > E) c.bad("top_k must be 1..experts");
-  const size_t want = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0);
+  const size_t want = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0) + (biases ? 1 + 3 * static_cast<size_t>(E) : 0);
   if (n.weights.size() != want) c.bad("expects " + std::to_string(want) + " weights, has " + std::to_string(n.weights.size()));
   const int64_t H = c.width(n.output);
   auto view = [&](size_t k, int64_t rows, int64_t cols) {
@@ -346,6 +359,13 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   };
   auto m = std::make_unique<NodePlan::Moe>();
   m->p = MoeParams{K, c.attr<bool>("norm_topk_prob", false)};
+  const std::string act = c.attr<std::string>("activation", "swiglu");
+  if (act != "swiglu" && act != "swiglu_oai") c.bad("activation must be swiglu or swiglu_oai, got '" + act + "'");
+  if (act == "swiglu_oai") {
+    m->p.activation = MoeActivation::SwiGLUOai;
+    m->p.alpha = c.attr<float>("alpha", 1.702f);
+    m->p.limit = c.attr<float>("limit", 7.0f);
+  }
   m->w.router = view(0, E, H);
   const int64_t F = c.weight(1).ndim() == 2 ? c.weight(1).dim(0) : 0;
   if (F < 1) c.bad("expert width must be >= 1");
@@ -362,6 +382,21 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
     m->w.shared_gate = view(k + 1, 0, H);
     m->w.shared_up = view(k + 2, m->w.shared_gate.rows, H);
     m->w.shared_down = view(k + 3, H, m->w.shared_gate.rows);
+  }
+  if (biases) {  // after the matrices: the router's bias [E], then per expert gate [F], up [F], down [H]
+    size_t k = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0);
+    auto vec = [&](size_t i, int64_t len) {
+      const Tensor& t = c.weight(i);
+      if (t.dtype() != DType::F32 || t.ndim() != 1 || t.numel() != len)
+        c.bad("bias " + n.weights[i] + " must be f32 [" + std::to_string(len) + "], got " + t.describe());
+      return t.data_as<float>();
+    };
+    m->w.router_bias = vec(k++, E);
+    for (int64_t e = 0; e < E; ++e, k += 3) {
+      m->w.gate_bias.push_back(vec(k, F));
+      m->w.up_bias.push_back(vec(k + 1, F));
+      m->w.down_bias.push_back(vec(k + 2, H));
+    }
   }
   try {
     moe_check("moe_ffn", m->w, m->p, nullptr, 0, nullptr);
@@ -972,7 +1007,7 @@ CacheScope::CacheScope(Executor& exec, KVCache& cache) : exec_(exec) {
   for (size_t l = 0; fits && l < want.layers.size(); ++l) {
     const auto &a = want.layers[l], &b = have.layers[l];
     fits = a.n_kv_heads == b.n_kv_heads && a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v &&
-           a.kind == b.kind && a.span == b.span;
+           a.kind == b.kind && a.span == b.span && a.sinks == b.sinks;
   }
   if (!fits) fail(ErrorKind::InvalidArgument, "cache scope", "the cache was sized for a different cache spec");
   exec.cache_ = &cache;

@@ -85,6 +85,7 @@ int inspect_ptn_file(const std::string& path) {
               s.qk_norm ? (s.qk_norm_full ? "over all heads" : "yes") : "no",
               s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
   if (s.mlp_bias) std::printf("  MLP bias yes\n");
+  if (s.attn_sinks) std::printf("  attention sinks yes (one logit per query head, every layer)\n");
   print_experts(s, *f);
   std::printf("\ncache spec (per layer: kv heads x head dim k/v, policy):\n");
   for (size_t l = 0; l < m.cache_spec.layers.size(); ++l) {
@@ -92,6 +93,7 @@ int inspect_ptn_file(const std::string& path) {
     std::printf("  layer %3zu: %lld x %lld/%lld, %s", l, static_cast<long long>(c.n_kv_heads),
                 static_cast<long long>(c.head_dim_k), static_cast<long long>(c.head_dim_v), attn_kind_name(c.kind));
     if (c.kind != AttnKind::Full) std::printf(" %lld", static_cast<long long>(c.span));
+    if (c.sinks) std::printf(", sinks");
     std::printf("\n");
   }
   // Embeddings: the graph's hidden output and what the model says about pooling.

@@ -101,12 +101,15 @@ json spec_to_json(const ModelSpec& s) {
   // Written only when set, so that files without them keep their bytes.
   if (s.attn_output_bias) j["attn_output_bias"] = true;
   if (s.mlp_bias) j["mlp_bias"] = true;
+  if (s.attn_sinks) j["attn_sinks"] = true;
   if (s.n_experts > 0) {
     j["experts"] = s.n_experts;
     j["experts_used"] = s.n_experts_used;
     j["expert_ffn"] = s.expert_ffn_size;
     j["norm_topk_prob"] = s.norm_topk_prob;
     if (s.shared_expert_ffn_size > 0) j["shared_expert_ffn"] = s.shared_expert_ffn_size;
+    if (s.expert_bias) j["expert_bias"] = true;
+    if (s.expert_swiglu_limit > 0) j["expert_swiglu_limit"] = s.expert_swiglu_limit;
   }
   return j;
 }
@@ -146,6 +149,7 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.attn_bias = get<bool>(j, "attn_bias", where, false);
   s.attn_output_bias = get<bool>(j, "attn_output_bias", where, false);
   s.mlp_bias = get<bool>(j, "mlp_bias", where, false);
+  s.attn_sinks = get<bool>(j, "attn_sinks", where, false);
   s.qk_norm = get<bool>(j, "qk_norm", where, false);
   s.qk_norm_full = get<bool>(j, "qk_norm_full", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
@@ -155,6 +159,10 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
     s.expert_ffn_size = get_count(j, "expert_ffn", where, 1, big);
     s.norm_topk_prob = get<bool>(j, "norm_topk_prob", where, false);
     s.shared_expert_ffn_size = get_count(j, "shared_expert_ffn", where, 0, big);
+    s.expert_bias = get<bool>(j, "expert_bias", where, false);
+    s.expert_swiglu_limit = get<float>(j, "expert_swiglu_limit", where, 0.f);
+    if (!(s.expert_swiglu_limit >= 0) || !std::isfinite(s.expert_swiglu_limit))
+      bad(where, "model.expert_swiglu_limit", "must be finite and >= 0");
   }
   if (!j.contains("layers") || !j["layers"].is_array() || static_cast<int64_t>(j["layers"].size()) != s.n_layers)
     bad(where, "model.layers", "must list one entry per layer");
@@ -176,6 +184,8 @@ json cache_spec_to_json(const CacheSpec& c) {
   for (const auto& l : c.layers)
     layers.push_back({{"kv_heads", l.n_kv_heads}, {"head_dim_k", l.head_dim_k}, {"head_dim_v", l.head_dim_v},
                       {"policy", attn_kind_name(l.kind)}, {"span", l.span}});
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    if (c.layers[i].sinks) layers[i]["sinks"] = true;  // written only when used: older programs stay byte-identical
   return {{"layers", layers}, {"max_positions", c.max_positions}};
 }
 
@@ -192,6 +202,7 @@ CacheSpec cache_spec_from_json(const json& j, const std::string& where) {
     s.kind = kind_from(get<std::string>(l, "policy", where, "full"), where);
     s.span = get_count(l, "span", where, 0, int64_t{1} << 31);
     if (s.kind != AttnKind::Full && s.span < 1) bad(where, "cache.layers.span", "window/chunk needs a span >= 1");
+    s.sinks = get<bool>(l, "sinks", where, false);
     c.layers.push_back(s);
   }
   return c;
@@ -200,7 +211,7 @@ CacheSpec cache_spec_from_json(const json& j, const std::string& where) {
 CacheSpec cache_spec_from_model(const ModelSpec& s) {
   CacheSpec c;
   c.max_positions = s.max_position_embeddings;
-  for (const auto& l : s.layers) c.layers.push_back({s.n_kv_heads, s.head_dim, s.head_dim, l.kind, l.span});
+  for (const auto& l : s.layers) c.layers.push_back({s.n_kv_heads, s.head_dim, s.head_dim, l.kind, l.span, s.attn_sinks});
   return c;
 }
 

@@ -128,6 +128,89 @@ TEST(Attention, MatchesDenseMaskedSoftmax) {
   }
 }
 
+// Attention sinks (gpt-oss): the dense softmax with one more score per head, the sink, whose
+// value row is zero. Sinks far below, near and far above the scores; the optimized op at every
+// SIMD level and thread count; a query that sees no row gives zeros, with or without a sink.
+TEST(Attention, SinksAreOneMoreScoreWithAZeroValueRow) {
+  struct Shape { int64_t T, S, Hq, Hkv, D; int32_t start; };
+  const Shape shapes[] = {{1, 1, 1, 1, 16, 0}, {5, 20, 4, 2, 37, 9}, {17, 70, 8, 2, 64, 100}, {2, 90, 8, 4, 128, 5}};
+  for (const Shape& s : shapes) {
+    Problem p = make_problem(s.T, s.S, s.Hq, s.Hkv, s.D, s.D, s.start, s.T * 7 + s.S);
+    for (float level : {-30.0f, 0.0f, 0.7f, 25.0f}) {
+      std::vector<float> sinks(static_cast<size_t>(s.Hq));
+      for (int64_t h = 0; h < s.Hq; ++h) sinks[static_cast<size_t>(h)] = level + 0.37f * static_cast<float>(h % 3) - 0.3f;
+      for (AttentionParams a : policies(s.D)) {
+        a.sinks = sinks.data();
+        // Dense with the sink: softmax over (visible scores, sink), the sink's share dropped.
+        const int64_t group = s.Hq / s.Hkv;
+        std::vector<float> want(static_cast<size_t>(s.T * s.Hq * s.D), 0.0f);
+        for (int64_t t = 0; t < s.T; ++t)
+          for (int64_t h = 0; h < s.Hq; ++h) {
+            std::vector<double> sc;
+            std::vector<int64_t> rows;
+            for (int64_t j = 0; j < s.S; ++j) {
+              if (!allowed(p.q_pos[t], p.kv_pos[j], a.kind, a.span)) continue;
+              double d = 0;
+              for (int64_t i = 0; i < s.D; ++i) d += double{p.q[(t * s.Hq + h) * s.D + i]} * p.k[(j * s.Hkv + h / group) * s.D + i];
+              d *= a.scale;
+              if (a.softcap > 0) d = a.softcap * std::tanh(d / a.softcap);
+              sc.push_back(d);
+              rows.push_back(j);
+            }
+            if (sc.empty()) continue;
+            const double sink = sinks[static_cast<size_t>(h)];
+            const double m = std::max(*std::max_element(sc.begin(), sc.end()), sink);
+            double z = std::exp(sink - m);
+            for (double& x : sc) z += (x = std::exp(x - m));
+            for (size_t r = 0; r < sc.size(); ++r)
+              for (int64_t i = 0; i < s.D; ++i)
+                want[(t * s.Hq + h) * s.D + i] += static_cast<float>(sc[r] / z * p.v[(rows[r] * s.Hkv + h / group) * s.D + i]);
+          }
+        const std::string what = "T=" + std::to_string(s.T) + " S=" + std::to_string(s.S) + " sinks~" +
+                                 std::to_string(level) + " kind=" + std::to_string(int(a.kind)) + " span=" + std::to_string(a.span);
+        std::vector<float> got(want.size(), 123.0f);
+        ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), s.T, s.S, s.Hq, s.Hkv, s.D,
+                       s.D, a, got.data());
+        EXPECT_LT(nmse(want, got), 1e-12) << "ref " << what;
+        for_each_config([&](ThreadPool& pool, const std::string& cfg) {
+          std::vector<float> opt(want.size(), 123.0f);
+          attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), s.T, s.S, s.Hq, s.Hkv, s.D,
+                    s.D, a, opt.data(), pool);
+          EXPECT_LT(nmse(want, opt), 1e-10) << cfg << " " << what;
+        });
+        // A sink far above the scores takes almost all the weight: the output shrinks towards 0.
+        if (level == 25.0f && a.softcap == 0.0f && a.kind == AttnKind::Full) {
+          double sum2 = 0;
+          for (float x : got) sum2 += double{x} * x;
+          EXPECT_LT(sum2, 1e-6 * static_cast<double>(got.size())) << what;
+        }
+      }
+    }
+  }
+  // No visible row (kv after the query): zeros, the sink does not invent a value.
+  Problem p = make_problem(1, 4, 2, 1, 16, 16, 0, 5);
+  p.q_pos = {-1};
+  const std::vector<float> sinks = {0.5f, -2.0f};
+  AttentionParams a{0.25f, 0.0f, AttnKind::Full, 0, sinks.data()};
+  std::vector<float> out(32, 9.0f), opt(32, 9.0f);
+  ref::attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), 1, 4, 2, 1, 16, 16, a, out.data());
+  attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), 1, 4, 2, 1, 16, 16, a, opt.data());
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);
+    EXPECT_EQ(opt[static_cast<size_t>(i)], 0.0f);
+  }
+  // A sink that is not finite is refused by name.
+  const std::vector<float> bad = {0.5f, NAN};
+  a.sinks = bad.data();
+  p.q_pos = {3};
+  try {
+    attention(p.q.data(), p.k.data(), p.v.data(), p.q_pos.data(), p.kv_pos.data(), 1, 4, 2, 1, 16, 16, a, opt.data());
+    ADD_FAILURE() << "a NaN sink was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sink of head 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Attention, WindowOfOneReturnsOwnValue) {
   // W = 1: each query sees only its own position, so out = v at that position.
   const Problem p = make_problem(4, 10, 4, 2, 16, 16, 50, 9);

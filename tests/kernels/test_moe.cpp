@@ -197,6 +197,114 @@ TEST(MoeFfn, ReferenceFollowsTheDefinition) {
   }
 }
 
+// gpt-oss's experts: router and expert biases and the clamped SwiGLU, against a direct formula
+// in double (one row, f32 experts, with gate and up values beyond the limit so both clamps act),
+// then the optimized op against the reference for its MXFP4 experts and others.
+TEST(MoeFfn, GptOssBiasesAndClampedSwiGLU) {
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto vec = [&](int64_t n, double amp) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = static_cast<float>(amp * u(rng));
+    return v;
+  };
+  const float limit = 1.5f, alpha = 1.702f;
+  const std::vector<float> rb = vec(kE, 2.0);
+  std::vector<std::vector<float>> gb, ub, db;
+  for (int64_t e = 0; e < kE; ++e) {
+    gb.push_back(vec(kF, 1.0));
+    ub.push_back(vec(kF, 1.0));
+    db.push_back(vec(kH, 0.5));
+  }
+  auto with_biases = [&](const Layer& l) {
+    MoeWeights w = l.views();
+    w.router_bias = rb.data();
+    for (int64_t e = 0; e < kE; ++e) {
+      w.gate_bias.push_back(gb[static_cast<size_t>(e)].data());
+      w.up_bias.push_back(ub[static_cast<size_t>(e)].data());
+      w.down_bias.push_back(db[static_cast<size_t>(e)].data());
+    }
+    return w;
+  };
+  MoeParams p{2, true, MoeActivation::SwiGLUOai, alpha, limit};
+
+  // The definition, for one row.
+  {
+    const Layer l = make_layer(DType::F32, false, 123);
+    const MoeWeights w = with_biases(l);
+    std::vector<float> x = make_x(1, 9);
+    for (float& v : x) v *= 3.0f;  // gate and up products beyond +-limit
+    auto lin = [](const Mat& m, const std::vector<double>& v, const std::vector<float>& b) {
+      std::vector<double> out(static_cast<size_t>(m.rows));
+      const float* d = reinterpret_cast<const float*>(m.bytes.data());
+      for (int64_t r = 0; r < m.rows; ++r) {
+        out[static_cast<size_t>(r)] = b[static_cast<size_t>(r)];
+        for (int64_t c = 0; c < m.cols; ++c) out[static_cast<size_t>(r)] += double(d[r * m.cols + c]) * v[static_cast<size_t>(c)];
+      }
+      return out;
+    };
+    const std::vector<double> xd(x.begin(), x.end());
+    const std::vector<double> logits = lin(l.router, xd, rb);
+    std::vector<int> idx(kE);
+    for (int i = 0; i < kE; ++i) idx[static_cast<size_t>(i)] = i;
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+    const double z = std::exp(logits[static_cast<size_t>(idx[0])]) + std::exp(logits[static_cast<size_t>(idx[1])]);
+    std::vector<double> want(kH, 0.0);
+    int clamped_gate = 0, clamped_up = 0;
+    for (int j = 0; j < 2; ++j) {
+      const size_t e = static_cast<size_t>(idx[static_cast<size_t>(j)]);
+      std::vector<double> g = lin(l.gate[e], xd, gb[e]), up = lin(l.up[e], xd, ub[e]);
+      for (size_t i = 0; i < g.size(); ++i) {
+        clamped_gate += g[i] > limit;
+        clamped_up += std::abs(up[i]) > limit;
+        const double gi = std::min<double>(g[i], limit), ui = std::max<double>(-limit, std::min<double>(up[i], limit));
+        g[i] = (ui + 1) * gi / (1 + std::exp(-alpha * gi));
+      }
+      const std::vector<double> o = lin(l.down[e], g, db[e]);
+      const double wt = std::exp(logits[e]) / z;
+      for (int64_t c = 0; c < kH; ++c) want[static_cast<size_t>(c)] += wt * o[static_cast<size_t>(c)];
+    }
+    EXPECT_GT(clamped_gate, 10);
+    EXPECT_GT(clamped_up, 10);
+    std::vector<float> got(kH);
+    ref::moe_ffn(w, p, x.data(), 1, got.data());
+    EXPECT_LT(nmse(std::vector<float>(want.begin(), want.end()), got), 1e-12);
+    // Without the clamp (plain SwiGLU) the result differs: the test sees the activation.
+    std::vector<float> plain(kH);
+    ref::moe_ffn(w, MoeParams{2, true}, x.data(), 1, plain.data());
+    EXPECT_GT(nmse(got, plain), 1e-2);
+  }
+  // Optimized against the reference, MXFP4 experts as gpt-oss ships them.
+  uint64_t seed = 500;
+  for (DType t : {DType::F32, DType::MXFP4, DType::Q8_0}) {
+    const Layer l = make_layer(t, false, ++seed);
+    const MoeWeights w = with_biases(l);
+    for (int64_t T : {1, 3, 37}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " T=" + std::to_string(T));
+      std::vector<float> x = make_x(T, seed + static_cast<uint64_t>(T));
+      for (float& v : x) v *= 3.0f;
+      std::vector<float> want(static_cast<size_t>(T * kH));
+      ref::moe_ffn(w, p, x.data(), T, want.data());
+      test::for_each_config([&](ThreadPool& pool, const std::string& label) {
+        MoeScratch scratch;
+        std::vector<float> got(want.size(), 123.0f);
+        moe_ffn(w, p, x.data(), T, got.data(), scratch, pool);
+        EXPECT_LT(nmse(want, got), threshold(t == DType::MXFP4 ? DType::Q4_0 : t)) << label;
+      });
+    }
+  }
+  // Biases for some experts only, or a limit that is not > 0: refused.
+  const Layer l = make_layer(DType::F32, false, 5);
+  MoeWeights w = with_biases(l);
+  w.up_bias.pop_back();
+  const std::vector<float> x = make_x(1, 1);
+  std::vector<float> y(kH);
+  EXPECT_THROW(ref::moe_ffn(w, p, x.data(), 1, y.data()), Error);
+  MoeParams zero = p;
+  zero.limit = 0.0f;
+  EXPECT_THROW(ref::moe_ffn(with_biases(l), zero, x.data(), 1, y.data()), Error);
+}
+
 TEST(MoeFfn, RoutingPicksTheLargestAndBreaksTiesByIndex) {
   const float logits[5] = {0.5f, 2.0f, 2.0f, -1.0f, 1.0f};
   int32_t e[3];

@@ -525,3 +525,62 @@ TEST(PagedCache, LongSpanSplitOverThreadsGivesSameResult) {
     }
   }
 }
+
+// Attention sinks (gpt-oss): the paged cache's every way of splitting the work (query tiles in a
+// prompt, one item per row and kv head when batching, shares merged when decoding one sequence
+// on many threads) against the reference cache, at every cache dtype; a layer's spec decides
+// whether sinks must be given.
+TEST(PagedCache, SinksMatchTheReferenceCache) {
+  CacheSpec spec = spec3();
+  for (auto& l : spec.layers) l.sinks = true;
+  const std::vector<float> sinks = {0.3f, -1.5f, 2.5f, 0.0f};  // one per query head (kHq)
+  AttentionParams p{0.2f, 0.0f};
+  p.sinks = sinks.data();
+  {  // the sinks take a visible share: the same step without them differs
+    SequenceReferenceCache with(spec, CacheOptions{}), without(spec3(), CacheOptions{});
+    with.add_sequence(0);
+    without.add_sequence(0);
+    StepBatch b;
+    append_rows(with, 0, tokens_range(1, 40), &b);
+    EXPECT_GT(nmse(run_step(with, b, kHq, p), run_step(without, b, kHq, AttentionParams{0.2f, 0.0f})), 1e-3);
+  }
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    Pair c(spec, opts(1024, 8), &pool);
+    for (SeqId s : {0, 1}) c.add(s);
+    StepBatch b;
+    append_rows(c.paged, 0, tokens_range(1, 120), &b);
+    append_rows(c.paged, 1, tokens_range(40, 5), &b);
+    EXPECT_LT(c.step(b, p), 1e-10) << threads << " threads, prompt";
+    for (int i = 0; i < 3; ++i) {
+      StepBatch d;
+      append_rows(c.paged, 0, {7 + i}, &d);
+      EXPECT_LT(c.step(d, p), 1e-10) << threads << " threads, decode one";
+      StepBatch e;
+      for (SeqId s : {0, 1}) append_rows(c.paged, s, {s + 3}, &e);
+      EXPECT_LT(c.step(e, p), 1e-10) << threads << " threads, decode two";
+    }
+  }
+  for (DType dt : {DType::F16, DType::BF16, DType::Q8_0}) {
+    CacheSpec s2 = small_spec(2, 2, 64, 64, {{AttnKind::Window, 20}});
+    for (auto& l : s2.layers) l.sinks = true;
+    PagedCache paged(s2, opts(512, 16, dt));
+    SequenceReferenceCache ref(s2, CacheOptions{});
+    paged.add_sequence(0);
+    ref.add_sequence(0);
+    StepBatch b;
+    append_rows(paged, 0, tokens_range(3, 70), &b);
+    EXPECT_LT(nmse(run_step(paged, b, kHq, p), run_step(ref, b, kHq, p)), 1e-3) << dtype_name(dt);
+  }
+  // Sinks where the spec has none, and none where it has them: refused, nothing attended.
+  Pair plain(spec3(), opts(256, 8));
+  plain.add(0);
+  StepBatch b;
+  append_rows(plain.paged, 0, tokens_range(1, 4), &b);
+  EXPECT_THROW(run_step(plain.paged, b, kHq, p), Error);
+  EXPECT_THROW(run_step(plain.ref, b, kHq, p), Error);
+  Pair with(spec, opts(256, 8));
+  with.add(0);
+  EXPECT_THROW(run_step(with.paged, b, kHq, AttentionParams{0.2f, 0.0f}), Error);
+  EXPECT_THROW(run_step(with.ref, b, kHq, AttentionParams{0.2f, 0.0f}), Error);
+}
