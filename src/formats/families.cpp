@@ -79,6 +79,22 @@ constexpr HfLayerTensor kLlama4Layer[] = {
     {"ffn_down.weight", "feed_forward.down_proj.weight"},
 };
 
+// gpt-oss: Llama's attention with biases and per-head sinks; its experts are mapped in
+// hf_config.cpp (expert_sources), the MLP module being `mlp` with `router` and `experts`.
+constexpr HfLayerTensor kGptOssLayer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"attn_sinks.weight", "self_attn.sinks"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+};
+
 constexpr HfTensorNames names(std::span<const HfLayerTensor> layer) {
   HfTensorNames n;
   n.layer = layer;
@@ -121,6 +137,14 @@ constexpr const char* kQwen2MoeDefaults = R"({"sliding_window": 4096, "max_windo
 constexpr const char* kOlmoeDefaults = R"({"vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048,
   "num_hidden_layers": 16, "num_attention_heads": 16, "max_position_embeddings": 4096, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": false})";
+// GptOssConfig's defaults (gpt-oss-20b's text shapes but 36 layers, 128 experts as in 120b).
+// Its rope_scaling default differs between transformers versions (original_max_position_embeddings
+// only in 5.x), so a config without one is refused rather than given either (hf_config.cpp).
+constexpr const char* kGptOssDefaults = R"({"vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880,
+  "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+  "sliding_window": 128, "rope_theta": 150000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 131072,
+  "num_local_experts": 128, "num_experts_per_tok": 4, "attention_bias": true, "swiglu_limit": 7.0,
+  "tie_word_embeddings": false})";
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -243,7 +267,16 @@ std::vector<FamilyInfo> make_table() {
     f.gguf_arch = "olmoe"; f.gguf_reads = true; f.gguf_moe_norm_topk = false;  // llama.cpp's olmoe: norm_w false
     f.hf_config_defaults = kOlmoeDefaults;
   }
-  unsupported(Family::GptOss, "gpt_oss", "GptOssForCausalLM", "gpt-oss (MXFP4 experts, clamped SwiGLU, attention sinks) is not supported yet");
+  {
+    // gpt-oss: alternating sliding (128) and full layers, learned sinks, YaRN, MXFP4 experts
+    // with biases and a clamped SwiGLU. No GGUF writer or reader yet.
+    FamilyInfo& f = row(Family::GptOss, "gpt_oss", "gpt-oss", {"GptOssForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::GptOss;
+    f.hf_names = names(kGptOssLayer);
+    f.attn_sinks = true;
+    f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;  // layer_types' default: sliding, full, ...
+    f.hf_config_defaults = kGptOssDefaults;
+  }
   unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");
   unsupported(Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "DeepSeek V3 (multi-head latent attention, grouped sigmoid routing) is not supported yet");
   unsupported(Family::Starcoder2, "starcoder2", "Starcoder2ForCausalLM", "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported");

@@ -47,6 +47,9 @@ enum class HfMoe {
   Qwen,        // num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob, decoder_sparse_step, mlp_only_layers
   QwenShared,  // Qwen + shared_expert_intermediate_size (a shared expert with a sigmoid gate: Qwen2-MoE)
   Olmoe,       // num_experts, num_experts_per_tok, norm_topk_prob; every layer; experts of intermediate_size
+  GptOss,      // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size with biases and
+               // the clamped SwiGLU; softmax over the top-k logits; gate|up interleaved in one tensor, as MXFP4
+               // blocks/scales (quantization_config mxfp4) or as [E, in, out] matrices
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
@@ -118,6 +121,7 @@ struct FamilyInfo {
   bool hf_mlp_bias = false;           // config `mlp_bias` puts biases on gate/up/down (LlamaMLP: Llama, SmolLM3); else refused
   bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)
   bool attn_temperature = false;      // NoPE-layer query temperature, config `attn_temperature_tuning` (Llama 4)
+  bool attn_sinks = false;            // a learned sink logit per query head on every layer (gpt-oss)
   EmbedScale embed_scale = EmbedScale::One;
   bool query_pre_attn_scalar = false; // query scale 1/sqrt(query_pre_attn_scalar), GGUF attention.scale (Gemma)
   int64_t gguf_wide_query_layers = 0; // GGUF without attention.scale: llama.cpp's query scale is

@@ -296,6 +296,27 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     for (LayerAttention& l : s.layers) l.moe = true;
     return;
   }
+  if (fam.hf_moe == HfMoe::GptOss) {
+    // GptOssMLP: every layer; experts of intermediate_size with biases; the router (with a bias)
+    // keeps the top-k logits and takes their softmax. GptOssExperts has alpha 1.702 and limit 7
+    // written into its code in the transformers versions read; newer configs carry them as
+    // swiglu_alpha / swiglu_limit, so other values there would be read differently by different
+    // versions: refused. The same for the YaRN scaling, whose default differs between versions.
+    s.expert_ffn_size = s.intermediate_size;
+    s.norm_topk_prob = true;
+    s.expert_bias = true;
+    const double limit = c.number_or("swiglu_limit", 7.0), alpha = c.number_or("swiglu_alpha", 1.702);
+    if (limit != 7.0) c.bad("swiglu_limit", "gpt-oss's experts clamp at 7 in transformers; " + std::to_string(limit) + " is not supported");
+    if (std::abs(alpha - 1.702) > 1e-9) c.bad("swiglu_alpha", "gpt-oss's experts use 1.702 in transformers; " + std::to_string(alpha) + " is not supported");
+    s.expert_swiglu_limit = 7.0f;
+    auto given = [&](const char* k) { const json* v = c.find(k); return v && v->is_object() && !v->empty(); };
+    if (!given("rope_scaling") && !given("rope_parameters"))
+      c.bad("rope_scaling", "gpt-oss configs state their YaRN scaling, and transformers versions default it differently; give rope_scaling");
+    for (LayerAttention& l : s.layers) l.moe = true;
+    if (s.n_layers * s.n_experts * 6 > (int64_t{1} << 19))  // 3 matrices and 3 biases per expert; the .ptn table holds 2^20 tensors
+      c.bad("num_local_experts", std::to_string(s.n_experts) + " experts on " + std::to_string(s.n_layers) + " layers are more expert tensors than ptn holds");
+    return;
+  }
   if (fam.hf_moe == HfMoe::Olmoe) {  // OlmoeSparseMoeBlock: every layer, experts of intermediate_size
     s.expert_ffn_size = s.intermediate_size;
     s.norm_topk_prob = c.boolean_or("norm_topk_prob", false);
@@ -325,10 +346,51 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     c.bad(count_key, std::to_string(s.n_experts) + " experts on " + std::to_string(moe_layers) + " layers are more expert tensors than ptn holds");
 }
 
+// gpt-oss's experts: one tensor per layer for all experts' gate|up (rows interleaved: gate 2i,
+// up 2i + 1) and one for their down, as MXFP4 blocks + scales [E, rows, cols / 32, 16] /
+// [E, rows, cols / 32] (`mxfp4`, what OpenAI ships) or as float matrices [E, in, out] (what
+// transformers saves dequantized); the biases [E, 2F] (interleaved as well) and [E, H].
+void gpt_oss_expert_sources(int64_t layer, const std::string& block, bool mxfp4, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.weight";
+  m[layer_tensor(layer, "ffn_gate_inp.bias")] = block + "router.bias";
+  const int64_t F2 = 2 * s.expert_ffn_size;
+  const std::string ex = block + "experts.";
+  for (int64_t e = 0; e < s.n_experts; ++e) {
+    for (int part = 0; part < 2; ++part) {  // 0: gate (even rows), 1: up (odd rows)
+      const char* what = part == 0 ? "ffn_gate" : "ffn_up";
+      TensorSourceRef w;
+      w.name = ex + (mxfp4 ? "gate_up_proj_blocks" : "gate_up_proj");
+      w.expert = e;
+      w.row_begin = part;
+      w.row_end = F2;
+      w.row_step = 2;
+      if (mxfp4) w.mxfp4_scales = ex + "gate_up_proj_scales";
+      else w.transposed = true;
+      m[expert_tensor(layer, what, e)] = format_tensor_source(w);
+      TensorSourceRef b{ex + "gate_up_proj_bias", part, F2};
+      b.row_step = 2;
+      b.expert = e;
+      m[expert_tensor(layer, what, e, "bias")] = format_tensor_source(b);
+    }
+    TensorSourceRef d;
+    d.name = ex + (mxfp4 ? "down_proj_blocks" : "down_proj");
+    d.expert = e;
+    if (mxfp4) d.mxfp4_scales = ex + "down_proj_scales";
+    else d.transposed = true;
+    m[expert_tensor(layer, "ffn_down", e)] = format_tensor_source(d);
+    TensorSourceRef db;
+    db.name = ex + "down_proj_bias";
+    db.expert = e;
+    m[expert_tensor(layer, "ffn_down", e, "bias")] = format_tensor_source(db);
+  }
+}
+
 // The HF names of a mixture-of-experts layer's tensors.
-void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, ModelSpec& s) {
+void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, bool mxfp4, ModelSpec& s) {
   auto& m = s.tensor_sources;
   const std::string block = p + fam.hf_moe_block + ".";
+  if (fam.hf_moe == HfMoe::GptOss) return gpt_oss_expert_sources(layer, block, mxfp4, s);
   m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
   const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
                              {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},
@@ -364,7 +426,7 @@ std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfL
 }
 
 // Every canonical tensor the spec implies, mapped to its HF name by the family's table.
-void fill_tensor_sources(const FamilyInfo& fam, ModelSpec& s) {
+void fill_tensor_sources(const FamilyInfo& fam, bool mxfp4, ModelSpec& s) {
   const std::vector<std::string> wanted = canonical_tensor_names(s);
   const std::set<std::string> want(wanted.begin(), wanted.end());
   auto& m = s.tensor_sources;
@@ -381,7 +443,7 @@ void fill_tensor_sources(const FamilyInfo& fam, ModelSpec& s) {
       m[canon] = hf_layer_source(s, fam, t, p + t.hf);
       fused = fused || t.part != RowPart::Whole;
     }
-    if (s.layers[static_cast<size_t>(i)].moe) expert_sources(fam, i, p, s);
+    if (s.layers[static_cast<size_t>(i)].moe) expert_sources(fam, i, p, mxfp4, s);
   }
   for (const std::string& n : wanted)
     if (!m.count(n)) fail(ErrorKind::Internal, "family table", std::string(fam.name) + " has no HF name for tensor '" + n + "'");
@@ -631,7 +693,21 @@ ModelSpec model_spec_from_hf_config(const json& root, const std::string& where) 
   fill_layers(c, fam, s);
   read_experts(c, fam, s);
   assign_rope(c, fam, rope, s);
-  fill_tensor_sources(fam, s);
+  s.attn_sinks = fam.attn_sinks;
+  // A checkpoint's quantization: only gpt-oss's own MXFP4 experts are read as they are.
+  bool mxfp4 = false;
+  if (auto q = root.find("quantization_config"); q != root.end() && !q->is_null()) {
+    const std::string qwhere = where + ": field 'quantization_config.quant_method'";
+    const json* m = q->is_object() && q->contains("quant_method") ? &(*q)["quant_method"] : nullptr;
+    const std::string method = m && m->is_string() ? m->get<std::string>() : "";
+    if (method != "mxfp4" || fam.hf_moe != HfMoe::GptOss)
+      fail(ErrorKind::Unsupported, qwhere,
+           "'" + method + "': checkpoints quantized by transformers are not read" +
+               (fam.hf_moe == HfMoe::GptOss ? " (gpt-oss's own mxfp4 is)" : " (give the unquantized checkpoint, or a GGUF)"));
+    s.source_notes.push_back("MXFP4 experts read as they are (blocks and scales repacked, values unchanged)");
+    mxfp4 = true;
+  }
+  fill_tensor_sources(fam, mxfp4, s);
   return s;
 }
 

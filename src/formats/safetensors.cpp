@@ -144,6 +144,14 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   return Tensor::view(dt, t->shape, file_->data() + t->offset, file_);
 }
 
+Tensor SafetensorsFile::u8_bytes(const std::string& name) const {
+  const SafetensorsInfo* t = find(name);
+  if (!t) fail(ErrorKind::InvalidArgument, path_ + ": tensor '" + name + "'", "no such tensor");
+  if (t->dtype != "U8")
+    fail(ErrorKind::Unsupported, path_ + ": tensor '" + name + "'", "dtype " + t->dtype + ", expected U8 (MXFP4 blocks or scales)");
+  return Tensor::view(DType::I8, t->shape, file_->data() + t->offset, file_);
+}
+
 std::shared_ptr<SafetensorsSet> SafetensorsSet::open_file(const std::string& path) {
   auto s = std::make_shared<SafetensorsSet>();
   s->files_.push_back(SafetensorsFile::open(path));
@@ -207,6 +215,12 @@ Tensor SafetensorsSet::tensor(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail(ErrorKind::InvalidArgument, "safetensors: tensor '" + name + "'", "no such tensor");
   return files_[it->second]->tensor(name);
+}
+
+Tensor SafetensorsSet::u8_bytes(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail(ErrorKind::InvalidArgument, "safetensors: tensor '" + name + "'", "no such tensor");
+  return files_[it->second]->u8_bytes(name);
 }
 
 std::string SafetensorsSet::file_of(const std::string& name) const {

@@ -40,6 +40,7 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const SafetensorsInfo* find(const std::string& name) const;
   Tensor tensor(const std::string& name) const;  // view; Unsupported for non-float dtypes
+  Tensor u8_bytes(const std::string& name) const;  // SafetensorsSet::u8_bytes
 
  private:
   std::shared_ptr<MappedFile> file_;
@@ -61,6 +62,9 @@ class SafetensorsSet {
   bool has(const std::string& name) const { return where_.count(name) != 0; }
   const SafetensorsInfo* find(const std::string& name) const;
   Tensor tensor(const std::string& name) const;
+  // A U8 tensor's bytes (MXFP4 blocks and scales as OpenAI ships gpt-oss), viewed as I8 of the
+  // same shape; throws Unsupported for any other dtype. Only for code that reads them as bytes.
+  Tensor u8_bytes(const std::string& name) const;
   std::string file_of(const std::string& name) const;
 
  private:

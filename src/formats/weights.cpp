@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/blocks.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "formats/families.h"
@@ -22,8 +23,12 @@ namespace ptn {
 
 std::string format_tensor_source(const TensorSourceRef& r) {
   std::string s = r.name;
-  if (r.row_begin >= 0) s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) + "]";
+  if (r.row_begin >= 0)
+    s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) +
+         (r.row_step != 1 ? ":" + std::to_string(r.row_step) : "") + "]";
   if (r.expert >= 0) s += "[expert " + std::to_string(r.expert) + "]";
+  if (!r.mxfp4_scales.empty()) s += " (mxfp4 scales: " + r.mxfp4_scales + ")";
+  if (r.transposed) s += " (transposed)";
   if (r.interleaved_heads > 0) s += " (interleaved, " + std::to_string(r.interleaved_heads) + " heads)";
   return s;
 }
@@ -41,6 +46,17 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     if (r.interleaved_heads <= 0) bad();
     s = s.substr(0, p);
   }
+  const std::string tr = " (transposed)";
+  if (s.size() > tr.size() && s.compare(s.size() - tr.size(), tr.size(), tr) == 0) {
+    r.transposed = true;
+    s = s.substr(0, s.size() - tr.size());
+  }
+  const std::string mx = " (mxfp4 scales: ";
+  if (auto p = s.find(mx); p != std::string::npos) {
+    if (s.back() != ')' || s.size() <= p + mx.size() + 1) bad();
+    r.mxfp4_scales = s.substr(p + mx.size(), s.size() - p - mx.size() - 1);
+    s = s.substr(0, p);
+  }
   if (auto p = s.find("[expert "); p != std::string::npos) {
     if (s.back() != ']') bad();
     try { r.expert = std::stoll(s.substr(p + 8, s.size() - p - 9)); } catch (...) { bad(); }
@@ -52,11 +68,13 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     const std::string range = s.substr(p + 6, s.size() - p - 7);
     const size_t colon = range.find(':');
     if (colon == std::string::npos) bad();
+    const size_t colon2 = range.find(':', colon + 1);
     try {
       r.row_begin = std::stoll(range.substr(0, colon));
-      r.row_end = std::stoll(range.substr(colon + 1));
+      r.row_end = std::stoll(range.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1));
+      if (colon2 != std::string::npos) r.row_step = std::stoll(range.substr(colon2 + 1));
     } catch (...) { bad(); }
-    if (r.row_begin < 0 || r.row_end < r.row_begin) bad();
+    if (r.row_begin < 0 || r.row_end < r.row_begin || r.row_step < 1) bad();
     s = s.substr(0, p);
   }
   if (s.empty()) bad();
@@ -94,6 +112,71 @@ static Tensor permute_heads(const Tensor& t, int64_t heads, bool to_half_split, 
 
 Tensor deinterleave_heads(const Tensor& t, int64_t heads, const std::string& where) { return permute_heads(t, heads, true, where); }
 Tensor interleave_heads(const Tensor& t, int64_t heads, const std::string& where) { return permute_heads(t, heads, false, where); }
+
+// ---- strided rows, transposes and OpenAI's MXFP4 -------------------------------------------
+
+namespace {
+
+// Rows begin, begin + step, ... below end (elements of a vector), copied whole.
+Tensor take_rows(const Tensor& t, int64_t begin, int64_t end, int64_t step, const std::string& where) {
+  if (step == 1) return t.slice_rows(begin, end);
+  if (t.ndim() < 1 || t.ndim() > 2 || !t.contiguous() || (t.ndim() == 1 && traits(t.dtype()).quantized))
+    fail(ErrorKind::Corrupt, where, "strided rows need a matrix or a float vector, found " + t.describe());
+  std::vector<int64_t> shape = t.shape();
+  shape[0] = (end - begin + step - 1) / step;
+  const size_t unit = t.ndim() == 2 ? t.row_bytes() : traits(t.dtype()).block_bytes;
+  Tensor out = Tensor::zeros(t.dtype(), shape);
+  const uint8_t* src = static_cast<const uint8_t*>(t.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t i = 0; i < shape[0]; ++i)
+    std::memcpy(dst + static_cast<size_t>(i) * unit, src + static_cast<size_t>(begin + i * step) * unit, unit);
+  return out;
+}
+
+// A float matrix [a, b] as [b, a].
+Tensor transposed(const Tensor& t, const std::string& where) {
+  const DType d = t.dtype();
+  if (t.ndim() != 2 || !t.contiguous() || (d != DType::F32 && d != DType::F16 && d != DType::BF16))
+    fail(ErrorKind::Corrupt, where, "only a float matrix can be transposed, found " + t.describe());
+  const int64_t a = t.dim(0), b = t.dim(1);
+  const size_t e = d == DType::F32 ? 4 : 2;
+  Tensor out = Tensor::zeros(d, {b, a});
+  const uint8_t* src = static_cast<const uint8_t*>(t.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      std::memcpy(dst + static_cast<size_t>(j * a + i) * e, src + static_cast<size_t>(i * b + j) * e, e);
+  return out;
+}
+
+// OpenAI's MXFP4 (blocks [R, n, 16]: element 2i in the low nibble of byte i, 2i + 1 in the high;
+// scales [R, n]: E8M0 exponents) as ggml's / ptn's MXFP4 [R, 32 n] (element j in the low nibble
+// of byte j, j + 16 in the high; the same exponent byte and the same E2M1 codes).
+Tensor mxfp4_from_openai(const Tensor& blocks, const Tensor& scales, const std::string& where) {
+  if (blocks.ndim() != 3 || blocks.dim(2) != 16 || scales.ndim() != 2 || scales.dim(0) != blocks.dim(0) ||
+      scales.dim(1) != blocks.dim(1) || !blocks.contiguous() || !scales.contiguous())
+    fail(ErrorKind::Corrupt, where, "MXFP4 blocks " + blocks.describe() + " and scales " + scales.describe() +
+                                        " are not [rows, n, 16] and [rows, n]");
+  const int64_t rows = blocks.dim(0), nb = blocks.dim(1);
+  Tensor out = Tensor::zeros(DType::MXFP4, {rows, nb * QK_MXFP4});
+  const uint8_t* b = static_cast<const uint8_t*>(blocks.data());
+  const uint8_t* e = static_cast<const uint8_t*>(scales.data());
+  auto* dst = static_cast<BlockMXFP4*>(out.data());
+  for (int64_t i = 0; i < rows * nb; ++i, b += 16) {
+    auto code = [&](int k) { return (b[k / 2] >> (4 * (k % 2))) & 0x0F; };
+    dst[i].e = e[i];
+    for (int j = 0; j < 16; ++j) dst[i].qs[j] = static_cast<uint8_t>(code(j) | (code(j + 16) << 4));
+  }
+  return out;
+}
+
+// Matrix (or vector) `e` of a tensor with experts outermost.
+Tensor expert_slice(const Tensor& t, int64_t e) {
+  std::vector<int64_t> shape(t.shape().begin() + 1, t.shape().end());
+  return t.slice_rows(e, e + 1).reshaped(shape);
+}
+
+}  // namespace
 
 // ---- mapped sources (GGUF / safetensors) ---------------------------------------------------
 
@@ -138,7 +221,10 @@ class MappedSource final : public WeightSource {
     std::set<std::string> used;
     std::vector<std::string> out;
     if (st_) {
-      for (const auto& [n, r] : recipes_) used.insert(r.name);
+      for (const auto& [n, r] : recipes_) {
+        used.insert(r.name);
+        if (!r.mxfp4_scales.empty()) used.insert(r.mxfp4_scales);
+      }
       for (const std::string& n : st_->names())
         if (!used.count(n)) out.push_back(n);
       return out;
@@ -161,10 +247,18 @@ class MappedSource final : public WeightSource {
     auto it = recipes_.find(name);
     if (it == recipes_.end()) fail(ErrorKind::InvalidArgument, description_ + ": tensor '" + name + "'", "no such tensor");
     const TensorSourceRef& r = it->second;
-    Tensor t = raw(r.name);
     const std::string where = source_path(r.name) + ": tensor '" + r.name + "'";
-    if (r.row_begin >= 0) t = t.slice_rows(r.row_begin, r.row_end);
-    if (r.expert >= 0) t = t.slice_rows(r.expert, r.expert + 1).reshaped({t.dim(1), t.dim(2)});
+    const bool mx = !r.mxfp4_scales.empty();
+    if (mx && !st_) fail(ErrorKind::Internal, where, "MXFP4 blocks with scales come from safetensors only");
+    Tensor t = mx ? st_->u8_bytes(r.name) : raw(r.name);
+    if (r.expert >= 0) t = expert_slice(t, r.expert);
+    if (mx) {
+      Tensor sc = st_->u8_bytes(r.mxfp4_scales);
+      if (r.expert >= 0) sc = expert_slice(sc, r.expert);
+      t = mxfp4_from_openai(t, sc, where);
+    }
+    if (r.transposed) t = transposed(t, where);
+    if (r.row_begin >= 0) t = take_rows(t, r.row_begin, r.row_end, r.row_step, where);
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
     if (one_row_.count(name)) t = t.reshaped({1, t.dim(0)});
     return t;
@@ -197,15 +291,33 @@ class MappedSource final : public WeightSource {
       r.name = found;
       std::vector<int64_t> shape = raw_shape(r.name);
       const std::string where = source_path(r.name) + ": tensor '" + r.name + "'";
+      if (r.expert >= 0) {
+        if (shape.size() < 2 || r.expert >= shape[0])
+          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " is not [experts > " + std::to_string(r.expert) + ", ...] (needed for " + canon + ")");
+        shape.erase(shape.begin());
+      }
+      if (!r.mxfp4_scales.empty()) {
+        const std::string sname = locate(r.mxfp4_scales);
+        if (sname.empty()) fail(ErrorKind::Corrupt, description_ + ": tensor '" + r.mxfp4_scales + "'", "missing (the scales of " + r.name + ", needed for " + canon + ")");
+        r.mxfp4_scales = sname;
+        std::vector<int64_t> ss = raw_shape(sname);
+        if (r.expert >= 0 && ss.size() >= 2) ss.erase(ss.begin());
+        const SafetensorsInfo* bi = st_ ? st_->find(r.name) : nullptr;
+        const SafetensorsInfo* si = st_ ? st_->find(sname) : nullptr;
+        if (!bi || !si || bi->dtype != "U8" || si->dtype != "U8" || shape.size() != 3 || shape[2] != 16 ||
+            ss != std::vector<int64_t>{shape[0], shape[1]})
+          fail(ErrorKind::Corrupt, where, "MXFP4 blocks " + shape_str(shape) + " with scales " + shape_str(ss) +
+                                              " are not U8 [rows, n, 16] and U8 [rows, n] (needed for " + canon + ")");
+        shape = {shape[0], shape[1] * QK_MXFP4};
+      }
+      if (r.transposed) {
+        if (shape.size() != 2) fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " is not a matrix to transpose (needed for " + canon + ")");
+        std::swap(shape[0], shape[1]);
+      }
       if (r.row_begin >= 0) {
         if (shape.empty() || r.row_end > shape[0])
           fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
-        shape[0] = r.row_end - r.row_begin;
-      }
-      if (r.expert >= 0) {
-        if (shape.size() != 3 || r.expert >= shape[0])
-          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " is not [experts > " + std::to_string(r.expert) + ", rows, cols] (needed for " + canon + ")");
-        shape = {shape[1], shape[2]};
+        shape[0] = (r.row_end - r.row_begin + r.row_step - 1) / r.row_step;
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
       // A one-row matrix stored as a vector (llama.cpp's ffn_gate_inp_shexp): the same bytes.

@@ -62,12 +62,24 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
 // ModelSpec::tensor_sources as text:
 //   "name"                          the tensor as stored
 //   "name[rows A:B]"                rows [A, B) of the outermost dimension
+//   "name[rows A:B:S]"              rows A, A + S, ... below B (gpt-oss's interleaved gate/up)
+//   "name[expert E]"                matrix E of a [experts, rows, cols] tensor, or vector E of
+//                                   an [experts, n] one (taken first, before the rest)
+//   "name (mxfp4 scales: S)"        name holds MXFP4 codes as OpenAI ships them, U8
+//                                   [rows, cols / 32, 16] (two codes a byte, low nibble first),
+//                                   S their U8 [rows, cols / 32] exponents: read as ptn's MXFP4
+//                                   [rows, cols] (the same values; the nibbles reordered)
+//   "name (transposed)"             a float matrix [in, out] read as [out, in]
 //   "name (interleaved, H heads)"   rows permuted from interleaved RoPE pairs to half-split
+// Order: expert, MXFP4 unpacking, transpose, rows, permutation.
 struct TensorSourceRef {
   std::string name;
   int64_t row_begin = -1, row_end = -1;  // -1: all rows
   int64_t interleaved_heads = 0;         // 0: no permutation
   int64_t expert = -1;                   // >= 0: matrix `expert` of a [E, rows, cols] tensor (GGUF's merged experts)
+  int64_t row_step = 1;                  // with row_begin: every row_step-th row
+  bool transposed = false;
+  std::string mxfp4_scales;              // non-empty: `name` is MXFP4 blocks with these scales
 };
 std::string format_tensor_source(const TensorSourceRef& r);
 // Throws Internal for text that format_tensor_source did not produce.

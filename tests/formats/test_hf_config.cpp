@@ -477,9 +477,9 @@ TEST(HfConfig, Qwen3MoeLayers) {
 TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(nlohmann::json::parse(R"({"architectures": ["FalconForCausalLM"]})"), ErrorKind::Unsupported, "FalconForCausalLM");
   expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
-  nlohmann::json gpt_oss = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
-  gpt_oss["architectures"] = {"GptOssForCausalLM"};
-  expect_error(gpt_oss, ErrorKind::Unsupported, "gpt-oss");
+  nlohmann::json dsv2 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
+  dsv2["architectures"] = {"DeepseekV2ForCausalLM"};
+  expect_error(dsv2, ErrorKind::Unsupported, "DeepSeek V2");
   nlohmann::json l4 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
   l4.erase("moe_layers");
   expect_error(l4, ErrorKind::Unsupported, "moe_layers");
