@@ -301,7 +301,12 @@ class MappedSource final : public WeightSource {
         if (sname.empty()) fail(ErrorKind::Corrupt, description_ + ": tensor '" + r.mxfp4_scales + "'", "missing (the scales of " + r.name + ", needed for " + canon + ")");
         r.mxfp4_scales = sname;
         std::vector<int64_t> ss = raw_shape(sname);
-        if (r.expert >= 0 && ss.size() >= 2) ss.erase(ss.begin());
+        if (r.expert >= 0) {  // the scales hold the same experts as the blocks
+          if (ss.size() < 2 || r.expert >= ss[0])
+            fail(ErrorKind::Corrupt, source_path(sname) + ": tensor '" + sname + "'",
+                 "shape " + shape_str(ss) + " is not [experts > " + std::to_string(r.expert) + ", ...] (the scales of " + r.name + ", needed for " + canon + ")");
+          ss.erase(ss.begin());
+        }
         const SafetensorsInfo* bi = st_ ? st_->find(r.name) : nullptr;
         const SafetensorsInfo* si = st_ ? st_->find(sname) : nullptr;
         if (!bi || !si || bi->dtype != "U8" || si->dtype != "U8" || shape.size() != 3 || shape[2] != 16 ||

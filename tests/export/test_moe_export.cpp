@@ -155,9 +155,43 @@ TEST(MoeExport, GptOssMxfp4CheckpointVerifies) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mlp.experts.gate_up_proj'"), std::string::npos) << e.what();
   }
-  // Blocks whose scales are missing (renamed in the file's header) are refused naming the scales.
   cfg["quantization_config"] = {{"quant_method", "mxfp4"}};
   std::ofstream(dir + "/config.json") << cfg.dump();
+  // Scales holding fewer experts than their blocks: refused naming the scales, before any
+  // expert is read. The file is rewritten with layer 0's gate_up scales cut to 2 of 4 experts.
+  {
+    const std::string st0 = dir + "/model.safetensors";
+    std::string raw;
+    {
+      std::ifstream in(st0, std::ios::binary);
+      raw.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    auto f = SafetensorsFile::open(st0);
+    json header = json::object();
+    std::string data;
+    for (const SafetensorsInfo& t : f->tensors()) {
+      uint64_t n = t.nbytes;
+      std::vector<int64_t> shape = t.shape;
+      if (t.name == "model.layers.0.mlp.experts.gate_up_proj_scales") {
+        n /= 2;
+        shape[0] /= 2;
+      }
+      header[t.name] = {{"dtype", t.dtype}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + n}}};
+      data += raw.substr(t.offset, n);
+    }
+    const std::string h = header.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xFF);
+    std::ofstream(st0, std::ios::binary | std::ios::trunc) << out << h << data;
+    try {
+      quiet_export(o);
+      ADD_FAILURE() << "MXFP4 scales with fewer experts than their blocks were exported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor 'model.layers.0.mlp.experts.gate_up_proj_scales'"), std::string::npos) << e.what();
+    }
+    std::ofstream(st0, std::ios::binary | std::ios::trunc) << raw;  // as written by the fixture
+  }
+  // Blocks whose scales are missing (renamed in the file's header) are refused naming the scales.
   const std::string st = dir + "/model.safetensors";
   std::string bytes;
   {
