@@ -269,9 +269,12 @@ std::vector<FamilyInfo> make_table() {
   }
   {
     // gpt-oss: alternating sliding (128) and full layers, learned sinks, YaRN, MXFP4 experts
-    // with biases and a clamped SwiGLU. No GGUF writer or reader yet.
+    // with biases and a clamped SwiGLU. llama.cpp's "gpt-oss": merged experts and their biases,
+    // the pre-FFN norm named post_attention_norm, even layers windowed (swa pattern 2).
     FamilyInfo& f = row(Family::GptOss, "gpt_oss", "gpt-oss", {"GptOssForCausalLM"});
     f.block = Block::Moe; f.hf_moe = HfMoe::GptOss;
+    f.gguf_arch = "gpt-oss"; f.gguf_reads = true; f.gguf_window = WindowRule::EveryNthGlobal;
+    f.gguf_ffn_norm = "post_attention_norm";
     f.hf_names = names(kGptOssLayer);
     f.attn_sinks = true;
     f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;  // layer_types' default: sliding, full, ...

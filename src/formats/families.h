@@ -106,6 +106,7 @@ struct FamilyInfo {
   // (qwen2moe: ffn_*_shexp, scaled by sigmoid(ffn_gate_inp_shexp . x)).
   bool gguf_moe_norm_topk = true;
   bool gguf_shared_expert = false;
+  const char* gguf_ffn_norm = "ffn_norm";  // the GGUF name of the pre-FFN norm (gpt-oss: "post_attention_norm")
   const char* hf_ffn_size_key = "intermediate_size";  // Llama 4's dense MLP: intermediate_size_mlp
   HfMoe hf_moe = HfMoe::None;          // experts in the config (block == Block::Moe)
   const char* hf_moe_block = "mlp";    // the experts' module: model.layers.N.<block>.gate / .experts.E.*

@@ -211,25 +211,31 @@ void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   for (const GgufTensorInfo& t : g.tensors()) {
     const std::string& n = t.name;
     if (n == "rope_freqs.weight") continue;
-    // Merged experts [E, rows, cols]: one canonical matrix per expert.
+    // Merged experts [E, rows, cols] (and gpt-oss's merged biases [E, rows]): one canonical
+    // matrix (vector) per expert.
     bool merged = false;
-    for (const char* what : {"ffn_gate", "ffn_up", "ffn_down"}) {
-      const std::string suffix = std::string(".") + what + "_exps.weight";
-      if (s.n_experts > 0 && n.rfind("blk.", 0) == 0 && n.size() > suffix.size() &&
-          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        const std::string blk = n.substr(0, n.size() - suffix.size());
-        for (int64_t e = 0; e < s.n_experts; ++e) {
-          TensorSourceRef r{n};
-          r.expert = e;
-          s.tensor_sources[blk + "." + what + "." + std::to_string(e) + ".weight"] = format_tensor_source(r);
+    for (const char* what : {"ffn_gate", "ffn_up", "ffn_down"})
+      for (const char* kind : {"weight", "bias"}) {
+        const std::string suffix = std::string(".") + what + "_exps." + kind;
+        if (s.n_experts > 0 && n.rfind("blk.", 0) == 0 && n.size() > suffix.size() &&
+            n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+          const std::string blk = n.substr(0, n.size() - suffix.size());
+          for (int64_t e = 0; e < s.n_experts; ++e) {
+            TensorSourceRef r{n};
+            r.expert = e;
+            s.tensor_sources[blk + "." + what + "." + std::to_string(e) + "." + kind] = format_tensor_source(r);
+          }
+          merged = true;
         }
-        merged = true;
       }
-    }
     if (merged) continue;
     auto ends = [&](const std::string& suffix) { return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0; };
     const bool in_layer = n.rfind("blk.", 0) == 0;
     const std::string blk = n.substr(0, n.find('.', 4));  // "blk.N"
+    if (in_layer && std::string_view(fam.gguf_ffn_norm) != "ffn_norm" && ends(std::string(".") + fam.gguf_ffn_norm + ".weight")) {
+      s.tensor_sources[blk + ".ffn_norm.weight"] = n;  // gpt-oss's pre-FFN norm
+      continue;
+    }
     if (fused && in_layer && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
       const std::string suffix = ends(".bias") ? "bias" : "weight";
       const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
@@ -281,6 +287,12 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
       fail(ErrorKind::Unsupported, g.where_key(arch + ".expert_count"), std::string("mixture-of-experts ") + fam->display + " files are not supported");
     s.family = moe->name;
     s.norm_topk_prob = moe->gguf_moe_norm_topk;
+    if (moe->hf_moe == HfMoe::GptOss) {
+      // llama.cpp's gpt-oss graph: biased router and experts, softmax over the selected
+      // logits, swiglu_oai with alpha 1.702 and limit 7 fixed in its code.
+      s.expert_bias = true;
+      s.expert_swiglu_limit = 7.0f;
+    }
     if (moe->gguf_shared_expert) {
       const std::string key = arch + ".expert_shared_feed_forward_length";
       if (g.has(key)) {
@@ -295,6 +307,7 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   read_rope_scaling(g, *fam, s);
   read_features(g, *fam, s);
   read_layers(g, *fam, s);
+  s.attn_sinks = fam->attn_sinks;
   for (LayerAttention& l : s.layers) l.moe = s.n_experts > 0;
   if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
     fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");

@@ -216,7 +216,7 @@ static bool contains(const std::string& s, const char* part) { return s.find(par
 // categories match by substring as llama.cpp's do: "ffn_down" also takes ffn_down_exps and
 // ffn_down_shexp, and a fused attn_qkv counts as an attn_v (its counter is the layer).
 DType gguf_tensor_type(GgufFileType ft, const ModelSpec& spec, const std::string& name, const std::vector<int64_t>& shape) {
-  if (shape.size() < 2 || name == "rope_freqs.weight") return DType::F32;
+  if (shape.size() < 2 || name == "rope_freqs.weight" || ends_with(name, ".bias")) return DType::F32;  // merged expert biases are 2-D
   switch (ft) {
     case GgufFileType::F32: return DType::F32;
     case GgufFileType::F16: return DType::F16;
@@ -307,6 +307,17 @@ std::string gguf_arch_for(const ModelSpec& s) {
            std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
+  // gpt-oss's sinks, expert biases and clamped SwiGLU exist in its own architecture only, and
+  // that architecture has all of them.
+  if (s.attn_sinks != layout.attn_sinks)
+    fail(ErrorKind::Unsupported, "GGUF output", std::string(s.attn_sinks ? "attention sinks cannot be expressed in" : "attention without sinks cannot be expressed in") +
+                                                    " the '" + arch + "' GGUF architecture");
+  const bool oai = layout.hf_moe == HfMoe::GptOss;
+  if (s.n_experts > 0 && (s.expert_bias != oai || (s.expert_swiglu_limit == 7.0f) != oai))
+    fail(ErrorKind::Unsupported, "GGUF output",
+         std::string("experts ") + (s.expert_bias ? "with" : "without") + " biases and with a " +
+             (s.expert_swiglu_limit > 0 ? "SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : std::string("plain SwiGLU")) +
+             " cannot be expressed in the '" + arch + "' GGUF architecture");
   // llama.cpp's MoE graphs put experts on every layer; llama (Mixtral) and qwen3moe renormalise
   // the top-k weights and have no shared expert, qwen2moe does not renormalise and has one.
   if (s.n_experts > 0) {
@@ -580,17 +591,28 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
     // Experts as llama.cpp merges them: blk.N.ffn_{gate,up,down}_exps [E, rows, cols].
     std::string what;
     int64_t expert = -1;
+    bool bias = false;
     const size_t dot = name.find('.', 4);
-    if (name.rfind("blk.", 0) == 0 && dot != std::string::npos && parse_expert_tensor(name.substr(dot + 1), &what, &expert)) {
+    if (name.rfind("blk.", 0) == 0 && dot != std::string::npos && parse_expert_tensor(name.substr(dot + 1), &what, &expert, &bias)) {
       if (expert != 0) continue;
       const std::string blk = name.substr(0, dot);
       const int64_t layer = layer_of(name), E = s.n_experts;
-      std::vector<int64_t> merged = {E, shape[0], shape[1]};
-      add(blk + "." + what + "_exps.weight", merged, [ws, layer, what, E, merged] {
+      std::vector<int64_t> merged = {E, shape[0]};
+      if (!bias) merged.push_back(shape[1]);
+      const char* kind = bias ? "bias" : "weight";
+      add(blk + "." + what + "_exps." + kind, merged, [ws, layer, what, E, merged, kind] {
         std::vector<Tensor> parts;
-        for (int64_t e = 0; e < E; ++e) parts.push_back(ws->get(expert_tensor(layer, what.c_str(), e)));
+        for (int64_t e = 0; e < E; ++e) {
+          Tensor t = ws->get(expert_tensor(layer, what.c_str(), e, kind));
+          parts.push_back(t.ndim() == 1 ? (t.contiguous() ? t : t.copy()).reshaped({1, t.dim(0)}) : t);
+        }
         return concat_rows(parts).reshaped(merged);
       });
+      continue;
+    }
+    if (std::string_view(layout.gguf_ffn_norm) != "ffn_norm" && ends_with(name, ".ffn_norm.weight")) {  // gpt-oss's name for it
+      const std::string blk = name.substr(0, name.size() - std::strlen(".ffn_norm.weight"));
+      add(blk + "." + layout.gguf_ffn_norm + ".weight", shape, [ws, name] { return ws->get(name); });
       continue;
     }
     if (ends_with(name, ".ffn_gate_inp_shexp.weight")) {  // llama.cpp keeps the shared expert's gate as a vector

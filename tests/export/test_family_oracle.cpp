@@ -139,7 +139,7 @@ struct Case {
   bool multimodal_names = false;      // text tensors under model.language_model. (transformers 5's multimodal classes)
   // gpt-oss: the directory is written by tests/oracle/make_gpt_oss.py in this form ("mxfp4":
   // OpenAI's U8 blocks and scales; "dequantized": [E, in, out] matrices), config included;
-  // `config` is then unused.
+  // `config` is then a merge patch of the written config.json (or empty).
   std::string gpt_oss_form = "";
 };
 
@@ -337,6 +337,9 @@ std::vector<Case> cases() {
   const json layers_full = {{"layer_types", {"full_attention", "full_attention"}}};
   c.push_back({"gpt_oss_mxfp4", {}, DType::F32, {layers_full, {{"rope_scaling", {{"truncate", true}}}}}, false, false, "mxfp4"});
   c.push_back({"gpt_oss_dequant", {}, DType::F32, {layers_full}, false, false, "dequantized"});
+  // The YaRN ramp truncated, as llama.cpp always computes it: also through ptn's GGUF writer and
+  // import of llama.cpp's "gpt-oss" architecture.
+  c.push_back({"gpt_oss_gguf", {{"rope_scaling", {{"truncate", true}}}}, DType::F32, {layers_full}, false, false, "dequantized"});
   return c;
 }
 
@@ -362,6 +365,11 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
     const std::string dir = k.gpt_oss_form.empty()
                                 ? make_model(d, k.name, k.config, k.dtype, seed, k.embedding_as_lm_head, k.multimodal_names)
                                 : make_gpt_oss(python, d, k.name, k.gpt_oss_form);
+    if (!k.gpt_oss_form.empty() && !k.config.empty()) {
+      json patched = json::parse(read_text_file(dir + "/config.json"));
+      patched.merge_patch(k.config);
+      std::ofstream(dir + "/config.json") << patched.dump(1);
+    }
     const json config = json::parse(read_text_file(dir + "/config.json"));
     ExportOptions o = base_options(dir, "");
     o.samples = 0;
