@@ -79,8 +79,16 @@ void Session::rewind(int64_t n) {
   if (n < 0 || n > position_)
     fail(ErrorKind::InvalidArgument, "session rewind",
          "cannot rewind to " + std::to_string(n) + " (position " + std::to_string(position_) + ")");
-  if (cache_) cache_->rewind(0, n);
-  else if (n == 0) exec_->reset_static_cache();
+  if (cache_ && n == 0) {
+    // Back to empty: a new sequence, which a windowed cache allows even after it released the
+    // positions a rewind to 0 would need (perplexity's chunks, chat's reset).
+    cache_->clear(0);
+    cache_->add_sequence(0);
+  } else if (cache_) {
+    cache_->rewind(0, n);
+  } else if (n == 0) {
+    exec_->reset_static_cache();
+  }
   position_ = n;
 }
 

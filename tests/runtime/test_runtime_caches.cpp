@@ -401,6 +401,31 @@ TEST(RuntimeCaches, WindowedForkDecodeAndRewind) {
   EXPECT_LT(nmse(Rows{l[0]}, run_sequence(p, ExecMode::Reference, "reference", DType::F32, hist, {})), 1e-8);
 }
 
+// A session on a windowed model, reset after its cache released the first blocks (what
+// perplexity does between chunks): it starts afresh and gives a fresh session's logits.
+TEST(RuntimeCaches, WindowedSessionResetsAfterTheWindowPassed) {
+  nlohmann::json cfg = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"vocab_size", 256},
+                        {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 512},
+                        {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"sliding_window", 8},
+                        {"hidden_act", "silu"}};
+  auto p = random_program(cfg, 9, 32);
+  const auto first = some_tokens(40, 256, 90), second = some_tokens(20, 256, 91);
+  SessionOptions so;
+  so.cache_kind = "paged";
+  so.context = 128;
+  so.block_size = 4;
+  Session s(p, so), fresh(p, so);
+  s.feed(first);
+  s.reset();
+  EXPECT_EQ(s.position(), 0);
+  Rows got, want;
+  s.feed(second, [&](int64_t, const float* l) { got.emplace_back(l, l + 256); });
+  fresh.feed(second, [&](int64_t, const float* l) { want.emplace_back(l, l + 256); });
+  ASSERT_EQ(got.size(), second.size());
+  EXPECT_LT(nmse(got, want), 1e-12);
+}
+
 // A feed that fails part-way (a bad id in a later chunk, or the caller's callback throwing
 // after the first chunk was computed) leaves the session exactly as before the call.
 TEST(RuntimeCaches, FailedFeedLeavesTheSessionAsItWas) {
