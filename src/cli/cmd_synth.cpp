@@ -73,6 +73,7 @@ int run(const Options& o) {
     } else {
       tok_json = is_directory(o.tokenizer) ? o.tokenizer + "/tokenizer.json" : o.tokenizer;
       tok_spec = load_tokenizer_spec(tok_json);
+      if (!o.gguf.empty()) name_gguf_pre_tokenizer(*tok_spec, tok_json);
     }
   }
 

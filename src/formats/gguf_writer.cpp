@@ -420,8 +420,15 @@ TokenizerSpec placeholder_tokenizer(int64_t vocab) {
 
 void set_tokenizer_keys(GgufWriter& w, const TokenizerSpec& t) {
   w.set_string("tokenizer.ggml.model", t.kind == TokenizerKind::SentencePiece ? "llama" : "gpt2");
-  if (!t.pre_tokenizer.empty()) w.set_string("tokenizer.ggml.pre", t.pre_tokenizer);
-  else if (t.kind == TokenizerKind::ByteLevelBPE) w.set_string("tokenizer.ggml.pre", "default");
+  if (!t.pre_tokenizer.empty()) {
+    w.set_string("tokenizer.ggml.pre", t.pre_tokenizer);
+  } else if (t.kind == TokenizerKind::ByteLevelBPE) {
+    // A GGUF file names its split regexes; the caller finds the name for a tokenizer.json's
+    // (tok::pre_tokenizer_name_for). Writing "default" for other regexes would tokenize differently.
+    if (t.pre_split_explicit || !t.pre_split_regexes.empty())
+      fail(ErrorKind::InvalidArgument, "tokenizer pre-tokenizer", "split regexes without a GGUF 'tokenizer.ggml.pre' name");
+    w.set_string("tokenizer.ggml.pre", "default");
+  }
   w.set_string_array("tokenizer.ggml.tokens", t.tokens);
   if (!t.scores.empty()) w.set_f32_array("tokenizer.ggml.scores", t.scores);
   if (!t.token_types.empty()) {

@@ -106,12 +106,20 @@ void walk_pre_tokenizer(const Parser& p, const json& j, const std::string& field
       info.patterns.push_back(escape_regex(" "));
       return;
     }
-    if (behavior != "Isolated") p.unsupported(field + ".behavior", "'" + behavior + "' (only Isolated)");
-    if (p.boolean(j, "invert", false, field)) p.unsupported(field + ".invert", "inverted splits");
+    const bool invert = p.boolean(j, "invert", false, field);
+    // Isolated keeps matches and gaps as pieces; Removed with invert keeps the matches only (the
+    // form of tokenizer.json files converted from tiktoken, e.g. GPT-4o's o200k).
+    const bool keep_matches_only = behavior == "Removed" && invert;
+    if (behavior != "Isolated" && !keep_matches_only)
+      p.unsupported(field + ".behavior", "'" + behavior + "'" + (invert ? " inverted" : "") +
+                                             " (only Isolated, or Removed with invert)");
+    if (invert && !keep_matches_only) p.unsupported(field + ".invert", "inverted Isolated splits");
+    const std::string prefix = keep_matches_only ? tok::kDropGapsMarker : "";
     const json& pat = j.value("pattern", json());
-    if (pat.is_object() && pat.contains("Regex")) info.patterns.push_back(p.str(pat["Regex"], field + ".pattern.Regex"));
+    if (pat.is_object() && pat.contains("Regex"))
+      info.patterns.push_back(prefix + p.str(pat["Regex"], field + ".pattern.Regex"));
     else if (pat.is_object() && pat.contains("String"))
-      info.patterns.push_back(escape_regex(p.str(pat["String"], field + ".pattern.String")));
+      info.patterns.push_back(prefix + escape_regex(p.str(pat["String"], field + ".pattern.String")));
     else p.corrupt(field + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
   } else if (type == "ByteLevel") {
     info.byte_level = true;

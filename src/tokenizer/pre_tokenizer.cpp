@@ -3,10 +3,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <initializer_list>
+
 #include "core/error.h"
 #include "tokenizer/utf8.h"
 
 namespace ptn::tok {
+
+const char* const kDropGapsMarker = "(?#removed-gaps)";
 
 const char* const kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -19,18 +23,45 @@ const char* const kLlama3Pattern =
 // Qwen 2/3: like Llama 3 but every digit alone.
 const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt2NoTail = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+
+// The names llama.cpp treats as Llama 3's pre-tokenizer, which also take a whole pre-token that
+// is in the vocabulary as one token (ignore_merges).
+const std::initializer_list<const char*> kLlama3Names = {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
+                                                         "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"};
+
+bool is_one_of(const std::string& name, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
 
 }  // namespace
 
+bool pre_tokenizer_ignores_merges(const std::string& name) { return is_one_of(name, kLlama3Names) || name == "tekken"; }
+
 std::vector<std::string> pre_tokenizer_patterns(const std::string& name) {
-  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" || name == "dbrx" ||
-      name == "smaug-bpe" || name == "chatglm-bpe")
+  if (is_one_of(name, kLlama3Names) || is_one_of(name, {"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}))
     return {kLlama3Pattern};
-  if (name == "qwen2" || name == "stablelm2" || name == "megrez" || name == "deepseek-r1-qwen") return {kQwen2Pattern};
-  if (name == "gpt-2" || name == "phi-2" || name == "mpt" || name == "olmo" || name == "jais" ||
-      name == "roberta-bpe" || name == "gpt-neox")
+  if (is_one_of(name, {"qwen2", "stablelm2", "megrez", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan"}))
+    return {kQwen2Pattern};
+  if (name == "qwen35")  // Qwen 3.5: combining marks stay with their letters
+    return {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  if (is_one_of(name, {"gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gpt-neox", "jina-es", "jina-de",
+                       "jina-v2-es", "jina-v2-de", "jina-v1-en", "jina-v2-code", "gigachat", "a.x-4.0", "mellum",
+                       "modern-bert", "exaone4", "trillion", "granite-docling"}))
     return {kGpt2Pattern};
+  // GPT-4o's o200k (gpt-oss, Llama 4, MiniMax M2): words split at case changes, contractions
+  // kept on the word, numbers of up to three digits, '/' and newlines kept on punctuation.
+  if (is_one_of(name, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) return {kGpt4oPattern};
+  if (is_one_of(name, {"tiny_aya", "cohere2moe"}))  // numbers cut into thousands groups first
+    return {R"(\d{1,3}(?=(?:\d{3})*\b))", kGpt4oPattern};
+  if (name == "seed-coder")
+    return {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  if (is_one_of(name, {"bailingmoe", "bailingmoe2", "llada-moe"}))
+    return {R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)"};
   if (name == "starcoder" || name == "refact" || name == "command-r" || name == "smollm" || name == "codeshell" ||
       name == "exaone" || name == "minerva-7b")
     return {R"(\p{N})", kGpt2NoTail};
@@ -57,7 +88,7 @@ std::vector<std::string> pre_tokenizer_patterns(const std::string& name) {
         "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
         R"(\p{N}+)",
     };
-  if (name == "deepseek-v3")
+  if (is_one_of(name, {"deepseek-v3", "hunyuan-dense", "joyai-llm"}))
     return {R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
             R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
   if (name == "tekken")  // Mistral Nemo: words split at case changes
@@ -70,8 +101,28 @@ std::vector<std::string> pre_tokenizer_patterns(const std::string& name) {
   fail(ErrorKind::Unsupported, "tokenizer.ggml.pre", "unknown pre-tokenizer '" + name + "'");
 }
 
+std::string pre_tokenizer_name_for(const std::vector<std::string>& given, bool ignore_merges) {
+  // A one-regex pre-tokenizer ending in `|\s+` matches every character of valid text, so keeping
+  // only its matches (a kDropGapsMarker pattern) cuts the same pieces as keeping the gaps too.
+  std::vector<std::string> patterns = given;
+  const std::string marker = kDropGapsMarker, tail = R"(|\s+)";
+  if (patterns.size() == 1 && patterns[0].rfind(marker, 0) == 0 && patterns[0].size() > marker.size() + tail.size() &&
+      patterns[0].compare(patterns[0].size() - tail.size(), tail.size(), tail) == 0)
+    patterns[0].erase(0, marker.size());
+  std::string found;
+  for (const char* name : {"llama-bpe", "qwen2", "qwen35", "gpt-2", "gpt-4o", "tiny_aya", "seed-coder", "bailingmoe",
+                           "starcoder", "falcon", "deepseek-coder", "deepseek-llm", "deepseek-v3", "tekken", "bloom",
+                           "viking", "default"}) {
+    if (pre_tokenizer_patterns(name) != patterns) continue;
+    if (pre_tokenizer_ignores_merges(name) == ignore_merges) return name;
+    if (found.empty()) found = name;
+  }
+  return found;
+}
+
 struct RegexSplitter::Compiled {
   std::string pattern;
+  bool drop_gaps = false;
   pcre2_code* code = nullptr;
   ~Compiled() {
     if (code) pcre2_code_free(code);
@@ -82,6 +133,7 @@ RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns) {
   for (const auto& p : patterns) {
     auto c = std::make_unique<Compiled>();
     c->pattern = p;
+    c->drop_gaps = p.rfind(kDropGapsMarker, 0) == 0;
     int err = 0;
     PCRE2_SIZE err_off = 0;
     c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
@@ -98,6 +150,22 @@ RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns) {
 }
 
 RegexSplitter::~RegexSplitter() = default;
+
+namespace {
+
+// A dropped gap is text the pattern does not match; invalid UTF-8 never matches (and cannot occur
+// in the HF tokenizers such a pattern comes from), so it is kept as a piece rather than lost.
+bool keep_gap(bool drop_gaps, std::string_view gap) {
+  if (!drop_gaps) return true;
+  for (size_t i = 0; i < gap.size();) {
+    const size_t n = utf8_valid_length(gap, i);
+    if (n == 0) return true;
+    i += n;
+  }
+  return false;
+}
+
+}  // namespace
 
 std::vector<std::string_view> RegexSplitter::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
@@ -129,11 +197,12 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
           pos = ms + (n ? n : 1);
           continue;
         }
-        if (ms > gap_start) next.push_back(piece.substr(gap_start, ms - gap_start));
+        if (ms > gap_start && keep_gap(re->drop_gaps, piece.substr(gap_start, ms - gap_start)))
+          next.push_back(piece.substr(gap_start, ms - gap_start));
         next.push_back(piece.substr(ms, me - ms));
         gap_start = pos = me;
       }
-      if (gap_start < piece.size()) next.push_back(piece.substr(gap_start));
+      if (gap_start < piece.size() && keep_gap(re->drop_gaps, piece.substr(gap_start))) next.push_back(piece.substr(gap_start));
     }
     pcre2_match_data_free(md);
     pieces.swap(next);

@@ -19,6 +19,18 @@ extern const char* const kGpt2Pattern;
 // Throws Unsupported for an unknown name.
 std::vector<std::string> pre_tokenizer_patterns(const std::string& pre_name);
 
+// Whether llama.cpp takes a whole pre-token found in the vocabulary as one token for this name
+// (its `ignore_merges`: the Llama 3 names and "tekken").
+bool pre_tokenizer_ignores_merges(const std::string& pre_name);
+
+// The GGUF pre-tokenizer name whose patterns are exactly `patterns` (preferring one whose
+// ignore_merges is `ignore_merges`), or "" when no name stands for them.
+std::string pre_tokenizer_name_for(const std::vector<std::string>& patterns, bool ignore_merges);
+
+// A pattern that starts with this PCRE2 comment keeps only its matches: the text between them
+// is dropped (HF `Split(behavior=Removed, invert=true)`).
+extern const char* const kDropGapsMarker;
+
 class RegexSplitter {
  public:
   // Compiles the patterns; throws ptn::Error (InvalidArgument) naming the pattern on a bad one.
@@ -27,7 +39,8 @@ class RegexSplitter {
   RegexSplitter(const RegexSplitter&) = delete;
   RegexSplitter& operator=(const RegexSplitter&) = delete;
 
-  // Cuts `text` into consecutive non-empty pieces whose concatenation is `text`.
+  // Cuts `text` into consecutive non-empty pieces whose concatenation is `text` (less the gaps
+  // of a kDropGapsMarker pattern).
   std::vector<std::string_view> split(std::string_view text) const;
 
  private:

