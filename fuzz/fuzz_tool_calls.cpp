@@ -1,8 +1,9 @@
 // Tool calling (serve/tools.h): the tool fields of a request, the grammar of a forced call and
-// the parser of replies, for each format. Input: `body-json [\n--reply--\n reply-text]`. Bad
+// the parser of replies, for each format (harmony's replies also through serve/harmony.h). Input: `body-json [\n--reply--\n reply-text]`. Bad
 // requests throw ApiError; nothing else may escape. Invariants: a parsed call's arguments are a
 // JSON object; the streaming hold-back never passes the text's end; a forced-call grammar built
-// from accepted tools always parses, and a reply it accepts in full parses back into calls.
+// from accepted tools always parses, and a reply it accepts in full parses back into calls; a
+// harmony stream's reasoning and content only grow and are prefixes of the finished reply's.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "serve/api.h"
+#include "serve/harmony.h"
 #include "serve/tools.h"
 
 namespace ptn::fuzz {
@@ -32,7 +34,8 @@ int run_tool_calls(const uint8_t* data, size_t size) {
   if (!body.is_object()) return 0;
   // The smallest templates each format is found from.
   static const char* const kTemplates[] = {"{{ tools }}<tool_call>", "{{ tools }}[TOOL_CALLS]",
-                                           "{{ tools }}\"parameters\" ipython"};
+                                           "{{ tools }}\"parameters\" ipython",
+                                           "{{ tools }}<|channel|><|message|>functions."};
   int ok = 0;
   for (const char* tmpl : kTemplates) {
     std::optional<ptn::serve::ToolRequest> t;
@@ -53,6 +56,20 @@ int run_tool_calls(const uint8_t* data, size_t size) {
     for (size_t n = 0; n <= reply.size() && n <= 512; ++n)
       if (scan.update(std::string_view(reply).substr(0, n)) != ptn::serve::tool_safe_prefix(*t, reply.substr(0, n)))
         std::abort();
+    if (t->format == ptn::serve::ToolFormat::Harmony) {
+      // The harmony stream only grows, and stays a prefix of the finished reply's parts.
+      const ptn::serve::HarmonyReply done = ptn::serve::harmony_reply(reply, &*t, true, false);
+      ptn::serve::HarmonyStream s;
+      size_t r = 0, c = 0;
+      for (size_t n = 0; n <= reply.size() && n <= 512; ++n) {
+        s.update(reply.substr(0, n));
+        if (s.reasoning().size() < r || s.content().size() < c) std::abort();
+        if (done.reasoning.compare(0, s.reasoning().size(), s.reasoning()) != 0) std::abort();
+        if (done.out.raw_content.compare(0, s.content().size(), s.content()) != 0) std::abort();
+        r = s.reasoning().size();
+        c = s.content().size();
+      }
+    }
     if (t->choice != ptn::serve::ToolChoice::Required && t->choice != ptn::serve::ToolChoice::Named) continue;
     std::string gbnf;
     try {

@@ -34,7 +34,7 @@ Generator::Generator(const Tokenizer& tokenizer, int64_t n_vocab, const Generati
   if (params_.logprobs < -1 || params_.logprobs > kMaxTopLogprobs)
     fail(ErrorKind::InvalidArgument, "generate", "logprobs must be -1..20");
   chain_ = make_sampler_chain(params_.sampling, n_vocab_);
-  decoder_ = std::make_unique<StreamDecoder>(tok_, /*skip_special=*/true, /*text_start=*/false);
+  decoder_ = std::make_unique<StreamDecoder>(tok_, /*skip_special=*/!params_.keep_special, /*text_start=*/false);
 }
 
 Generator::~Generator() = default;

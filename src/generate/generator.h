@@ -52,6 +52,7 @@ struct GenerationParams {
   SamplingParams sampling;
   StopPolicy stop;
   int logprobs = -1;  // -1: none; else report the token's logprob and this many alternatives (0..20)
+  bool keep_special = false;  // control tokens appear in the text (a reply format that marks its parts with them)
 };
 
 struct GeneratedToken {

@@ -14,13 +14,23 @@ namespace ptn::grammar {
 // with the previous piece.
 TokenTrie::TokenTrie(const Tokenizer& tok) {
   vocab_size_ = tok.vocab_size();
+  // Harmony (gpt-oss) headers are control tokens a grammar may spell out (a forced tool call
+  // is "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}"): these three
+  // take part as their text, so the model writes them as the tokens it was trained on.
+  const bool harmony = tok.token_id("<|return|>") && tok.token_id("<|call|>");
   std::vector<std::pair<std::string, int32_t>> pieces;
   for (int32_t id = 0; id < vocab_size_; ++id) {
     if (tok.is_eog(id)) {
       eog_.push_back(id);
       continue;
     }
-    if (tok.is_control(id)) continue;
+    if (tok.is_control(id)) {
+      const std::string& text = tok.token_text(id);
+      if (!harmony || (text != "<|channel|>" && text != "<|message|>" && text != "<|constrain|>")) continue;
+      control_.push_back(id);
+      pieces.emplace_back(text, id);
+      continue;
+    }
     std::string piece = tok.token_piece(id);
     if (piece.empty() || piece.size() > UINT16_MAX) continue;
     pieces.emplace_back(std::move(piece), id);
@@ -321,7 +331,8 @@ void GrammarProcessor::accept(int32_t token) {
     ended_ = true;
     return;
   }
-  const bool ok = !tok_.is_control(token) && matcher_.accept(tok_.token_piece(token));
+  const bool ok = !tok_.is_control(token) ? matcher_.accept(tok_.token_piece(token))
+                                          : trie_->allows_control(token) && matcher_.accept(tok_.token_text(token));
   PTN_CHECK(ok, ErrorKind::InvalidArgument, "grammar",
             "token " + std::to_string(token) + " is not allowed by the grammar here");
 }

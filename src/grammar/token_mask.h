@@ -2,8 +2,9 @@
 //
 // TokenTrie: the token pieces (Tokenizer::token_piece) in a byte trie, laid out in preorder with
 // for each node the index just past its subtree. Built once per tokenizer and shared (read-only)
-// by every sequence. Control tokens and empty pieces are left out (never allowed by a grammar);
-// end-of-generation tokens are listed apart.
+// by every sequence. Control tokens and empty pieces are left out (never allowed by a grammar),
+// except harmony's header markers <|channel|>, <|message|> and <|constrain|> (by their text) in
+// a tokenizer that has <|return|> and <|call|>; end-of-generation tokens are listed apart.
 //
 // compute_mask walks the trie once against the matcher's state: a node's state is its parent's
 // stepped by one byte, so a prefix shared by many tokens is checked once, and a subtree is skipped
@@ -16,6 +17,7 @@
 // GrammarProcessor is the gen::LogitProcessor of constrained decoding: apply() sets the logits of
 // the tokens the mask refuses to -inf, accept() advances the matcher by the drawn token's bytes.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,6 +45,8 @@ class TokenTrie {
   const std::vector<Node>& nodes() const { return nodes_; }  // [0] is the root (empty prefix)
   const std::vector<int32_t>& token_ids() const { return ids_; }
   const std::vector<int32_t>& eog_ids() const { return eog_; }
+  // The control tokens in the trie (by their text): harmony's header markers, else none.
+  bool allows_control(int32_t id) const { return std::find(control_.begin(), control_.end(), id) != control_.end(); }
   int32_t vocab_size() const { return vocab_size_; }
   size_t max_depth() const { return max_depth_; }
 
@@ -50,6 +54,7 @@ class TokenTrie {
   std::vector<Node> nodes_;
   std::vector<int32_t> ids_;
   std::vector<int32_t> eog_;
+  std::vector<int32_t> control_;
   int32_t vocab_size_ = 0;
   size_t max_depth_ = 0;
 };

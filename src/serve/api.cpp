@@ -432,6 +432,9 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
       } else if (k == "name" || k == "tool_call_id" || k == "reasoning_content") {
         if (!it->is_string()) throw bad(where + "." + k, "must be a string");
         out[k] = it->get<std::string>();
+        // gpt-oss's template reads an earlier turn's reasoning as `thinking` (as llama.cpp passes it).
+        if (k == "reasoning_content" && model.chat_template.find("message.thinking") != std::string::npos)
+          out["thinking"] = out[k];
       } else {
         throw bad(where + "." + k, "unknown message field");
       }
@@ -481,6 +484,13 @@ ParsedRequest parse_chat_request(const json& body, const ModelInfo& model, const
     throw bad("messages", std::string("the chat template failed: ") + e.what());
   }
   r.reasoning = reasoning_mode(model.chat_template, prompt_text);
+  if (is_harmony_template(model.chat_template) && model.tokenizer->token_id("<|return|>") &&
+      model.tokenizer->token_id("<|call|>")) {
+    // gpt-oss: the reply's channels are marked by control tokens, kept in its text to be parsed.
+    r.reasoning = ReasoningMode{};
+    r.reasoning.enabled = r.reasoning.harmony = true;
+    r.gen.keep_special = true;
+  }
   parse_common(body, model, true, r);
   if (r.tools) {
     const ToolRequest& t = *r.tools;
@@ -501,11 +511,17 @@ ResponseBuilder::ResponseBuilder(bool chat, const ModelInfo& model, std::string 
                                  std::shared_ptr<const ToolRequest> tools, ReasoningMode reasoning)
     : chat_(chat), model_(model), tools_(std::move(tools)), reasoning_(reasoning), stream_split_(reasoning),
       id_(std::move(id)), created_(created), logprobs_(logprobs) {
-  if (tools_) tool_scan_ = std::make_unique<ToolSafeScan>(*tools_);
+  if (tools_ && !reasoning_.harmony) tool_scan_ = std::make_unique<ToolSafeScan>(*tools_);
 }
 
 ResponseBuilder::Parsed ResponseBuilder::parse_reply(bool trim) const {
   Parsed p;
+  if (reasoning_.harmony) {
+    HarmonyReply h = harmony_reply(text_, tools_.get(), /*final=*/true, trim);
+    p.reasoning = std::move(h.reasoning);
+    p.out = std::move(h.out);
+    return p;
+  }
   ReasoningSplit r = split_reasoning(reasoning_, text_, trim);
   p.reasoning = std::move(r.reasoning);
   if (tools_) {
@@ -596,15 +612,23 @@ json ResponseBuilder::chunk(const Event& e) {
     json lp = want_lp ? logprobs_json(e.tokens, text_.size()) : json(nullptr);
     text_ += e.text;
     // (Each event looks at its new bytes only, so a long reply costs linear time.)
-    stream_split_.update(text_);
-    const ReasoningStream::Span r = stream_split_.reasoning(), cs = stream_split_.content();
-    const std::string_view content(text_.data() + cs.begin, cs.size());
+    std::string_view reasoning, content;
+    if (reasoning_.harmony) {
+      harmony_stream_.update(text_);
+      reasoning = harmony_stream_.reasoning();
+      content = harmony_stream_.content();
+    } else {
+      stream_split_.update(text_);
+      const ReasoningStream::Span r = stream_split_.reasoning(), cs = stream_split_.content();
+      reasoning = std::string_view(text_.data() + r.begin, r.size());
+      content = std::string_view(text_.data() + cs.begin, cs.size());
+    }
     const size_t content_safe = tool_scan_ ? std::min(content.size(), tool_scan_->update(content)) : content.size();
     json delta = json::object();
     if (!sent_role_) delta = {{"role", "assistant"}, {"content", ""}};
-    if (r.size() > sent_reasoning_) {
-      delta["reasoning_content"] = text_.substr(r.begin + sent_reasoning_, r.size() - sent_reasoning_);
-      sent_reasoning_ = r.size();
+    if (reasoning.size() > sent_reasoning_) {
+      delta["reasoning_content"] = std::string(reasoning.substr(sent_reasoning_));
+      sent_reasoning_ = reasoning.size();
     }
     if (content_safe > sent_content_) {
       delta["content"] = std::string(content.substr(sent_content_, content_safe - sent_content_));

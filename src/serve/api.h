@@ -11,6 +11,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/engine.h"
+#include "serve/harmony.h"
 #include "serve/reasoning.h"
 #include "serve/tools.h"
 #include "tokenizer/tokenizer.h"
@@ -112,6 +113,7 @@ class ResponseBuilder {
   std::shared_ptr<const ToolRequest> tools_;
   ReasoningMode reasoning_;
   ReasoningStream stream_split_;             // streaming, processed: the reply split as it grows
+  HarmonyStream harmony_stream_;             // the same for a harmony reply
   std::unique_ptr<ToolSafeScan> tool_scan_;  // streaming, with tools: where a call may begin
   size_t sent_content_ = 0, sent_reasoning_ = 0;  // streaming, processed: bytes sent of each part
   std::string id_;

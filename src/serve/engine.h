@@ -53,6 +53,7 @@ struct GenRequest {
   std::shared_ptr<const grammar::Grammar> grammar;  // the output must follow it (nullptr: free)
   int n = 1;                      // choices sampled from the one prompt (1..max_running); choice i uses seed + i
   int slot = -1;                  // llama-server's id_slot: the slot it runs in (-1: the lowest idle one)
+  bool keep_special = false;      // control tokens stay in the text (harmony replies are parsed by them)
   Clock::time_point arrival = Clock::now();
 
   // The generation it asks for; the stop rules are those of every front end (gen::Generator).
@@ -62,6 +63,7 @@ struct GenRequest {
     p.stop.max_tokens = max_tokens;
     p.stop.stop = stop;
     p.logprobs = logprobs;
+    p.keep_special = keep_special;
     return p;
   }
 };

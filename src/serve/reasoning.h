@@ -12,6 +12,7 @@ namespace ptn::serve {
 struct ReasoningMode {
   bool enabled = false;
   bool starts_inside = false;  // the prompt ends in an open <think>
+  bool harmony = false;        // a harmony reply (serve/harmony.h): channels, not <think> tags
 };
 
 // From the template and the rendered prompt of a request.

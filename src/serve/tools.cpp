@@ -8,6 +8,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "serve/api.h"
+#include "serve/harmony.h"
 #include "serve/ids.h"
 
 namespace ptn::serve {
@@ -100,6 +101,7 @@ const char* marker_of(ToolFormat f) {
     case ToolFormat::Hermes: return "<tool_call>";
     case ToolFormat::Mistral: return "[TOOL_CALLS]";
     case ToolFormat::Llama3: return "<|python_tag|>";
+    case ToolFormat::Harmony: return "<|channel|>";
   }
   return "";
 }
@@ -111,6 +113,7 @@ const char* tool_format_name(ToolFormat f) {
     case ToolFormat::Hermes: return "hermes";
     case ToolFormat::Llama3: return "llama3";
     case ToolFormat::Mistral: return "mistral";
+    case ToolFormat::Harmony: return "harmony";
   }
   return "?";
 }
@@ -119,6 +122,7 @@ std::optional<ToolFormat> detect_tool_format(const std::string& tmpl, bool* take
   const bool tools = tmpl.find("tools") != std::string::npos;
   if (takes_tools) *takes_tools = tools;
   if (!tools) return std::nullopt;
+  if (is_harmony_template(tmpl) && tmpl.find("functions.") != std::string::npos) return ToolFormat::Harmony;
   if (tmpl.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
   if (tmpl.find("[TOOL_CALLS]") != std::string::npos && tmpl.find("[ARGS]") == std::string::npos)
     return ToolFormat::Mistral;
@@ -202,11 +206,13 @@ std::optional<ToolRequest> parse_tool_request(const ojson& body, const std::stri
   const auto format = detect_tool_format(chat_template, &takes_tools);
   if (!format)
     throw bad_field("tools", takes_tools ? "the chat template writes tool calls in a markup this server does not parse "
-                                           "(it knows hermes <tool_call>, llama3 JSON and mistral [TOOL_CALLS])"
+                                           "(it knows hermes <tool_call>, llama3 JSON, mistral [TOOL_CALLS] and harmony)"
                                          : "this model's chat template takes no tools");
   t.format = *format;
-  if (t.format == ToolFormat::Llama3 && t.parallel && t.choice == ToolChoice::Required && t.functions.size() > 1) {
-    // Llama 3's format holds one call per reply: "required" then means exactly one.
+  if ((t.format == ToolFormat::Llama3 || t.format == ToolFormat::Harmony) && t.parallel &&
+      t.choice == ToolChoice::Required && t.functions.size() > 1) {
+    // Llama 3's format holds one call per reply, as does harmony's (the reply ends at <|call|>):
+    // "required" then means exactly one.
     t.parallel = false;
   }
   if (!t.parallel && t.choice == ToolChoice::Auto && t.format == ToolFormat::Mistral)
@@ -229,8 +235,12 @@ std::string tool_call_gbnf(const ToolRequest& t) {
       throw bad_field("tools[" + std::to_string(i) + "].function.parameters", e.what());
     }
     // {"name": "N", "arguments": {...}} in the compact form the templates write.
-    rules += "tool-" + std::to_string(i) + " ::= \"{\\\"name\\\": \\\"" + f.name + "\\\", \\\"" + args_key +
-             "\\\": \" " + args + " \"}\"\n";
+    if (t.format == ToolFormat::Harmony)  // the name in the header, the arguments as the body
+      rules += "tool-" + std::to_string(i) + " ::= \"<|channel|>commentary to=functions." + f.name +
+               " <|constrain|>json<|message|>\" " + args + "\n";
+    else
+      rules += "tool-" + std::to_string(i) + " ::= \"{\\\"name\\\": \\\"" + f.name + "\\\", \\\"" + args_key +
+               "\\\": \" " + args + " \"}\"\n";
     alts += (alts.empty() ? "" : " | ") + ("tool-" + std::to_string(i));
   }
   // A named function is one call of it; "required" is one or more when parallel calls are allowed.
@@ -242,6 +252,7 @@ std::string tool_call_gbnf(const ToolRequest& t) {
              "call-block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n";
       break;
     case ToolFormat::Llama3:
+    case ToolFormat::Harmony:
       root = "root ::= call\n";
       break;
     case ToolFormat::Mistral:
@@ -254,6 +265,8 @@ std::string tool_call_gbnf(const ToolRequest& t) {
 ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
   ToolOutput out;
   switch (t.format) {
+    case ToolFormat::Harmony:
+      return harmony_reply(text, &t, /*final=*/true, /*trim=*/true).out;
     case ToolFormat::Hermes: {
       const std::string open = "<tool_call>", close = "</tool_call>";
       std::string content;
@@ -337,6 +350,12 @@ ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text) {
     }
   }
   return out;
+}
+
+std::optional<ToolCall> tool_call_of(const ToolRequest& t, const std::string& name, const std::string& arguments) {
+  const auto args = parse_json(text::trim(arguments));
+  if (!args) return std::nullopt;
+  return call_from_json(t, ojson{{"name", name}, {"arguments", *args}});
 }
 
 size_t tool_safe_prefix(const ToolRequest& t, std::string_view text) {

@@ -7,6 +7,8 @@
 //   hermes     <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>   (Qwen 2.5/3, Hermes)
 //   llama3     {"name": N, "parameters": {...}}, optionally after <|python_tag|>   (Llama 3.1-3.3)
 //   mistral    [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]   (Mistral v3 templates)
+//   harmony    <|channel|>commentary to=functions.N <|constrain|>json<|message|>{...}<|call|>
+//              (gpt-oss; one call per reply, parsed by serve/harmony.h)
 // A template that takes tools in another markup is refused by name (400 naming `tools`).
 #pragma once
 #include <cstdint>
@@ -18,7 +20,7 @@
 
 namespace ptn::serve {
 
-enum class ToolFormat { Hermes, Llama3, Mistral };
+enum class ToolFormat { Hermes, Llama3, Mistral, Harmony };
 const char* tool_format_name(ToolFormat f);
 
 // The format a chat template writes tool calls in; nullopt when the template has no tool-call
@@ -71,6 +73,10 @@ struct ToolOutput {
 // Parses a finished reply. A call must name one of the request's functions and carry a JSON
 // object of arguments; text that does not parse as a call stays content, so nothing is lost.
 ToolOutput parse_tool_output(const ToolRequest& t, const std::string& text);
+
+// One call of function `name` with `arguments` (JSON text of an object), when `name` is one of
+// the request's functions and the arguments parse; nullopt otherwise.
+std::optional<ToolCall> tool_call_of(const ToolRequest& t, const std::string& name, const std::string& arguments);
 
 // Streaming: how many bytes of `text` (the reply so far) are content that can be sent now,
 // i.e. cannot be the start of a tool call.

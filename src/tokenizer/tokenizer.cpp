@@ -382,6 +382,14 @@ void Tokenizer::Impl::build() {
   if (spec.eos_id) eog.insert(*spec.eos_id);
   if (spec.eot_id) eog.insert(*spec.eot_id);
   for (int32_t e : spec.extra_eos_ids) eog.insert(e);
+  // Harmony (gpt-oss): <|end|> ends a message (the analysis, say) but not the reply, which ends
+  // at <|return|> or at a tool call's <|call|> (llama.cpp drops <|end|> from its list likewise).
+  const int32_t ret = lookup("<|return|>"), call = lookup("<|call|>");
+  if (ret >= 0 && call >= 0 && types[ret] != TokenType::Normal && types[call] != TokenType::Normal) {
+    eog.insert(ret);
+    eog.insert(call);
+    if (const int32_t end = lookup("<|end|>"); end >= 0) eog.erase(end);
+  }
 }
 
 // Merges adjacent symbols of `word`, best pair first (lowest rank, or highest score), leftmost

@@ -15,6 +15,20 @@ const data = join(here, "..", "data", "chat");
 const outDir = join(data, "expected");
 const check = process.argv.includes("--check");
 
+// Templates that print today's date (gpt-oss: strftime_now("%Y-%m-%d")) render with this one
+// fixed day; ptn's test puts it in place of the day ptn printed.
+const FIXED_DAY = Date.UTC(2026, 11, 3, 12, 0, 0);
+const RealDate = Date;
+globalThis.Date = class extends RealDate {
+  constructor(...a) {
+    if (a.length) super(...a);
+    else super(FIXED_DAY);
+  }
+  static now() {
+    return FIXED_DAY;
+  }
+};
+
 const results = new Map(); // file name -> content
 
 function render(name, source, context) {
