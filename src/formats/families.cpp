@@ -145,7 +145,11 @@ constexpr const char* kGptOssDefaults = R"({"vocab_size": 201088, "hidden_size":
   "sliding_window": 128, "rope_theta": 150000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 131072,
   "num_local_experts": 128, "num_experts_per_tok": 4, "attention_bias": true, "swiglu_limit": 7.0,
   "tie_word_embeddings": false})";
-constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192})";
+// Llama4TextConfig's defaults, experts included (a config that names no moe_layers has experts on
+// every interleave_moe_layer_step-th layer, 16 of them, one used per token).
+constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192,
+  "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 16, "num_experts_per_tok": 1,
+  "interleave_moe_layer_step": 1, "head_dim": 128})";
 
 // ---- the table ---------------------------------------------------------------------------------
 
@@ -219,9 +223,9 @@ std::vector<FamilyInfo> make_table() {
     f.hf_window = WindowRule::FromMaxWindowLayers;
   }
   {
-    FamilyInfo& f = row(Family::Llama4, "llama4", "Llama 4 dense", {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"});
+    FamilyInfo& f = row(Family::Llama4, "llama4", "Llama 4", {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"});
     f.hf_names = names(kLlama4Layer); f.hf_qk_interleaved = true; f.hf_ffn_size_key = "intermediate_size_mlp";
-    f.hf_rejects_moe_layers = true;
+    f.block = Block::Moe; f.hf_moe = HfMoe::Llama4; f.hf_moe_block = "feed_forward";
     f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
     f.hf_window = WindowRule::ChunkOnRopeLayers;
     f.hf_config_defaults = kLlama4Defaults;

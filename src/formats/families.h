@@ -50,6 +50,9 @@ enum class HfMoe {
   GptOss,      // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size with biases and
                // the clamped SwiGLU; softmax over the top-k logits; gate|up interleaved in one tensor, as MXFP4
                // blocks/scales (quantization_config mxfp4) or as [E, in, out] matrices
+  Llama4,      // num_local_experts, num_experts_per_tok; the layers of moe_layers (or every
+               // interleave_moe_layer_step-th); experts and an ungated shared expert of intermediate_size; sigmoid
+               // scores scaling the experts' input; gate|up halves of one [E, H, 2F] tensor, down [E, F, H]
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
@@ -111,7 +114,6 @@ struct FamilyInfo {
   HfMoe hf_moe = HfMoe::None;          // experts in the config (block == Block::Moe)
   const char* hf_moe_block = "mlp";    // the experts' module: model.layers.N.<block>.gate / .experts.E.*
   bool hf_expert_w123 = false;         // experts.E.w1 / w3 / w2 are gate / up / down (Mixtral), else gate_proj / up_proj / down_proj
-  bool hf_rejects_moe_layers = false;  // config may declare MoE layers (moe_layers, num_local_experts); only dense ones run (Llama 4)
 
   // Norms and scales.
   bool norm_weight_plus_one = false;  // RMSNorm scales by (1 + w): HF stores w, GGUF stores 1 + w (Gemma)

@@ -318,6 +318,10 @@ std::string gguf_arch_for(const ModelSpec& s) {
          std::string("experts ") + (s.expert_bias ? "with" : "without") + " biases and with a " +
              (s.expert_swiglu_limit > 0 ? "SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : std::string("plain SwiGLU")) +
              " cannot be expressed in the '" + arch + "' GGUF architecture");
+  if (s.n_experts > 0 && (s.expert_sigmoid || s.expert_weight_input || (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate)))
+    fail(ErrorKind::Unsupported, "GGUF output",
+         "Llama 4's experts (sigmoid scores applied to the expert's input, an ungated shared expert) cannot be expressed in the '" +
+             arch + "' GGUF architecture (ptn writes no 'llama4' GGUF yet)");
   // llama.cpp's MoE graphs put experts on every layer; llama (Mixtral) and qwen3moe renormalise
   // the top-k weights and have no shared expert, qwen2moe does not renormalise and has one.
   if (s.n_experts > 0) {

@@ -285,7 +285,11 @@ void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
 // Experts (families with hf_moe): counts, widths, routing and which layers have them.
 void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   if (fam.hf_moe == HfMoe::None) return;
-  const char* count_key = fam.hf_moe == HfMoe::Mixtral ? "num_local_experts" : "num_experts";
+  if (fam.hf_moe == HfMoe::Llama4) {  // "moe_layers": [] is a dense model, whatever the expert count says
+    const json* ml = c.find("moe_layers");
+    if (ml && ml->is_array() && ml->empty()) return;
+  }
+  const char* count_key = fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::Llama4 ? "num_local_experts" : "num_experts";
   // transformers 5 maps Qwen's num_experts onto num_local_experts: either spelling, not two values.
   if (fam.hf_moe != HfMoe::Mixtral && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
   s.n_experts = c.integer(count_key, 1, 1024);
@@ -315,6 +319,37 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     for (LayerAttention& l : s.layers) l.moe = true;
     if (s.n_layers * s.n_experts * 6 > (int64_t{1} << 19))  // 3 matrices and 3 biases per expert; the .ptn table holds 2^20 tensors
       c.bad("num_local_experts", std::to_string(s.n_experts) + " experts on " + std::to_string(s.n_layers) + " layers are more expert tensors than ptn holds");
+    return;
+  }
+  if (fam.hf_moe == HfMoe::Llama4) {
+    // Llama4TextMoe: experts and an ungated shared expert, both of intermediate_size (the dense
+    // layers' MLP is intermediate_size_mlp); the top-k logits' sigmoids scale the experts' input.
+    s.expert_ffn_size = s.shared_expert_ffn_size = c.integer("intermediate_size", 1, int64_t{1} << 24);
+    s.expert_sigmoid = s.expert_weight_input = true;
+    s.shared_expert_gate = false;
+    std::vector<bool> moe(s.layers.size(), false);
+    if (const json* ml = c.find("moe_layers"); ml && !ml->is_null()) {
+      if (!ml->is_array() || ml->size() > s.layers.size()) c.bad("moe_layers", "expected a list of at most " + std::to_string(s.layers.size()) + " layer indices");
+      for (const json& v : *ml) {
+        if (!v.is_number_integer()) c.bad("moe_layers", "element " + v.dump() + " is not an integer");
+        const int64_t i = v.get<int64_t>();
+        if (i < 0 || i >= s.n_layers) c.bad("moe_layers", "layer " + v.dump() + " outside 0.." + std::to_string(s.n_layers - 1));
+        moe[static_cast<size_t>(i)] = true;
+      }
+    } else {  // transformers: every step-th layer, counting from step - 1
+      const int64_t step = c.integer("interleave_moe_layer_step", 1, 4096);
+      for (int64_t i = step - 1; i < s.n_layers; i += step) moe[static_cast<size_t>(i)] = true;
+    }
+    int64_t moe_layers = 0;
+    for (size_t i = 0; i < s.layers.size(); ++i) moe_layers += (s.layers[i].moe = moe[i]);
+    if (moe_layers == 0) {  // a dense model
+      s.n_experts = s.n_experts_used = s.expert_ffn_size = s.shared_expert_ffn_size = 0;
+      s.expert_sigmoid = s.expert_weight_input = false;
+      s.shared_expert_gate = true;
+      return;
+    }
+    if (moe_layers * s.n_experts * 3 > (int64_t{1} << 19))
+      c.bad(count_key, std::to_string(s.n_experts) + " experts on " + std::to_string(moe_layers) + " layers are more expert tensors than ptn holds");
     return;
   }
   if (fam.hf_moe == HfMoe::Olmoe) {  // OlmoeSparseMoeBlock: every layer, experts of intermediate_size
@@ -386,11 +421,40 @@ void gpt_oss_expert_sources(int64_t layer, const std::string& block, bool mxfp4,
   }
 }
 
+// Llama 4's experts: router.weight [E, H]; experts.gate_up_proj [E, H, 2F] (gate the first F
+// columns, up the last F; read transposed) and experts.down_proj [E, F, H] (transposed); the
+// shared expert as an MLP of its own.
+void llama4_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.weight";
+  const int64_t F = s.expert_ffn_size;
+  for (int64_t e = 0; e < s.n_experts; ++e) {
+    for (int part = 0; part < 2; ++part) {
+      TensorSourceRef w;
+      w.name = block + "experts.gate_up_proj";
+      w.expert = e;
+      w.row_begin = part * F;
+      w.row_end = (part + 1) * F;
+      w.transposed = true;
+      m[expert_tensor(layer, part == 0 ? "ffn_gate" : "ffn_up", e)] = format_tensor_source(w);
+    }
+    TensorSourceRef d;
+    d.name = block + "experts.down_proj";
+    d.expert = e;
+    d.transposed = true;
+    m[expert_tensor(layer, "ffn_down", e)] = format_tensor_source(d);
+  }
+  m[layer_tensor(layer, "ffn_gate_shexp.weight")] = block + "shared_expert.gate_proj.weight";
+  m[layer_tensor(layer, "ffn_up_shexp.weight")] = block + "shared_expert.up_proj.weight";
+  m[layer_tensor(layer, "ffn_down_shexp.weight")] = block + "shared_expert.down_proj.weight";
+}
+
 // The HF names of a mixture-of-experts layer's tensors.
 void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, bool mxfp4, ModelSpec& s) {
   auto& m = s.tensor_sources;
   const std::string block = p + fam.hf_moe_block + ".";
   if (fam.hf_moe == HfMoe::GptOss) return gpt_oss_expert_sources(layer, block, mxfp4, s);
+  if (fam.hf_moe == HfMoe::Llama4) return llama4_expert_sources(layer, block, s);
   m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
   const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
                              {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},
@@ -466,20 +530,6 @@ const FamilyInfo& family_of(const json& root, const std::string& where, ModelSpe
   return *fam;
 }
 
-// Llama 4 configs may declare mixture-of-experts layers; ptn runs dense ones only.
-void reject_moe_layers(const Cfg& c) {
-  const int64_t experts = c.integer_or("num_local_experts", 0);
-  bool has_moe = false;
-  if (c.present("moe_layers")) {
-    const json& ml = *c.find("moe_layers");
-    if (!ml.is_array()) c.bad("moe_layers", "expected a list");
-    has_moe = !ml.empty();
-  } else {
-    has_moe = experts > 0 && c.integer_or("interleave_moe_layer_step", 1, 0) > 0;
-  }
-  if (has_moe) fail(ErrorKind::Unsupported, c.where + ": field 'moe_layers'", "Llama 4 mixture-of-experts layers are not supported (dense configs only)");
-}
-
 void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   s.vocab_size = c.integer("vocab_size");
   s.hidden_size = c.integer("hidden_size");
@@ -492,7 +542,6 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   s.max_position_embeddings = c.integer_or("max_position_embeddings", 0);
   s.norm_eps = static_cast<float>(c.number_or("rms_norm_eps", 1e-6));
   s.intermediate_size = c.integer(fam.hf_ffn_size_key);
-  if (fam.hf_rejects_moe_layers) reject_moe_layers(c);
   if (fam.qk_l2_norm) s.qk_l2_norm = c.boolean_or("use_qk_norm", true);
   if (fam.attn_temperature && c.boolean_or("attn_temperature_tuning", true)) {
     s.attn_temperature_scale = static_cast<float>(c.number_or("attn_scale", 0.1));

@@ -88,7 +88,7 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
           if (s.expert_bias) out.push_back(expert_tensor(i, w, e, "bias"));
         }
       if (s.shared_expert_ffn_size > 0) {
-        add("ffn_gate_inp_shexp.weight");
+        if (s.shared_expert_gate) add("ffn_gate_inp_shexp.weight");
         add("ffn_gate_shexp.weight");
         add("ffn_up_shexp.weight");
         add("ffn_down_shexp.weight");
@@ -148,7 +148,7 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
       if (what == "ffn_down") return bias ? std::vector<int64_t>{H} : std::vector<int64_t>{H, Fe};
     }
     if (Fs > 0) {
-      if (w == "ffn_gate_inp_shexp.weight") return {1, H};
+      if (w == "ffn_gate_inp_shexp.weight" && s.shared_expert_gate) return {1, H};
       if (w == "ffn_gate_shexp.weight" || w == "ffn_up_shexp.weight") return {Fs, H};
       if (w == "ffn_down_shexp.weight") return {H, Fs};
     }
@@ -210,7 +210,10 @@ std::string describe_model_spec(const ModelSpec& s) {
     feat(true, std::to_string(s.n_experts_used) + " of " + std::to_string(s.n_experts) + " experts (ffn " +
                    std::to_string(s.expert_ffn_size) + ") on " + std::to_string(moe_layers) + " layers" +
                    (s.norm_topk_prob ? ", top-k renormalised" : "") +
-                   (s.shared_expert_ffn_size > 0 ? ", shared expert (ffn " + std::to_string(s.shared_expert_ffn_size) + ")" : "") +
+                   (s.expert_sigmoid ? ", sigmoid scores" : "") + (s.expert_weight_input ? " scaling the expert's input" : "") +
+                   (s.shared_expert_ffn_size > 0 ? std::string(s.shared_expert_gate ? ", " : ", ungated ") + "shared expert (ffn " +
+                                                       std::to_string(s.shared_expert_ffn_size) + ")"
+                                                 : "") +
                    (s.expert_bias ? ", router and expert biases" : "") +
                    (s.expert_swiglu_limit > 0 ? ", SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : ""));
   }

@@ -104,6 +104,12 @@ struct ModelSpec {
   // (0: the plain SwiGLU).
   bool expert_bias = false;
   float expert_swiglu_limit = 0;
+  // Llama 4: each selected expert weighted by the sigmoid of its logit (not a softmax), the
+  // weight applied to the expert's input rather than its output, and a shared expert without a
+  // gate (no ffn_gate_inp_shexp: its output counts in full).
+  bool expert_sigmoid = false;
+  bool expert_weight_input = false;
+  bool shared_expert_gate = true;
 
   std::vector<LayerAttention> layers;  // one per layer, size n_layers
 
@@ -126,7 +132,7 @@ struct ModelSpec {
 //   for each expert e < E ffn_gate.e / ffn_up.e [expert_ffn, hidden] and ffn_down.e [hidden,
 //   expert_ffn] (llama.cpp's per-expert names), and with a shared expert ffn_gate_shexp /
 //   ffn_up_shexp [shared_ffn, hidden], ffn_down_shexp [hidden, shared_ffn] and its gate
-//   ffn_gate_inp_shexp [1, hidden].
+//   ffn_gate_inp_shexp [1, hidden] (unless shared_expert_gate is false).
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
 // An expert's tensor: expert_tensor(3, "ffn_up", 5) is "blk.3.ffn_up.5.weight"; with kind
 // "bias", "blk.3.ffn_up.5.bias" (gpt-oss's expert biases).

@@ -33,8 +33,9 @@ enum class OpType : uint16_t {
   AttnTemperature,  // x[T, N], pos[T] -> x * (log(floor((pos + 1) / floor) + 1) * scale + 1) (Llama 4)
   MoeFfn,           // x[T, H] -> [T, H]: mixture of SwiGLU experts (kernels/moe.h); weights: router [E, H], then
                     // gate_e [F, H], up_e [F, H], down_e [H, F] for each e < E, then with attrs.shared the shared
-                    // expert's router [1, H], gate [Fs, H], up [Fs, H], down [H, Fs]; attrs: experts, top_k,
-                    // norm_topk_prob, shared
+                    // expert's router [1, H] (left out with shared_gate false), gate [Fs, H], up [Fs, H],
+                    // down [H, Fs]; attrs: experts, top_k, norm_topk_prob, shared, shared_gate (default
+                    // true), scoring ("softmax" or "sigmoid"), weight_input, biases, activation, alpha, limit
 };
 
 const char* op_name(OpType op);

@@ -78,12 +78,31 @@ void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const fl
     check_view(op, w.shared_gate, Fs, H, "shared expert gate");
     check_view(op, w.shared_up, Fs, H, "shared expert up");
     check_view(op, w.shared_down, H, Fs, "shared expert down");
-    check_view(op, w.shared_router, 1, H, "shared expert router");
+    if (w.shared_router.data != nullptr) check_view(op, w.shared_router, 1, H, "shared expert router");
   }
   if (T < 0 || (T > 0 && (x == nullptr || y == nullptr))) bad(op, "bad rows or null pointers");
 }
 
 void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* experts, float* weights) {
+  if (p.scoring == MoeScoring::Sigmoid) {
+    double picked = 0;
+    for (int64_t j = 0; j < p.top_k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e) {
+        bool taken = false;
+        for (int64_t i = 0; i < j; ++i) taken = taken || experts[i] == e;
+        if (taken) continue;
+        if (best < 0 || logits[e] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[e]))) best = e;
+      }
+      experts[j] = static_cast<int32_t>(best);
+      const double w = sigmoid(static_cast<double>(logits[best]));
+      weights[j] = static_cast<float>(w);
+      picked += w;
+    }
+    if (p.norm_topk_prob && picked > 0)
+      for (int64_t j = 0; j < p.top_k; ++j) weights[j] = static_cast<float>(weights[j] / picked);
+    return;
+  }
   double mx = -INFINITY;
   for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[e]));
   double sum = 0;
@@ -118,6 +137,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
   const int64_t F_max = std::max(F, Fs);
   std::vector<float> g(static_cast<size_t>(F_max)), u(g.size()), h(g.size()), o(static_cast<size_t>(H));
   std::vector<double> acc(static_cast<size_t>(H));
+  std::vector<float> xw(p.weight_input ? static_cast<size_t>(H) : 0);
   for (int64_t t = 0; t < T; ++t) {
     const float* xt = x + t * H;
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -126,8 +146,13 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     moe_route(logits.data(), E, p, re.data(), rw.data());
     for (int64_t j = 0; j < p.top_k; ++j) {
       const size_t e = static_cast<size_t>(re[static_cast<size_t>(j)]);
-      ref::matmul(w.gate[e], xt, 1, g.data());
-      ref::matmul(w.up[e], xt, 1, u.data());
+      const float* in = xt;
+      if (p.weight_input) {  // the weight scales the expert's input (and its output counts in full)
+        for (int64_t c = 0; c < H; ++c) xw[static_cast<size_t>(c)] = rw[static_cast<size_t>(j)] * xt[c];
+        in = xw.data();
+      }
+      ref::matmul(w.gate[e], in, 1, g.data());
+      ref::matmul(w.up[e], in, 1, u.data());
       if (!w.gate_bias.empty()) {
         add_bias(g.data(), w.gate_bias[e], 1, F);
         add_bias(u.data(), w.up_bias[e], 1, F);
@@ -136,12 +161,16 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
       else ref::swiglu(g.data(), u.data(), h.data(), F);
       ref::matmul(w.down[e], h.data(), 1, o.data());
       if (!w.down_bias.empty()) add_bias(o.data(), w.down_bias[e], 1, H);
-      for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += static_cast<double>(rw[static_cast<size_t>(j)]) * o[static_cast<size_t>(c)];
+      const double wt = p.weight_input ? 1.0 : static_cast<double>(rw[static_cast<size_t>(j)]);
+      for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += wt * o[static_cast<size_t>(c)];
     }
     if (w.shared) {
       float sl = 0;
-      ref::matmul(w.shared_router, xt, 1, &sl);
-      const double s = sigmoid(sl);
+      double s = 1.0;
+      if (w.shared_router.data != nullptr) {
+        ref::matmul(w.shared_router, xt, 1, &sl);
+        s = sigmoid(sl);
+      }
       ref::matmul(w.shared_gate, xt, 1, g.data());
       ref::matmul(w.shared_up, xt, 1, u.data());
       ref::swiglu(g.data(), u.data(), h.data(), Fs);
@@ -201,15 +230,17 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     grow(s.sg, static_cast<size_t>(T * Fs));
     grow(s.su, static_cast<size_t>(T * Fs));
     grow(s.sl, static_cast<size_t>(T));
+    const bool gated = w.shared_router.data != nullptr;
     const WeightView ws[3] = {w.shared_gate, w.shared_up, w.shared_router};
     float* ys[3] = {s.sg.data(), s.su.data(), s.sl.data()};
-    matmul_multi(ws, ys, 3, x, T, pool);
+    matmul_multi(ws, ys, gated ? 3 : 2, x, T, pool);
     swiglu(s.sg.data(), s.su.data(), s.sg.data(), T * Fs, pool);
     matmul(w.shared_down, s.sg.data(), T, y, pool);
-    for (int64_t t = 0; t < T; ++t) {
-      const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
-      for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
-    }
+    if (gated)
+      for (int64_t t = 0; t < T; ++t) {
+        const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
+        for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
+      }
   } else {
     std::fill(y, y + T * H, 0.0f);
   }
@@ -226,7 +257,13 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     const int32_t* idx = s.order.data() + s.start[static_cast<size_t>(e)];
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = idx[i] / K;
-      std::copy(x + t * H, x + (t + 1) * H, s.xs.data() + i * H);
+      if (p.weight_input) {  // the weight scales the row going in
+        const float wt = s.route_w[static_cast<size_t>(idx[i])];
+        float* xs = s.xs.data() + i * H;
+        for (int64_t c = 0; c < H; ++c) xs[c] = wt * x[t * H + c];
+      } else {
+        std::copy(x + t * H, x + (t + 1) * H, s.xs.data() + i * H);
+      }
     }
     const WeightView gu[2] = {w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)]};
     float* gy[2] = {s.g.data(), s.u.data()};
@@ -241,7 +278,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     if (!w.down_bias.empty()) add_bias(s.o.data(), w.down_bias[static_cast<size_t>(e)], n, H);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t t = idx[i] / K;
-      const float wt = s.route_w[static_cast<size_t>(idx[i])];
+      const float wt = p.weight_input ? 1.0f : s.route_w[static_cast<size_t>(idx[i])];
       const float* o = s.o.data() + i * H;
       float* yt = y + t * H;
       for (int64_t c = 0; c < H; ++c) yt[c] += wt * o[c];

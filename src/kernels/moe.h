@@ -15,6 +15,11 @@
 //   h = (u + 1) * g * sigmoid(alpha * g),  out_e = down_e · h + b_d.
 // Its routing, softmax over the top-k logits, is the softmax over all, top-k, renormalised.
 //
+// Llama 4 scores the selected experts by the sigmoid of their logits (MoeScoring::Sigmoid:
+// w[t][e] = sigmoid(logits[t][e]), renormalised only with norm_topk_prob), applies the weight to
+// the expert's input instead of its output (weight_input: out_e = down_e · swiglu(w * x[t])), and
+// adds an ungated shared expert (no shared_router: its output counts in full).
+//
 // Mixtral's "top-k of the logits, then softmax over the k" is the same as softmax over all,
 // top-k, renormalised (norm_topk_prob = true): both are exp(l_e) / sum_{e' in S} exp(l_e').
 //
@@ -42,9 +47,9 @@ struct MoeWeights {
   // Per expert [F], [F], [H] biases of the gate, up and down products (gpt-oss); empty: none.
   std::vector<const float*> gate_bias, up_bias, down_bias;
   std::vector<WeightView> gate, up, down;  // per expert: [F, H], [F, H], [H, F]
-  bool shared = false;                     // a shared expert (Qwen2-MoE)
+  bool shared = false;                     // a shared expert (Qwen2-MoE, Llama 4)
   WeightView shared_gate{}, shared_up{}, shared_down{};  // [Fs, H], [Fs, H], [H, Fs]
-  WeightView shared_router{};              // [1, H]: the shared expert's sigmoid gate
+  WeightView shared_router{};              // [1, H]: the shared expert's sigmoid gate; data null: ungated (Llama 4)
 };
 
 enum class MoeActivation {
@@ -52,11 +57,18 @@ enum class MoeActivation {
   SwiGLUOai,  // gpt-oss: (clamp(u, -limit, limit) + 1) * g' * sigmoid(alpha * g'), g' = min(g, limit)
 };
 
+enum class MoeScoring {
+  Softmax,  // softmax over all experts' logits (Mixtral, Qwen, OLMoE, gpt-oss)
+  Sigmoid,  // sigmoid of each selected logit (Llama 4)
+};
+
 struct MoeParams {
   int64_t top_k = 0;
   bool norm_topk_prob = false;
   MoeActivation activation = MoeActivation::SwiGLU;
   float alpha = 1.702f, limit = 7.0f;  // SwiGLUOai only
+  MoeScoring scoring = MoeScoring::Softmax;
+  bool weight_input = false;  // scale the expert's input by its weight, not its output (Llama 4)
 };
 
 // Throws InvalidArgument naming `op` when the weights do not fit together (experts 1..1024,

@@ -157,9 +157,10 @@ struct Builder {
     for (int64_t e = 0; e < E; ++e)
       for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) ws.push_back(expert_tensor(l, w, e));
     const bool shared = s.shared_expert_ffn_size > 0;
-    if (shared)
-      for (const char* w : {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
-        ws.push_back(t(w));
+    if (shared) {
+      if (s.shared_expert_gate) ws.push_back(t("ffn_gate_inp_shexp.weight"));
+      for (const char* w : {"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"}) ws.push_back(t(w));
+    }
     if (s.expert_bias) {  // gpt-oss: the router's bias, then each expert's three
       ws.push_back(t("ffn_gate_inp.bias"));
       for (int64_t e = 0; e < E; ++e)
@@ -167,6 +168,9 @@ struct Builder {
     }
     nlohmann::json attrs = {{"experts", E}, {"top_k", s.n_experts_used}, {"norm_topk_prob", s.norm_topk_prob}, {"shared", shared}};
     if (s.expert_bias) attrs["biases"] = true;
+    if (s.expert_sigmoid) attrs["scoring"] = "sigmoid";
+    if (s.expert_weight_input) attrs["weight_input"] = true;
+    if (shared && !s.shared_expert_gate) attrs["shared_gate"] = false;
     if (s.expert_swiglu_limit > 0) {
       attrs["activation"] = "swiglu_oai";
       attrs["alpha"] = 1.702f;

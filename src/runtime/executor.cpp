@@ -343,9 +343,11 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   c.need_same_shape(n.inputs[0]);
   const int64_t E = c.attr<int64_t>("experts", 0), K = c.attr<int64_t>("top_k", 0);
   const bool shared = c.attr<bool>("shared", false), biases = c.attr<bool>("biases", false);
+  const bool shared_gate = shared && c.attr<bool>("shared_gate", true);
   if (E < 1 || E > kMoeMaxExperts) c.bad("experts must be 1.." + std::to_string(kMoeMaxExperts));
   if (K < 1 || K > E) c.bad("top_k must be 1..experts");
-  const size_t want = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0) + (biases ? 1 + 3 * static_cast<size_t>(E) : 0);
+  const size_t n_shared = shared ? (shared_gate ? 4 : 3) : 0;
+  const size_t want = 1 + 3 * static_cast<size_t>(E) + n_shared + (biases ? 1 + 3 * static_cast<size_t>(E) : 0);
   if (n.weights.size() != want) c.bad("expects " + std::to_string(want) + " weights, has " + std::to_string(n.weights.size()));
   const int64_t H = c.width(n.output);
   auto view = [&](size_t k, int64_t rows, int64_t cols) {
@@ -361,6 +363,10 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   m->p = MoeParams{K, c.attr<bool>("norm_topk_prob", false)};
   const std::string act = c.attr<std::string>("activation", "swiglu");
   if (act != "swiglu" && act != "swiglu_oai") c.bad("activation must be swiglu or swiglu_oai, got '" + act + "'");
+  const std::string scoring = c.attr<std::string>("scoring", "softmax");
+  if (scoring != "softmax" && scoring != "sigmoid") c.bad("scoring must be softmax or sigmoid, got '" + scoring + "'");
+  if (scoring == "sigmoid") m->p.scoring = MoeScoring::Sigmoid;
+  m->p.weight_input = c.attr<bool>("weight_input", false);
   if (act == "swiglu_oai") {
     m->p.activation = MoeActivation::SwiGLUOai;
     m->p.alpha = c.attr<float>("alpha", 1.702f);
@@ -376,15 +382,15 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
     m->w.down.push_back(view(k + 2, H, F));
   }
   if (shared) {
-    const size_t k = 1 + 3 * static_cast<size_t>(E);
+    size_t k = 1 + 3 * static_cast<size_t>(E);
     m->w.shared = true;
-    m->w.shared_router = view(k, 1, H);
-    m->w.shared_gate = view(k + 1, 0, H);
-    m->w.shared_up = view(k + 2, m->w.shared_gate.rows, H);
-    m->w.shared_down = view(k + 3, H, m->w.shared_gate.rows);
+    if (shared_gate) m->w.shared_router = view(k++, 1, H);  // else ungated (Llama 4)
+    m->w.shared_gate = view(k, 0, H);
+    m->w.shared_up = view(k + 1, m->w.shared_gate.rows, H);
+    m->w.shared_down = view(k + 2, H, m->w.shared_gate.rows);
   }
   if (biases) {  // after the matrices: the router's bias [E], then per expert gate [F], up [F], down [H]
-    size_t k = 1 + 3 * static_cast<size_t>(E) + (shared ? 4 : 0);
+    size_t k = 1 + 3 * static_cast<size_t>(E) + n_shared;
     auto vec = [&](size_t i, int64_t len) {
       const Tensor& t = c.weight(i);
       if (t.dtype() != DType::F32 || t.ndim() != 1 || t.numel() != len)

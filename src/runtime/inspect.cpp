@@ -32,7 +32,10 @@ void print_experts(const ModelSpec& s, const PtnFile& f) {
               static_cast<long long>(s.n_experts), static_cast<long long>(moe_layers), static_cast<long long>(s.n_layers),
               static_cast<long long>(s.n_experts_used), s.norm_topk_prob ? "renormalised" : "not renormalised",
               static_cast<long long>(s.expert_ffn_size));
-  if (s.shared_expert_ffn_size > 0) std::printf(", shared expert ffn %lld", static_cast<long long>(s.shared_expert_ffn_size));
+  if (s.expert_sigmoid) std::printf(", sigmoid scores");
+  if (s.expert_weight_input) std::printf(" applied to the expert's input");
+  if (s.shared_expert_ffn_size > 0)
+    std::printf(", %sshared expert ffn %lld", s.shared_expert_gate ? "" : "ungated ", static_cast<long long>(s.shared_expert_ffn_size));
   std::printf("\n");
   double total = 0, active = 0, stream = 0;
   const double used = static_cast<double>(s.n_experts_used) / static_cast<double>(s.n_experts);

@@ -110,6 +110,9 @@ json spec_to_json(const ModelSpec& s) {
     if (s.shared_expert_ffn_size > 0) j["shared_expert_ffn"] = s.shared_expert_ffn_size;
     if (s.expert_bias) j["expert_bias"] = true;
     if (s.expert_swiglu_limit > 0) j["expert_swiglu_limit"] = s.expert_swiglu_limit;
+    if (s.expert_sigmoid) j["expert_scoring"] = "sigmoid";
+    if (s.expert_weight_input) j["expert_weight_input"] = true;
+    if (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate) j["shared_expert_gate"] = false;
   }
   return j;
 }
@@ -161,6 +164,11 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
     s.shared_expert_ffn_size = get_count(j, "shared_expert_ffn", where, 0, big);
     s.expert_bias = get<bool>(j, "expert_bias", where, false);
     s.expert_swiglu_limit = get<float>(j, "expert_swiglu_limit", where, 0.f);
+    const std::string scoring = get<std::string>(j, "expert_scoring", where, "softmax");
+    if (scoring != "softmax" && scoring != "sigmoid") bad(where, "model.expert_scoring", "must be \"softmax\" or \"sigmoid\", got '" + scoring + "'");
+    s.expert_sigmoid = scoring == "sigmoid";
+    s.expert_weight_input = get<bool>(j, "expert_weight_input", where, false);
+    s.shared_expert_gate = get<bool>(j, "shared_expert_gate", where, true);
     if (!(s.expert_swiglu_limit >= 0) || !std::isfinite(s.expert_swiglu_limit))
       bad(where, "model.expert_swiglu_limit", "must be finite and >= 0");
   }

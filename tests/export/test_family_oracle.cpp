@@ -141,6 +141,9 @@ struct Case {
   // OpenAI's U8 blocks and scales; "dequantized": [E, in, out] matrices), config included;
   // `config` is then a merge patch of the written config.json (or empty).
   std::string gpt_oss_form = "";
+  // Llama 4 with experts: the directory is written by tests/oracle/make_llama4.py with these
+  // arguments after the directory ("SEED FORM TOP_K"), config included; `config` as for gpt-oss.
+  std::string llama4_args = "";
 };
 
 json base(const char* arch, int64_t layers) {
@@ -340,7 +343,21 @@ std::vector<Case> cases() {
   // The YaRN ramp truncated, as llama.cpp always computes it: also through ptn's GGUF writer and
   // import of llama.cpp's "gpt-oss" architecture.
   c.push_back({"gpt_oss_gguf", {{"rope_scaling", {{"truncate", true}}}}, DType::F32, {layers_full}, false, false, "dequantized"});
+  // Llama 4 with experts on layers 1 and 3 (sigmoid scores on the experts' input, an ungated
+  // shared expert), dense layers 0 and 2, chunked RoPE layers and a NoPE layer: as
+  // Llama4ForCausalLM with one expert per token, and as the text model of
+  // Llama4ForConditionalGeneration with two.
+  c.push_back({"llama4_moe", {}, DType::F32, {{{"num_experts_per_tok", 2}}, {{"attention_chunk_size", 64}}}, false, false, "", "1 causal 1"});
+  c.push_back({"llama4_moe_vlm", {}, DType::F32, {{{"text_config", {{"num_experts_per_tok", 1}}}}}, false, false, "", "2 conditional 2"});
   return c;
+}
+
+// A Llama 4 directory with experts from the fixture writer.
+std::string make_llama4(const std::string& python, const TempDir& d, const std::string& name, const std::string& args) {
+  const std::string dir = d / name;
+  const std::string cmd = python + " " + std::string(PTN_SOURCE_DIR) + "/tests/oracle/make_llama4.py " + dir + " " + args;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return dir;
 }
 
 // A gpt-oss directory from the fixture writer (its own seed; both forms hold the same model).
@@ -362,10 +379,12 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.name);
     ++seed;
-    const std::string dir = k.gpt_oss_form.empty()
-                                ? make_model(d, k.name, k.config, k.dtype, seed, k.embedding_as_lm_head, k.multimodal_names)
-                                : make_gpt_oss(python, d, k.name, k.gpt_oss_form);
-    if (!k.gpt_oss_form.empty() && !k.config.empty()) {
+    const bool fixture = !k.gpt_oss_form.empty() || !k.llama4_args.empty();
+    const std::string dir = !k.gpt_oss_form.empty() ? make_gpt_oss(python, d, k.name, k.gpt_oss_form)
+                            : !k.llama4_args.empty()
+                                ? make_llama4(python, d, k.name, k.llama4_args)
+                                : make_model(d, k.name, k.config, k.dtype, seed, k.embedding_as_lm_head, k.multimodal_names);
+    if (fixture && !k.config.empty()) {
       json patched = json::parse(read_text_file(dir + "/config.json"));
       patched.merge_patch(k.config);
       std::ofstream(dir + "/config.json") << patched.dump(1);
@@ -375,7 +394,7 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
     o.samples = 0;
     o.max_seq_length = 32;
     o.progress = false;
-    if (k.dtype != DType::F32 || !k.gpt_oss_form.empty()) o.quantize = "f32";  // ptn computes in f32: the stored values, exactly
+    if (k.dtype != DType::F32 || fixture) o.quantize = "f32";  // ptn computes in f32: the stored values, exactly
     if (k.gpt_oss_form == "mxfp4") {
       // Kept as MXFP4 (the export's default for them): the reference executor, whose matmul
       // multiplies the exact weight values by f32 activations, matches as tightly. (The optimized

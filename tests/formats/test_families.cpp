@@ -51,7 +51,7 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 }
 
 TEST(Families, TheListsNameWhatIsSupported) {
-  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4 dense, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, gpt-oss");
+  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, gpt-oss");
   EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, qwen2moe, olmoe, gpt-oss");
   EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss");
 }

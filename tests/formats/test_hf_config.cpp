@@ -161,6 +161,47 @@ TEST(HfConfig, Llama4ChunkedRopeLayersAndFullNoPeLayers) {
   EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate.weight"), "model.layers.1.feed_forward.gate_proj.weight");
 }
 
+// Llama 4's experts: the layers moe_layers lists, or without it every interleave_moe_layer_step-th
+// (transformers' default 1: all); 16 experts and one per token unless the config says otherwise;
+// sigmoid scores on the experts' input, an ungated shared expert of the experts' width.
+TEST(HfConfig, Llama4MixtureOfExpertsLayers) {
+  nlohmann::json c = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
+  c.erase("moe_layers");
+  c.erase("num_local_experts");
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.n_experts, 16);
+  EXPECT_EQ(s.n_experts_used, 1);
+  EXPECT_EQ(s.expert_ffn_size, 128);         // intermediate_size
+  EXPECT_EQ(s.shared_expert_ffn_size, 128);
+  EXPECT_EQ(s.intermediate_size, 192);       // intermediate_size_mlp, for dense layers
+  EXPECT_TRUE(s.expert_sigmoid && s.expert_weight_input && !s.shared_expert_gate && !s.norm_topk_prob);
+  for (const LayerAttention& l : s.layers) EXPECT_TRUE(l.moe);
+  c["interleave_moe_layer_step"] = 2;
+  c["num_local_experts"] = 4;
+  c["num_experts_per_tok"] = 2;
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.n_experts, 4);
+  EXPECT_EQ(s.n_experts_used, 2);
+  EXPECT_FALSE(s.layers[0].moe);
+  EXPECT_TRUE(s.layers[1].moe);
+  EXPECT_FALSE(s.layers[2].moe);
+  EXPECT_TRUE(s.layers[3].moe);
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate_inp.weight"), "model.layers.1.feed_forward.router.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_gate.2.weight"), "model.layers.1.feed_forward.experts.gate_up_proj[rows 0:128][expert 2] (transposed)");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_up.2.weight"), "model.layers.1.feed_forward.experts.gate_up_proj[rows 128:256][expert 2] (transposed)");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_down.0.weight"), "model.layers.3.feed_forward.experts.down_proj[expert 0] (transposed)");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_up_shexp.weight"), "model.layers.3.feed_forward.shared_expert.up_proj.weight");
+  EXPECT_EQ(s.tensor_sources.count("blk.3.ffn_gate_inp_shexp.weight"), 0u);
+  EXPECT_EQ(s.tensor_sources.at("blk.2.ffn_gate.weight"), "model.layers.2.feed_forward.gate_proj.weight");
+  c["moe_layers"] = {0};
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_TRUE(s.layers[0].moe);
+  EXPECT_FALSE(s.layers[1].moe || s.layers[2].moe || s.layers[3].moe);
+  c["moe_layers"] = nlohmann::json::array();
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.n_experts, 0);
+}
+
 TEST(HfConfig, YarnAndLinearRopeScaling) {
   nlohmann::json c = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/qwen2.5-0.5b.json"));
   c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
@@ -481,8 +522,10 @@ TEST(HfConfig, UnsupportedAndBadConfigs) {
   dsv2["architectures"] = {"DeepseekV2ForCausalLM"};
   expect_error(dsv2, ErrorKind::Unsupported, "DeepSeek V2");
   nlohmann::json l4 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
-  l4.erase("moe_layers");
-  expect_error(l4, ErrorKind::Unsupported, "moe_layers");
+  l4["moe_layers"] = {1, 7};
+  expect_error(l4, ErrorKind::Corrupt, "moe_layers");
+  l4["moe_layers"] = "all";
+  expect_error(l4, ErrorKind::Corrupt, "moe_layers");
   nlohmann::json base = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/qwen2-window.json"));
   auto bad = base; bad["num_hidden_layers"] = "four";
   expect_error(bad, ErrorKind::Corrupt, "num_hidden_layers");

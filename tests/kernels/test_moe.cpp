@@ -1,7 +1,8 @@
 // moe_ffn: the optimized op (rows grouped by expert, optimized matmuls) against the reference
 // (token by token, reference matmuls) for every expert weight type, with and without
 // renormalised top-k and a shared expert, on steps where several rows choose the same expert
-// and some experts get no row; and the routing against its definition.
+// and some experts get no row; and the routing against its definition (softmax, and Llama 4's
+// sigmoid scores applied to the experts' inputs).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -195,6 +196,96 @@ TEST(MoeFfn, ReferenceFollowsTheDefinition) {
       EXPECT_LT(nmse(wf, got), 1e-12) << "k=" << k << " norm=" << norm;
     }
   }
+}
+
+// Llama 4's experts: sigmoid scores of the selected logits, the weight applied to the expert's
+// input, an ungated shared expert; the reference against a direct formula in double (one row,
+// f32), then the optimized op against the reference for several weight types and steps.
+TEST(MoeFfn, Llama4SigmoidScoresScaleTheInput) {
+  Layer l = make_layer(DType::F32, true, 123);
+  MoeWeights w = l.views();
+  w.shared_router = WeightView{};  // ungated
+  const std::vector<float> x = make_x(1, 9);
+  auto lin = [](const Mat& m, const std::vector<double>& v) {
+    std::vector<double> out(static_cast<size_t>(m.rows));
+    const float* d = reinterpret_cast<const float*>(m.bytes.data());
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c) out[static_cast<size_t>(r)] += double(d[r * m.cols + c]) * v[static_cast<size_t>(c)];
+    return out;
+  };
+  auto mlp = [&](const Mat& g, const Mat& u, const Mat& dn, const std::vector<double>& v) {
+    std::vector<double> a = lin(g, v), b = lin(u, v);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    return lin(dn, a);
+  };
+  const std::vector<double> xd(x.begin(), x.end());
+  const std::vector<double> logits = lin(l.router, xd);
+  std::vector<int> idx(kE);
+  for (int i = 0; i < kE; ++i) idx[static_cast<size_t>(i)] = i;
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+  for (int64_t k : {1, 2}) {
+    std::vector<double> want = mlp(l.sg, l.su, l.sd, xd);  // the shared expert, ungated
+    for (int64_t j = 0; j < k; ++j) {
+      const int e = idx[static_cast<size_t>(j)];
+      const double score = 1.0 / (1.0 + std::exp(-logits[static_cast<size_t>(e)]));
+      std::vector<double> xin = xd;
+      for (double& v : xin) v = static_cast<double>(static_cast<float>(score) * static_cast<float>(v));
+      const std::vector<double> o = mlp(l.gate[static_cast<size_t>(e)], l.up[static_cast<size_t>(e)], l.down[static_cast<size_t>(e)], xin);
+      for (int64_t c = 0; c < kH; ++c) want[static_cast<size_t>(c)] += o[static_cast<size_t>(c)];
+    }
+    MoeParams p{k, false};
+    p.scoring = MoeScoring::Sigmoid;
+    p.weight_input = true;
+    std::vector<float> got(kH);
+    ref::moe_ffn(w, p, x.data(), 1, got.data());
+    const std::vector<float> wf(want.begin(), want.end());
+    EXPECT_LT(nmse(wf, got), 1e-12) << "k=" << k;
+    // Scaling the output instead, or gating the shared expert, is a different function.
+    MoeParams out_scaled = p;
+    out_scaled.weight_input = false;
+    std::vector<float> other(kH);
+    ref::moe_ffn(w, out_scaled, x.data(), 1, other.data());
+    EXPECT_GT(nmse(wf, other), 1e-6);
+    ref::moe_ffn(l.views(), p, x.data(), 1, other.data());
+    EXPECT_GT(nmse(wf, other), 1e-6);
+  }
+  uint64_t seed = 500;
+  for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+    Layer lt = make_layer(t, true, ++seed);
+    MoeWeights wt = lt.views();
+    wt.shared_router = WeightView{};
+    for (int64_t k : {1, 2}) {
+      MoeParams p{k, false};
+      p.scoring = MoeScoring::Sigmoid;
+      p.weight_input = true;
+      for (int64_t T : {1, 37}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " k=" + std::to_string(k) + " T=" + std::to_string(T));
+        const std::vector<float> xt = make_x(T, seed + static_cast<uint64_t>(T));
+        std::vector<float> want(static_cast<size_t>(T * kH));
+        ref::moe_ffn(wt, p, xt.data(), T, want.data());
+        test::for_each_config([&](ThreadPool& pool, const std::string& label) {
+          MoeScratch scratch;
+          std::vector<float> got(want.size(), 7.0f);
+          moe_ffn(wt, p, xt.data(), T, got.data(), scratch, pool);
+          EXPECT_LT(nmse(want, got), threshold(t)) << label;
+        });
+      }
+    }
+  }
+  // Sigmoid routing: the largest logits, each weight its own sigmoid (renormalised on request).
+  const float lg[4] = {0.5f, 2.0f, -1.0f, 1.0f};
+  int32_t e[2];
+  float wts[2];
+  MoeParams p{2, false};
+  p.scoring = MoeScoring::Sigmoid;
+  moe_route(lg, 4, p, e, wts);
+  EXPECT_EQ(e[0], 1);
+  EXPECT_EQ(e[1], 3);
+  EXPECT_NEAR(wts[0], 1.0 / (1.0 + std::exp(-2.0)), 1e-7);
+  EXPECT_NEAR(wts[1], 1.0 / (1.0 + std::exp(-1.0)), 1e-7);
+  p.norm_topk_prob = true;
+  moe_route(lg, 4, p, e, wts);
+  EXPECT_NEAR(wts[0] + wts[1], 1.0, 1e-6);
 }
 
 // gpt-oss's experts: router and expert biases and the clamped SwiGLU, against a direct formula

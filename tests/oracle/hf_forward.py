@@ -6,8 +6,11 @@ ptn's is used, and no code of transformers is copied):
   LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
   linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
   Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
-  Phi3ForCausalLM, SmolLM3ForCausalLM, the dense
-  layers of Llama4ForCausalLM, MixtralForCausalLM (MixtralSparseMoeBlock) and Qwen3MoeForCausalLM
+  Phi3ForCausalLM, SmolLM3ForCausalLM, Llama4ForCausalLM and the text model of
+  Llama4ForConditionalGeneration (dense layers of intermediate_size_mlp, and Llama4TextMoe on the
+  layers of moe_layers / interleave_moe_layer_step: a sigmoid top-k router that scales each chosen
+  expert's input, experts on gate-then-up halves, a shared expert), MixtralForCausalLM
+  (MixtralSparseMoeBlock) and Qwen3MoeForCausalLM
   (Qwen3MoeSparseMoeBlock, decoder_sparse_step, mlp_only_layers), GptOssForCausalLM (attention
   sinks, the top-k router with its bias, the clamped SwiGLU experts on interleaved gate/up columns,
   their weights either dequantized or in MXFP4 blocks and scales as OpenAI ships them); the masks
@@ -78,9 +81,12 @@ FAMILY_DEFAULTS = {
                "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
                "final_logit_softcapping": None, "attn_logit_softcapping": None, "tie_word_embeddings": True},
     "phi3": {"rms_norm_eps": 1e-5, "sliding_window": None},
+    # Llama4TextConfig: head_dim 128 whatever hidden_size / heads; moe_layers, when absent, every
+    # interleave_moe_layer_step-th layer (so every layer by default).
     "llama4": {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192, "use_qk_norm": True,
                "attn_temperature_tuning": True, "floor_scale": 8192, "attn_scale": 0.1,
-               "no_rope_layer_interval": 4},
+               "no_rope_layer_interval": 4, "head_dim": 128, "num_local_experts": 16, "num_experts_per_tok": 1,
+               "interleave_moe_layer_step": 1, "moe_layers": None},
     "mixtral": {"rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": None, "num_local_experts": 8,
                 "num_experts_per_tok": 2},
     "qwen3_moe": {"sliding_window": 4096, "use_sliding_window": False, "num_experts": 128, "num_experts_per_tok": 8,
@@ -104,7 +110,8 @@ FAMILY_DEFAULTS = {
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
-         "Llama4ForCausalLM": "llama4", "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
+         "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
+         "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
          "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss"}
 
 
@@ -304,6 +311,12 @@ def sparse_layer(cfg, l):
     if cfg.family in ("qwen3_moe", "qwen2_moe"):
         only = cfg.get("mlp_only_layers") or []
         return l not in only and cfg.get("num_experts") > 0 and (l + 1) % cfg.get("decoder_sparse_step") == 0
+    if cfg.family == "llama4":  # an explicit list, even empty, wins over the step
+        moe = cfg.get("moe_layers")
+        if moe is None:
+            step = cfg.get("interleave_moe_layer_step")
+            moe = range(step - 1, cfg.get("num_hidden_layers"), step)
+        return l in moe
     return False
 
 
@@ -337,6 +350,33 @@ def experts_ffn(cfg, W, block, x, act_name):
         shared = (act(act_name, gate) * up) @ W[p + "down_proj.weight"].T
         g = x @ W[block + "shared_expert_gate.weight"].T  # [T, 1]
         out += shared / (1.0 + np.exp(-g))
+    return out
+
+
+def llama4_moe(cfg, W, block, x, act_name):
+    """Llama4TextMoe on x [T, H]: router logits x W^T (no bias), the top k per token (ties to the
+    lower index), each chosen expert's score the sigmoid of its logit and every other expert's 0.
+    Each expert e runs on its input scaled by its score, s x: h = s x @ gate_up_proj[e]
+    ([E, H, 2F]), gate the first F columns of h and up the last F, (act(gate) * up) @
+    down_proj[e] ([E, F, H]); an expert of score 0 gives 0. The routed sum plus the shared
+    expert, a gated MLP of width F on the unscaled x, with no gate of its own."""
+    k = cfg.get("num_experts_per_tok")
+    logits = x @ W[block + "router.weight"].T  # [T, E]
+    T, n_exp = logits.shape
+    gate_up, down = W[block + "experts.gate_up_proj"], W[block + "experts.down_proj"]
+    F = down.shape[1]
+    assert 1 <= k <= n_exp and gate_up.shape == (n_exp, x.shape[1], 2 * F) and down.shape == (n_exp, F, x.shape[1])
+    top = np.argsort(-logits, axis=1, kind="stable")[:, :k]  # stable: equal logits keep index order
+    chosen = np.zeros((T, n_exp), dtype=bool)
+    chosen[np.arange(T)[:, None], top] = True
+    score = np.where(chosen, 1.0 / (1.0 + np.exp(-logits)), 0.0)
+    p = block + "shared_expert."
+    gate, up = x @ W[p + "gate_proj.weight"].T, x @ W[p + "up_proj.weight"].T
+    out = (act(act_name, gate) * up) @ W[p + "down_proj.weight"].T
+    for e in range(n_exp):
+        rows = np.nonzero(chosen[:, e])[0]
+        h = (x[rows] * score[rows, e:e + 1]) @ gate_up[e]
+        out[rows] += (act(act_name, h[:, :F]) * h[:, F:]) @ down[e]
     return out
 
 
@@ -485,8 +525,11 @@ def forward(cfg, W, ids):
             continue
         mlp = p + ("feed_forward." if fam == "llama4" else "mlp.")
         if sparse_layer(cfg, l):
-            block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
-            x = x + experts_ffn(cfg, W, block, f_in, act_name)
+            if fam == "llama4":
+                x = x + llama4_moe(cfg, W, mlp, f_in, act_name)
+            else:
+                block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
+                x = x + experts_ffn(cfg, W, block, f_in, act_name)
             continue
         if fam == "phi3":
             gu = lin(f_in, mlp + "gate_up_proj")
