@@ -229,6 +229,10 @@ std::vector<FamilyInfo> make_table() {
     f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
     f.hf_window = WindowRule::ChunkOnRopeLayers;
     f.hf_config_defaults = kLlama4Defaults;
+    // llama.cpp's llama4: q/k rows as HF stores them (already interleaved), experts required,
+    // chunks, NoPE layers and the temperature fixed in its code (gguf_spec.cpp reads them).
+    f.gguf_arch = "llama4"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+    f.gguf_window = WindowRule::ChunkOnRopeLayers; f.gguf_moe_norm_topk = false; f.gguf_shared_expert = true;
   }
   auto unsupported = [&](Family id, const char* name, const char* hf, const char* why) {
     FamilyInfo& f = row(id, name, name, {hf});

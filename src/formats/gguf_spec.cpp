@@ -167,6 +167,46 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   if (fam.query_pre_attn_scalar) s.attn_scale = g.opt_f32(key("attention.scale")).value_or(gguf_default_query_scale(fam, s));
 }
 
+// llama.cpp's llama4 graph: a fixed 8192-token chunk on the layers sliding_window_pattern
+// marks (default: 3 of every 4), RoPE skipped on every 4th layer, whose queries get the
+// attention temperature (scale 0.1, floor 8192); all of that is in its code, not in the file.
+// A file with sliding_window 0 (llama.cpp's form for MobileLLM) is refused: llama.cpp then still
+// skips RoPE on the last layer, which no checkpoint asks for.
+constexpr int64_t kLlama4Chunk = 8192, kLlama4NopeStep = 4;
+constexpr float kLlama4TempScale = 0.1f;
+
+void llama4_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s, int64_t window) {
+  auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
+  if (g.has(key("attention.sliding_window")) && window == 0)
+    fail(ErrorKind::Unsupported, g.where_key(key("attention.sliding_window")),
+         "a llama4 file without chunked attention (sliding_window 0, llama.cpp's MobileLLM form) is not supported");
+  int64_t pattern = 4;
+  std::vector<int64_t> per_layer;
+  if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
+    if (p->type == GgufType::Array) {
+      per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
+      if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
+        fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
+    } else {
+      pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
+    }
+  }
+  const float chunk_theta = g.opt_f32(key("rope.freq_base_swa")).value_or(s.rope_theta);
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    LayerAttention& l = s.layers[static_cast<size_t>(i)];
+    l.use_rope = (i + 1) % kLlama4NopeStep != 0;
+    const bool chunked = per_layer.empty() ? (i + 1) % pattern != 0 : per_layer[static_cast<size_t>(i)] != 0;
+    if (chunked) {
+      l.kind = AttnKind::Chunk;
+      l.span = kLlama4Chunk;
+      l.rope_theta = chunk_theta;
+    }
+  }
+  s.attn_temperature_scale = kLlama4TempScale;
+  s.attn_temperature_floor = kLlama4Chunk;
+  s.source_notes.push_back("llama4: chunks of 8192, RoPE skipped on every 4th layer, attention temperature 0.1 / 8192 (fixed by llama.cpp's graph)");
+}
+
 // Every layer's attention policy and RoPE base, as llama.cpp runs the architecture.
 void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
@@ -180,6 +220,7 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
       for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }
     return;
   }
+  if (fam.gguf_window == WindowRule::ChunkOnRopeLayers) return llama4_layers(g, fam, s, window);
   if (fam.gguf_window != WindowRule::EveryNthGlobal) return;  // every layer full
   if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), std::string("missing (") + fam.display + " interleaves windowed layers)");
   int64_t pattern = fam.window_pattern;  // every pattern-th layer is global
@@ -280,6 +321,9 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   s.architecture = arch;
   s.family = fam->name;
   read_dimensions(g, arch, s);
+  int64_t moe_step = 1;  // experts on layer i when (i + 1) % moe_step == 0
+  if (fam->hf_moe == HfMoe::Llama4 && s.n_experts == 0)
+    fail(ErrorKind::Unsupported, g.where_key(arch + ".expert_count"), "a llama4 file without experts (llama.cpp's llama4 architecture requires them)");
   if (s.n_experts > 0) {
     // A llama file with experts is Mixtral; the layout facts stay those of the row that reads the architecture.
     const FamilyInfo* moe = std::string(fam->name) == "llama" ? &family_info(Family::Mixtral) : fam;
@@ -293,7 +337,17 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
       s.expert_bias = true;
       s.expert_swiglu_limit = 7.0f;
     }
-    if (moe->gguf_shared_expert) {
+    if (moe->hf_moe == HfMoe::Llama4) {
+      // llama.cpp's llama4 graph: sigmoid scores that scale the expert's input, an ungated shared
+      // expert as wide as the experts, experts on every interleave_moe_layer_step-th layer, and the
+      // weightless q/k norm unless the model has 128 experts (Maverick's config turns it off).
+      s.expert_sigmoid = s.expert_weight_input = true;
+      s.shared_expert_gate = false;
+      s.shared_expert_ffn_size = s.expert_ffn_size;
+      const std::string key = arch + ".interleave_moe_layer_step";
+      moe_step = positive(g, key, g.get_i64(key), s.n_layers);
+      s.qk_l2_norm = s.n_experts != 128;
+    } else if (moe->gguf_shared_expert) {
       const std::string key = arch + ".expert_shared_feed_forward_length";
       if (g.has(key)) {
         s.shared_expert_ffn_size = positive(g, key, g.get_i64(key), int64_t{1} << 24);
@@ -308,7 +362,7 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   read_features(g, *fam, s);
   read_layers(g, *fam, s);
   s.attn_sinks = fam->attn_sinks;
-  for (LayerAttention& l : s.layers) l.moe = s.n_experts > 0;
+  for (int64_t i = 0; i < s.n_layers; ++i) s.layers[static_cast<size_t>(i)].moe = s.n_experts > 0 && (i + 1) % moe_step == 0;
   if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
     fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
   map_tensors(g, *fam, s);

@@ -296,17 +296,61 @@ static const FamilyInfo& gguf_layout_of(const ModelSpec& s) {
   return *layout;
 }
 
+// Experts on layer i when (i + 1) % step == 0: the step that gives the spec's MoE layers, or 0.
+static int64_t llama4_moe_step(const ModelSpec& s) {
+  for (int64_t step = 1; step <= s.n_layers; ++step) {
+    bool same = true;
+    for (int64_t i = 0; i < s.n_layers; ++i) same = same && s.layers[static_cast<size_t>(i)].moe == ((i + 1) % step == 0);
+    if (same) return step;
+  }
+  return 0;
+}
+
+// What llama.cpp's llama4 graph fixes in its code (formats/gguf_spec.cpp reads the same): a spec
+// that differs would run differently there, so it is refused by name.
+static void check_llama4(const ModelSpec& s, const std::string& arch) {
+  auto refuse = [&](const std::string& where, const std::string& what) {
+    fail(ErrorKind::Unsupported, "GGUF output" + where, what + " cannot be expressed in the '" + arch + "' GGUF architecture");
+  };
+  if (s.n_experts == 0) refuse("", "a Llama 4 without experts (llama.cpp's llama4 architecture requires them)");
+  if (!s.expert_sigmoid || !s.expert_weight_input || s.shared_expert_gate || s.shared_expert_ffn_size != s.expert_ffn_size || s.norm_topk_prob)
+    refuse("", "experts other than Llama 4's (sigmoid scores on the expert's input, not renormalised, an ungated shared expert as wide as the experts)");
+  if (llama4_moe_step(s) == 0) refuse("", "layers of experts that are not every n-th layer");
+  if (s.qk_l2_norm != (s.n_experts != 128))
+    refuse("", std::string("the q/k L2 norm ") + (s.qk_l2_norm ? "on" : "off") + " with " + std::to_string(s.n_experts) +
+                   " experts (llama.cpp turns it off for 128 experts only)");
+  bool nope = false;
+  for (int64_t i = 0; i < s.n_layers; ++i) {
+    const LayerAttention& l = s.layers[static_cast<size_t>(i)];
+    const std::string where = ": layer " + std::to_string(i);
+    if (l.use_rope != ((i + 1) % 4 != 0)) refuse(where, std::string(l.use_rope ? "RoPE" : "NoPE") + " (llama.cpp skips RoPE on every 4th layer exactly)");
+    if (l.kind == AttnKind::Window) refuse(where, "a window layer");
+    if (l.kind == AttnKind::Chunk && l.span != 8192) refuse(where, "a chunk of " + std::to_string(l.span) + " tokens (llama.cpp's is 8192)");
+    if (l.kind == AttnKind::Full && l.use_rope) refuse(where, "a full-attention RoPE layer (llama.cpp chunks these)");
+    if (l.kind == AttnKind::Chunk && !l.use_rope) refuse(where, "a chunked NoPE layer (llama.cpp's NoPE layers attend to everything)");
+    if (l.rope_theta != s.rope_theta || !l.rope_scaling) refuse(where, "a RoPE base or scaling of its own");
+    nope = nope || !l.use_rope;
+  }
+  if (nope && (s.attn_temperature_scale != 0.1f || s.attn_temperature_floor != 8192))
+    refuse("", "attention temperature scale " + std::to_string(s.attn_temperature_scale) + ", floor " + std::to_string(s.attn_temperature_floor) +
+                   " (llama.cpp's are 0.1 and 8192)");
+}
+
 std::string gguf_arch_for(const ModelSpec& s) {
   const FamilyInfo& layout = gguf_layout_of(s);
   const std::string arch = layout.gguf_arch;
-  const bool windows_ok = layout.gguf_window != WindowRule::None;
-  for (size_t i = 0; i < s.layers.size(); ++i) {
-    const LayerAttention& l = s.layers[i];
-    if (!l.use_rope || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
-      fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
-           std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
+  if (layout.gguf_window == WindowRule::ChunkOnRopeLayers) {
+    check_llama4(s, arch);
+  } else {
+    const bool windows_ok = layout.gguf_window != WindowRule::None;
+    for (size_t i = 0; i < s.layers.size(); ++i) {
+      const LayerAttention& l = s.layers[i];
+      if (!l.use_rope || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
+        fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
+             std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
+    }
+    if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed in the '" + arch + "' GGUF architecture");
   }
-  if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed");
   // gpt-oss's sinks, expert biases and clamped SwiGLU exist in its own architecture only, and
   // that architecture has all of them.
   if (s.attn_sinks != layout.attn_sinks)
@@ -318,16 +362,19 @@ std::string gguf_arch_for(const ModelSpec& s) {
          std::string("experts ") + (s.expert_bias ? "with" : "without") + " biases and with a " +
              (s.expert_swiglu_limit > 0 ? "SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : std::string("plain SwiGLU")) +
              " cannot be expressed in the '" + arch + "' GGUF architecture");
-  if (s.n_experts > 0 && (s.expert_sigmoid || s.expert_weight_input || (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate)))
+  const bool llama4 = layout.hf_moe == HfMoe::Llama4;
+  if (s.n_experts > 0 && !llama4 && (s.expert_sigmoid || s.expert_weight_input || (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate)))
     fail(ErrorKind::Unsupported, "GGUF output",
          "Llama 4's experts (sigmoid scores applied to the expert's input, an ungated shared expert) cannot be expressed in the '" +
-             arch + "' GGUF architecture (ptn writes no 'llama4' GGUF yet)");
-  // llama.cpp's MoE graphs put experts on every layer; llama (Mixtral) and qwen3moe renormalise
-  // the top-k weights and have no shared expert, qwen2moe does not renormalise and has one.
+             arch + "' GGUF architecture");
+  // llama.cpp's MoE graphs put experts on every layer (llama4: on every step-th); llama
+  // (Mixtral) and qwen3moe renormalise the top-k weights and have no shared expert, qwen2moe and
+  // llama4 do not renormalise and have one.
   if (s.n_experts > 0) {
-    for (size_t i = 0; i < s.layers.size(); ++i)
-      if (!s.layers[i].moe)
-        fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i), "a dense layer between layers of experts cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (!llama4)
+      for (size_t i = 0; i < s.layers.size(); ++i)
+        if (!s.layers[i].moe)
+          fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i), "a dense layer between layers of experts cannot be expressed in the '" + arch + "' GGUF architecture");
     if (s.norm_topk_prob != layout.gguf_moe_norm_topk)
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string("top-k expert weights that are ") + (s.norm_topk_prob ? "" : "not ") + "renormalised (norm_topk_prob " +
@@ -480,7 +527,8 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
     u32("expert_count", s.n_experts);
     u32("expert_used_count", s.n_experts_used);
     u32("expert_feed_forward_length", s.expert_ffn_size);
-    if (s.shared_expert_ffn_size > 0) u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
+    if (layout.hf_moe == HfMoe::Llama4) u32("interleave_moe_layer_step", llama4_moe_step(s));  // the shared expert's width is the experts'
+    else if (s.shared_expert_ffn_size > 0) u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
   }
   w.set_f32(k("attention.layer_norm_rms_epsilon"), s.norm_eps);
   w.set_f32(k("rope.freq_base"), s.rope_theta);

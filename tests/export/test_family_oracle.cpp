@@ -349,6 +349,9 @@ std::vector<Case> cases() {
   // Llama4ForConditionalGeneration with two.
   c.push_back({"llama4_moe", {}, DType::F32, {{{"num_experts_per_tok", 2}}, {{"attention_chunk_size", 64}}}, false, false, "", "1 causal 1"});
   c.push_back({"llama4_moe_vlm", {}, DType::F32, {{{"text_config", {{"num_experts_per_tok", 1}}}}}, false, false, "", "2 conditional 2"});
+  // The chunk and temperature floor llama.cpp's llama4 graph fixes (8192), so that the model also
+  // goes through ptn's GGUF writer and import of the 'llama4' architecture.
+  c.push_back({"llama4_gguf", {{"attention_chunk_size", 8192}, {"floor_scale", 8192}}, DType::F32, {}, false, false, "", "3 causal 2"});
   return c;
 }
 

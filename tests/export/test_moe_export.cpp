@@ -14,6 +14,7 @@
 #include "../oracle_test_util.h"
 #include "core/file.h"
 #include "export_test_util.h"
+#include "formats/gguf_writer.h"
 #include "formats/hf_config.h"
 #include "formats/random_weights.h"
 #include "formats/safetensors.h"
@@ -342,6 +343,41 @@ TEST(MoeExport, BadExpertConfigsAreRefusedByField) {
     ADD_FAILURE() << "a checkpoint without " << missing << " was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+}
+
+// Llama 4 as llama.cpp's 'llama4' GGUF architecture: what that graph fixes in its code (chunks of
+// 8192, NoPE on every 4th layer, temperature 0.1 / 8192, experts on every n-th layer, the q/k
+// norm unless 128 experts) is written only when the model has it; anything else is refused by name.
+TEST(MoeExport, Llama4GgufTakesWhatLlamaCppsGraphFixesAndRefusesTheRest) {
+  const json ok = {{"architectures", {"Llama4ForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 64},
+                   {"intermediate_size", 32}, {"intermediate_size_mlp", 96}, {"num_hidden_layers", 8},
+                   {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+                   {"num_local_experts", 4}, {"num_experts_per_tok", 1}, {"interleave_moe_layer_step", 2},
+                   {"attention_chunk_size", 8192}, {"floor_scale", 8192}, {"attn_scale", 0.1},
+                   {"no_rope_layers", {1, 1, 1, 0, 1, 1, 1, 0}}};
+  EXPECT_EQ(gguf_arch_for(model_spec_from_hf_config(ok, "config.json")), "llama4");
+  auto with = [&](const json& patch) {
+    json c = ok;
+    c.merge_patch(patch);
+    return c;
+  };
+  const std::vector<std::pair<json, std::string>> bad = {
+      {with({{"attention_chunk_size", 64}}), "a chunk of 64 tokens"},
+      {with({{"floor_scale", 16}}), "attention temperature"},
+      {with({{"no_rope_layers", {1, 1, 0, 1, 1, 1, 1, 0}}}), "layer 2: NoPE"},
+      {with({{"moe_layers", {0, 3}}}), "every n-th layer"},
+      {with({{"use_qk_norm", false}}), "q/k L2 norm off with 4 experts"},
+      {with({{"moe_layers", json::array()}}), "without experts"},
+  };
+  for (const auto& [config, needle] : bad) {
+    try {
+      gguf_arch_for(model_spec_from_hf_config(config, "config.json"));
+      ADD_FAILURE() << "written: " << config.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'llama4' GGUF architecture"), std::string::npos) << e.what();
+    }
   }
 }
 

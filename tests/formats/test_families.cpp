@@ -52,8 +52,8 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 
 TEST(Families, TheListsNameWhatIsSupported) {
   EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, gpt-oss");
-  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, qwen2moe, olmoe, gpt-oss");
-  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss");
+  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3, llama4, qwen3moe, qwen2moe, olmoe, gpt-oss");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss");
 }
 
 TEST(Families, EveryHfTensorNameIsAnHfName) {
@@ -69,7 +69,9 @@ TEST(Families, EveryHfTensorNameIsAnHfName) {
       if (f.hf_moe == HfMoe::GptOss && must.rfind("ffn_", 0) == 0 && must != "ffn_norm.weight") continue;
       EXPECT_TRUE(canonical.count(must)) << f.name << " has no HF name for " << must;
     }
-    if (f.attn_sinks) EXPECT_TRUE(canonical.count("attn_sinks.weight")) << f.name << " has sinks but no HF name for them";
+    if (f.attn_sinks) {
+      EXPECT_TRUE(canonical.count("attn_sinks.weight")) << f.name << " has sinks but no HF name for them";
+    }
   }
 }
 

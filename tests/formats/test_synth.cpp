@@ -138,7 +138,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   auto src = random_weights(s, 12);
   const std::string path = tmp("gguf_" + fam + ".gguf");
   if (fam == "llama4" || fam == "smollm3") {
-    EXPECT_THROW(write_model_gguf(*src, path, {}), Error);  // no GGUF architecture for these in ptn
+    // smollm3 has no GGUF writer in ptn; this dense Llama 4 none in llama.cpp (its llama4 needs experts).
+    EXPECT_THROW(write_model_gguf(*src, path, {}), Error);
     return;
   }
   write_model_gguf(*src, path, {});
