@@ -49,6 +49,26 @@ constexpr HfLayerTensor kGemmaLayer[] = {
     {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
 };
 
+// OLMo 2: no norm before attention or the MLP; post_attention_layernorm and
+// post_feedforward_layernorm normalise their outputs; q/k norms over all heads.
+constexpr HfLayerTensor kOlmo2Layer[] = {
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
+
 // Phi-3: q|k|v fused in qkv_proj, gate|up in gate_up_proj.
 constexpr HfLayerTensor kPhi3Layer[] = {
     {"attn_norm.weight", "input_layernorm.weight"},
@@ -137,6 +157,15 @@ constexpr const char* kQwen2MoeDefaults = R"({"sliding_window": 4096, "max_windo
 constexpr const char* kOlmoeDefaults = R"({"vocab_size": 50304, "hidden_size": 2048, "intermediate_size": 2048,
   "num_hidden_layers": 16, "num_attention_heads": 16, "max_position_embeddings": 4096, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": false})";
+// GraniteConfig's defaults: the multipliers are 1 (attention_multiplier replaces 1/sqrt(head_dim)).
+constexpr const char* kGraniteDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
+  "residual_multiplier": 1.0, "attention_multiplier": 1.0})";
+// Olmo2Config's defaults (OLMo-2-1124-7B's shapes).
+constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
 // GptOssConfig's defaults (gpt-oss-20b's text shapes but 36 layers, 128 experts as in 120b).
 // Its rope_scaling default differs between transformers versions (original_max_position_embeddings
 // only in 5.x), so a config without one is refused rather than given either (hf_config.cpp).
@@ -274,6 +303,25 @@ std::vector<FamilyInfo> make_table() {
     f.attn_bias = AttnBias::None;
     f.gguf_arch = "olmoe"; f.gguf_reads = true; f.gguf_moe_norm_topk = false;  // llama.cpp's olmoe: norm_w false
     f.hf_config_defaults = kOlmoeDefaults;
+  }
+  {
+    // OLMo 2: Llama's layer with the norms moved after attention and the MLP (on their outputs,
+    // before the residual add) and RMSNorms over all q heads and all k heads before RoPE.
+    // llama.cpp's "olmo2" (which also holds OLMo 3's windows, not run by ptn).
+    FamilyInfo& f = row(Family::Olmo2, "olmo2", "OLMo 2", {"Olmo2ForCausalLM"});
+    f.hf_names = names(kOlmo2Layer);
+    f.qk_norm = true; f.qk_norm_full = true; f.sandwich_norms = true; f.no_pre_norms = true;
+    f.gguf_arch = "olmo2"; f.gguf_reads = true;
+    f.hf_config_defaults = kOlmo2Defaults;
+  }
+  {
+    // Granite 3: Llama's layer with four scalars (embeddings, query scale, the sublayers' outputs
+    // before the residual add, logits). llama.cpp's "granite" (its Granite MoE and hybrid
+    // architectures are other rows, not run by ptn).
+    FamilyInfo& f = row(Family::Granite, "granite", "Granite", {"GraniteForCausalLM"});
+    f.hf_mlp_bias = true; f.granite_multipliers = true;
+    f.gguf_arch = "granite"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+    f.hf_config_defaults = kGraniteDefaults;
   }
   {
     // gpt-oss: alternating sliding (128) and full layers, learned sinks, YaRN, MXFP4 experts

@@ -21,7 +21,7 @@
 
 namespace ptn {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, GptOss, DeepseekV2, DeepseekV3 };
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Granite, GptOss, DeepseekV2, DeepseekV3 };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -118,6 +118,9 @@ struct FamilyInfo {
   // Norms and scales.
   bool norm_weight_plus_one = false;  // RMSNorm scales by (1 + w): HF stores w, GGUF stores 1 + w (Gemma)
   bool sandwich_norms = false;        // post-attention and post-FFN norms too (Gemma)
+  bool granite_multipliers = false;   // embedding/attention/residual multipliers and logits_scaling (Granite; GGUF
+                                      // embedding_scale, attention.scale, residual_scale, logit_scale)
+  bool no_pre_norms = false;          // ... and no norms before attention and the FFN: the post-norms only (OLMo 2)
   bool qk_norm = false;               // RMSNorm on each q and k head, always (Qwen3, Gemma 3)
   bool qk_norm_full = false;          // ... over all heads at once, weights [heads x head_dim] (OLMoE)
   AttnBias attn_bias = AttnBias::FromConfig;

@@ -155,6 +155,7 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     s.qk_norm_full = s.n_heads > 1 && qn->shape.size() == 1 && qn->shape[0] == s.n_heads * s.head_dim;
   s.activation = fam.gguf_activation;
   s.sandwich_norms = fam.sandwich_norms;
+  s.pre_norms = !fam.no_pre_norms;
   if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
   if (fam.norm_weight_plus_one) {
     s.norm_weight_plus_one = false;
@@ -165,6 +166,20 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     s.final_logit_softcap = g.opt_f32(key("final_logit_softcapping")).value_or(0.0f);
   }
   if (fam.query_pre_attn_scalar) s.attn_scale = g.opt_f32(key("attention.scale")).value_or(gguf_default_query_scale(fam, s));
+  if (fam.granite_multipliers) {
+    // llama.cpp's granite: logit_scale required; the other three optional, 0 or absent meaning none.
+    auto scale = [&](const char* k, bool required) {
+      const std::optional<float> v = required ? std::optional<float>(g.get_f32(key(k))) : g.opt_f32(key(k));
+      if (v && (!(*v >= 0) || !std::isfinite(*v) || (required && *v == 0)))
+        fail(ErrorKind::Corrupt, g.where_key(key(k)), "scale " + std::to_string(*v) + " is not a finite positive number");
+      return v.value_or(0.0f);
+    };
+    const float e = scale("embedding_scale", false), r = scale("residual_scale", false), a = scale("attention.scale", false);
+    s.embed_scale = e > 0 ? e : 1.0f;
+    s.residual_scale = r > 0 ? r : 1.0f;
+    s.attn_scale = a;  // 0: 1/sqrt(head_dim)
+    s.logit_scale = scale("logit_scale", true);
+  }
 }
 
 // llama.cpp's llama4 graph: a fixed 8192-token chunk on the layers sliding_window_pattern
@@ -221,6 +236,8 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     return;
   }
   if (fam.gguf_window == WindowRule::ChunkOnRopeLayers) return llama4_layers(g, fam, s, window);
+  if (fam.no_pre_norms && window > 0)  // llama.cpp's olmo2 with a window is OLMo 3 (windowed layers without YaRN)
+    fail(ErrorKind::Unsupported, g.where_key(key("attention.sliding_window")), "OLMo 3's sliding-window layers are not supported");
   if (fam.gguf_window != WindowRule::EveryNthGlobal) return;  // every layer full
   if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), std::string("missing (") + fam.display + " interleaves windowed layers)");
   int64_t pattern = fam.window_pattern;  // every pattern-th layer is global

@@ -339,6 +339,21 @@ static void check_llama4(const ModelSpec& s, const std::string& arch) {
 std::string gguf_arch_for(const ModelSpec& s) {
   const FamilyInfo& layout = gguf_layout_of(s);
   const std::string arch = layout.gguf_arch;
+  if (s.pre_norms == layout.no_pre_norms)
+    fail(ErrorKind::Unsupported, "GGUF output", std::string(s.pre_norms ? "norms before attention and the FFN" : "post-norms without pre-norms") +
+                                                    " cannot be expressed in the '" + arch + "' GGUF architecture");
+  if (!layout.granite_multipliers && (s.residual_scale != 1.0f || s.logit_scale != 1.0f))
+    fail(ErrorKind::Unsupported, "GGUF output", "a residual or logit scale (Granite's multipliers) cannot be expressed in the '" + arch + "' GGUF architecture");
+  if (layout.no_pre_norms) {
+    // llama.cpp's olmo2: q rows as wide as the hidden state, an output matrix of its own, no biases.
+    if (s.n_heads * s.head_dim != s.hidden_size)
+      fail(ErrorKind::Unsupported, "GGUF output", "heads x head_dim " + std::to_string(s.n_heads * s.head_dim) + " other than hidden_size " +
+                                                      std::to_string(s.hidden_size) + " cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (s.tie_word_embeddings)
+      fail(ErrorKind::Unsupported, "GGUF output", "a tied embedding cannot be expressed in the '" + arch + "' GGUF architecture (llama.cpp needs output.weight)");
+    if (s.attn_bias || s.attn_output_bias || s.mlp_bias)
+      fail(ErrorKind::Unsupported, "GGUF output", "attention or MLP biases cannot be expressed in the '" + arch + "' GGUF architecture");
+  }
   if (layout.gguf_window == WindowRule::ChunkOnRopeLayers) {
     check_llama4(s, arch);
   } else {
@@ -562,6 +577,12 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
   if (layout.logit_softcaps) {
     if (s.attn_logit_softcap != 0) w.set_f32(k("attn_logit_softcapping"), s.attn_logit_softcap);
     if (s.final_logit_softcap != 0) w.set_f32(k("final_logit_softcapping"), s.final_logit_softcap);
+  }
+  if (layout.granite_multipliers) {
+    w.set_f32(k("embedding_scale"), s.embed_scale);
+    w.set_f32(k("residual_scale"), s.residual_scale);
+    w.set_f32(k("attention.scale"), s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim)));
+    w.set_f32(k("logit_scale"), s.logit_scale);
   }
   if (layout.query_pre_attn_scalar) {
     const float dflt = gguf_default_query_scale(layout, s);

@@ -711,6 +711,18 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
     c.bad("clip_qkv", "clamping q/k/v (OLMoE's clip_qkv) is not supported");
   s.norm_weight_plus_one = fam.norm_weight_plus_one;
   s.sandwich_norms = fam.sandwich_norms;
+  s.pre_norms = !fam.no_pre_norms;
+  if (fam.granite_multipliers) {
+    auto positive = [&](const char* key) {
+      const double v = c.number_or(key, 1.0);
+      if (!(v > 0) || !std::isfinite(v)) c.bad(key, "must be a finite positive number");
+      return static_cast<float>(v);
+    };
+    s.embed_scale = positive("embedding_multiplier");
+    s.attn_scale = positive("attention_multiplier");
+    s.residual_scale = positive("residual_multiplier");
+    s.logit_scale = positive("logits_scaling");
+  }
   if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
   if (fam.query_pre_attn_scalar) {
     const double qpas = c.number_or("query_pre_attn_scalar", static_cast<double>(s.head_dim));

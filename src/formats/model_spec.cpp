@@ -68,7 +68,7 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
   std::vector<std::string> out = {"token_embd.weight"};
   for (int64_t i = 0; i < s.n_layers; ++i) {
     auto add = [&](const char* w) { out.push_back(layer_tensor(i, w)); };
-    add("attn_norm.weight");
+    if (s.pre_norms) add("attn_norm.weight");
     add("attn_q.weight");
     add("attn_k.weight");
     add("attn_v.weight");
@@ -78,7 +78,7 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.attn_output_bias) add("attn_output.bias");
     if (s.attn_sinks) add("attn_sinks.weight");
     if (s.sandwich_norms) add("post_attention_norm.weight");
-    add("ffn_norm.weight");
+    if (s.pre_norms) add("ffn_norm.weight");
     if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
       add("ffn_gate_inp.weight");
       if (s.expert_bias) add("ffn_gate_inp.bias");
@@ -198,7 +198,10 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.qk_norm, s.qk_norm_full ? "q/k norm over all heads" : "q/k norm");
   feat(s.qk_l2_norm, "q/k L2 norm");
   feat(s.attn_sinks, "attention sinks");
-  feat(s.sandwich_norms, "sandwich norms");
+  feat(s.sandwich_norms && s.pre_norms, "sandwich norms");
+  feat(!s.pre_norms, "post-norms only");
+  feat(s.residual_scale != 1.0f, "residual scale " + std::to_string(s.residual_scale));
+  feat(s.logit_scale != 1.0f, "logits / " + std::to_string(s.logit_scale));
   feat(s.attn_scale != 0, "attn scale " + std::to_string(s.attn_scale));
   feat(s.attn_logit_softcap != 0, "attn softcap " + std::to_string(s.attn_logit_softcap));
   feat(s.final_logit_softcap != 0, "final softcap " + std::to_string(s.final_logit_softcap));

@@ -72,7 +72,9 @@ struct ModelSpec {
   float attn_scale = 0;               // query scale; 0 means 1/sqrt(head_dim)
   float attn_logit_softcap = 0;       // Gemma 2: tanh soft-capping of scores; 0 = off
   float final_logit_softcap = 0;      // Gemma 2: soft-capping of the output logits; 0 = off
-  float embed_scale = 1.0f;           // Gemma: embeddings times sqrt(hidden_size)
+  float embed_scale = 1.0f;           // Gemma: embeddings times sqrt(hidden_size); Granite: embedding_multiplier
+  float residual_scale = 1.0f;        // Granite: each sublayer's output times residual_multiplier before the residual add
+  float logit_scale = 1.0f;           // Granite: logits divided by logits_scaling
 
   bool tie_word_embeddings = false;   // no output.weight: the embedding is the classifier
   bool attn_bias = false;             // Qwen2, attention_bias: q/k/v projections carry biases
@@ -82,6 +84,7 @@ struct ModelSpec {
   bool qk_norm_full = false;          // with qk_norm: one RMSNorm over all q (and all k) heads, weights
                                       // [heads x head_dim] (OLMoE), instead of one per head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
+  bool pre_norms = true;              // false: no attn_norm / ffn_norm, the post-norms only (OLMo 2)
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
   bool attn_sinks = false;            // gpt-oss: a learned sink logit per query head (attn_sinks [Hq]) on every layer
   // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off

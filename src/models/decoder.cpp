@@ -63,6 +63,10 @@ struct Builder {
       fail(ErrorKind::Unsupported, "graph builder",
            "attention heads (" + std::to_string(s.n_heads) + ") not a multiple of kv heads (" +
                std::to_string(s.n_kv_heads) + ")");
+    if (!(s.residual_scale > 0) || !std::isfinite(s.residual_scale) || !(s.logit_scale > 0) || !std::isfinite(s.logit_scale))
+      fail(ErrorKind::InvalidArgument, "graph builder", "residual and logit scales must be finite and positive");
+    if (!s.pre_norms && !s.sandwich_norms)
+      fail(ErrorKind::InvalidArgument, "graph builder", "model spec has neither pre-norms nor post-norms");
     bool any_moe = false;
     for (const LayerAttention& la : s.layers) any_moe = any_moe || la.moe;
     if (any_moe && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 || s.n_experts_used > s.n_experts ||
@@ -85,7 +89,7 @@ struct Builder {
     const LayerAttention& la = s.layers[l];
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t h = norm(x, t("attn_norm.weight"), H, nm("attn_in"));
+    int32_t h = s.pre_norms ? norm(x, t("attn_norm.weight"), H, nm("attn_in")) : x;  // OLMo 2: no pre-norm
     int32_t q = linear(h, t("attn_q.weight"), Hq * D, nm("q"), s.attn_bias);
     int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
     int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
@@ -136,7 +140,7 @@ struct Builder {
     const int64_t H = s.hidden_size, I = s.intermediate_size;
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
+    int32_t f = s.pre_norms ? norm(x, t("ffn_norm.weight"), H, nm("ffn_in")) : x;
     int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"), s.mlp_bias);
     int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"), s.mlp_bias);
     int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
@@ -152,7 +156,7 @@ struct Builder {
     const int64_t H = s.hidden_size, E = s.n_experts;
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t f = norm(x, t("ffn_norm.weight"), H, nm("ffn_in"));
+    int32_t f = s.pre_norms ? norm(x, t("ffn_norm.weight"), H, nm("ffn_in")) : x;
     std::vector<std::string> ws{t("ffn_gate_inp.weight")};
     for (int64_t e = 0; e < E; ++e)
       for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) ws.push_back(expert_tensor(l, w, e));
@@ -186,16 +190,22 @@ struct Builder {
     if (!s.layers[static_cast<size_t>(l)].moe) return dense_layer(l, x);
     const int64_t H = s.hidden_size;
     const std::string p = "blk." + std::to_string(l) + ".";
-    x = g.add_node(OpType::Add, {x, attention(l, x)}, act(p + "resid_attn", H));
-    return g.add_node(OpType::Add, {x, moe_ffn(l, x)}, act(p + "resid_ffn", H));
+    x = g.add_node(OpType::Add, {x, residual_part(attention(l, x), p + "attn_scaled")}, act(p + "resid_attn", H));
+    return g.add_node(OpType::Add, {x, residual_part(moe_ffn(l, x), p + "ffn_scaled")}, act(p + "resid_ffn", H));
+  }
+
+  // A sublayer's output as it joins the residual stream (Granite scales it by residual_multiplier).
+  int32_t residual_part(int32_t y, const std::string& name) {
+    if (s.residual_scale == 1.0f) return y;
+    return g.add_node(OpType::Scale, {y}, act(name, s.hidden_size), {}, {{"scale", s.residual_scale}});
   }
 
   // Block::Dense: attention then gated MLP, each added to the residual stream.
   int32_t dense_layer(int64_t l, int32_t x) {
     const int64_t H = s.hidden_size;
     const std::string p = "blk." + std::to_string(l) + ".";
-    x = g.add_node(OpType::Add, {x, attention(l, x)}, act(p + "resid_attn", H));
-    return g.add_node(OpType::Add, {x, glu_ffn(l, x)}, act(p + "resid_ffn", H));
+    x = g.add_node(OpType::Add, {x, residual_part(attention(l, x), p + "attn_scaled")}, act(p + "resid_attn", H));
+    return g.add_node(OpType::Add, {x, residual_part(glu_ffn(l, x), p + "ffn_scaled")}, act(p + "resid_ffn", H));
   }
 
   // Final norm on the rows whose logits are wanted (the `hidden` output), classifier, optional
@@ -207,6 +217,8 @@ struct Builder {
     g.hidden = xs;  // the hidden state embeddings pool
     const std::string w = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
     int32_t logits = linear(xs, w, s.vocab_size, "logits_raw", false, kDimR);
+    if (s.logit_scale != 1.0f)  // Granite: logits / logits_scaling
+      logits = g.add_node(OpType::Scale, {logits}, act("logits_scaled", s.vocab_size, kDimR), {}, {{"scale", 1.0f / s.logit_scale}});
     if (s.final_logit_softcap > 0)
       logits = g.add_node(OpType::Softcap, {logits}, act("logits_capped", s.vocab_size, kDimR), {},
                           {{"cap", s.final_logit_softcap}});

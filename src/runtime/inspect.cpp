@@ -86,7 +86,7 @@ int inspect_ptn_file(const std::string& path) {
               s.tie_word_embeddings ? "yes" : "no",
               s.attn_bias ? (s.attn_output_bias ? "q/k/v/o" : "q/k/v") : (s.attn_output_bias ? "o" : "no"),
               s.qk_norm ? (s.qk_norm_full ? "over all heads" : "yes") : "no",
-              s.sandwich_norms ? "yes" : "no", s.attn_logit_softcap, s.final_logit_softcap);
+              s.sandwich_norms ? (s.pre_norms ? "yes" : "post-norms only") : "no", s.attn_logit_softcap, s.final_logit_softcap);
   if (s.mlp_bias) std::printf("  MLP bias yes\n");
   if (s.attn_sinks) std::printf("  attention sinks yes (one logit per query head, every layer)\n");
   print_experts(s, *f);

@@ -102,6 +102,9 @@ json spec_to_json(const ModelSpec& s) {
   if (s.attn_output_bias) j["attn_output_bias"] = true;
   if (s.mlp_bias) j["mlp_bias"] = true;
   if (s.attn_sinks) j["attn_sinks"] = true;
+  if (!s.pre_norms) j["pre_norms"] = false;
+  if (s.residual_scale != 1.0f) j["residual_scale"] = s.residual_scale;
+  if (s.logit_scale != 1.0f) j["logit_scale"] = s.logit_scale;
   if (s.n_experts > 0) {
     j["experts"] = s.n_experts;
     j["experts_used"] = s.n_experts_used;
@@ -156,6 +159,12 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.qk_norm = get<bool>(j, "qk_norm", where, false);
   s.qk_norm_full = get<bool>(j, "qk_norm_full", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
+  s.pre_norms = get<bool>(j, "pre_norms", where, true);
+  s.residual_scale = get<float>(j, "residual_scale", where, 1.f);
+  s.logit_scale = get<float>(j, "logit_scale", where, 1.f);
+  for (const auto& [key, v] : {std::pair<const char*, float>{"residual_scale", s.residual_scale}, {"logit_scale", s.logit_scale}})
+    if (!(v > 0) || !std::isfinite(v)) bad(where, std::string("model.") + key, "must be finite and positive");
+  if (!s.pre_norms && !s.sandwich_norms) bad(where, "model.pre_norms", "false needs sandwich_norms (a layer without any norm)");
   s.n_experts = get_count(j, "experts", where, 0, 1024);
   if (s.n_experts > 0) {
     s.n_experts_used = get_count(j, "experts_used", where, 1, s.n_experts);

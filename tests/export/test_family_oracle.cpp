@@ -329,6 +329,24 @@ std::vector<Case> cases() {
     olmoe.erase("head_dim");
     c.push_back({"olmoe", olmoe, DType::F32, {{{"norm_topk_prob", true}}, {{"num_experts_per_tok", 3}}}});
   }
+  // OLMo 2: post-norms only, q/k norms over all heads (heads x head_dim = hidden_size, as
+  // llama.cpp's olmo2 requires); untied. Also through GGUF (llama.cpp's olmo2). The second case
+  // has q/k/v/o biases (attention_bias), which GGUF cannot carry.
+  {
+    json olmo2 = merged(base("Olmo2ForCausalLM", 3), {{"hidden_size", 64}, {"tie_word_embeddings", false}});
+    olmo2.erase("head_dim");
+    c.push_back({"olmo2", olmo2, DType::F32, {{{"rms_norm_eps", 0.5}}}});
+    c.push_back({"olmo2_bias", merged(olmo2, {{"attention_bias", true}}), DType::F32, {}});
+  }
+  // Granite 3: the four multipliers as Granite-3.x configs have them in kind (each must matter).
+  // Also through GGUF (llama.cpp's granite).
+  {
+    json granite = merged(base("GraniteForCausalLM", 2), {{"embedding_multiplier", 12.0}, {"attention_multiplier", 0.03},
+                                                          {"residual_multiplier", 0.22}, {"logits_scaling", 8.0}});
+    c.push_back({"granite", granite, DType::F32,
+                 {{{"embedding_multiplier", 1.0}}, {{"attention_multiplier", 0.25}}, {{"residual_multiplier", 1.0}},
+                  {{"logits_scaling", 1.0}}}});
+  }
   // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
   // renormalised, a shared expert): also through ptn's GGUF writer and import.
   c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),

@@ -51,9 +51,9 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 }
 
 TEST(Families, TheListsNameWhatIsSupported) {
-  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, gpt-oss");
-  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3, llama4, qwen3moe, qwen2moe, olmoe, gpt-oss");
-  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss");
+  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, Granite, gpt-oss");
+  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma2, gemma3, phi3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, granite, gpt_oss");
 }
 
 TEST(Families, EveryHfTensorNameIsAnHfName) {
@@ -67,7 +67,13 @@ TEST(Families, EveryHfTensorNameIsAnHfName) {
                                    "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) {
       // gpt-oss has experts on every layer (hf_config.cpp maps them), never a dense MLP.
       if (f.hf_moe == HfMoe::GptOss && must.rfind("ffn_", 0) == 0 && must != "ffn_norm.weight") continue;
+      // OLMo 2 has post-norms instead (checked below).
+      if (f.no_pre_norms && (must == "attn_norm.weight" || must == "ffn_norm.weight")) continue;
       EXPECT_TRUE(canonical.count(must)) << f.name << " has no HF name for " << must;
+    }
+    if (f.sandwich_norms) {
+      EXPECT_TRUE(canonical.count("post_attention_norm.weight") && canonical.count("post_ffw_norm.weight"))
+          << f.name << " has post-norms but no HF names for them";
     }
     if (f.attn_sinks) {
       EXPECT_TRUE(canonical.count("attn_sinks.weight")) << f.name << " has sinks but no HF name for them";

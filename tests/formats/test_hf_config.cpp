@@ -2,6 +2,7 @@
 // type of every layer (transformers' rules, see hf_config.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -473,6 +474,29 @@ TEST(HfConfig, DefaultsAreTheConfigClasses) {
   nlohmann::json p = fixture("phi3-mini-4k.json");
   p.erase("rms_norm_eps");
   EXPECT_FLOAT_EQ(model_spec_from_hf_config(p, "cfg.json").norm_eps, 1e-5f);
+}
+
+// OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the
+// MLP, the post-norms on their outputs, q/k norms over all heads; Olmo2Config's defaults.
+TEST(HfConfig, Olmo2PostNormsOnly) {
+  const nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"hidden_size", 4096}, {"num_hidden_layers", 32},
+                            {"num_attention_heads", 32}, {"intermediate_size", 11008}, {"vocab_size", 100352}};
+  const ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "olmo2");
+  EXPECT_FALSE(s.pre_norms);
+  EXPECT_TRUE(s.sandwich_norms);
+  EXPECT_TRUE(s.qk_norm && s.qk_norm_full);
+  EXPECT_FALSE(s.tie_word_embeddings);
+  EXPECT_FLOAT_EQ(s.norm_eps, 1e-5f);
+  EXPECT_EQ(s.n_kv_heads, 32);
+  const auto names = canonical_tensor_names(s);
+  auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  EXPECT_FALSE(has("blk.0.attn_norm.weight"));
+  EXPECT_FALSE(has("blk.0.ffn_norm.weight"));
+  EXPECT_TRUE(has("blk.0.post_attention_norm.weight"));
+  EXPECT_TRUE(has("blk.31.post_ffw_norm.weight"));
+  EXPECT_TRUE(has("blk.0.attn_q_norm.weight"));
+  EXPECT_NE(describe_model_spec(s).find("post-norms only"), std::string::npos) << describe_model_spec(s);
 }
 
 // Mixtral 8x7B's dimensions: 8 experts of the FFN's width on every layer, top-2 renormalised,

@@ -69,6 +69,14 @@ json small(const std::string& family) {
     base["num_local_experts"] = 4;
     base["num_experts_per_tok"] = 2;
   }
+  if (family == "olmo2") base["architectures"] = {"Olmo2ForCausalLM"};  // post-norms only, q/k norms over all heads
+  if (family == "granite") {
+    base["architectures"] = {"GraniteForCausalLM"};
+    base["embedding_multiplier"] = 12.0;
+    base["attention_multiplier"] = 0.0078125;
+    base["residual_multiplier"] = 0.22;
+    base["logits_scaling"] = 8.0;
+  }
   if (family == "qwen3_moe") {  // as its GGUF architecture expresses it: experts on every layer, renormalised
     base["architectures"] = {"Qwen3MoeForCausalLM"};
     base["num_experts"] = 6;
@@ -159,6 +167,11 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   EXPECT_EQ(g.tie_word_embeddings, s.tie_word_embeddings);
   EXPECT_FLOAT_EQ(g.attn_logit_softcap, s.attn_logit_softcap);
   EXPECT_FLOAT_EQ(g.final_logit_softcap, s.final_logit_softcap);
+  EXPECT_EQ(g.pre_norms, s.pre_norms);
+  EXPECT_EQ(g.qk_norm_full, s.qk_norm_full);
+  EXPECT_FLOAT_EQ(g.embed_scale, s.embed_scale);
+  EXPECT_FLOAT_EQ(g.residual_scale, s.residual_scale);
+  EXPECT_FLOAT_EQ(g.logit_scale, s.logit_scale);
   EXPECT_NEAR(g.attn_scale == 0 ? 1 / std::sqrt(16.0f) : g.attn_scale, s.attn_scale == 0 ? 1 / std::sqrt(16.0f) : s.attn_scale, 1e-7);
   const bool gemma = fam == "gemma2" || fam == "gemma3";
   EXPECT_FALSE(g.norm_weight_plus_one);  // GGUF Gemma norms carry the +1
@@ -181,7 +194,7 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "llama-bias", "mixtral",
-                                           "qwen3_moe"));
+                                           "qwen3_moe", "olmo2", "granite"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

@@ -13,7 +13,10 @@ ptn's is used, and no code of transformers is copied):
   (MixtralSparseMoeBlock) and Qwen3MoeForCausalLM
   (Qwen3MoeSparseMoeBlock, decoder_sparse_step, mlp_only_layers), GptOssForCausalLM (attention
   sinks, the top-k router with its bias, the clamped SwiGLU experts on interleaved gate/up columns,
-  their weights either dequantized or in MXFP4 blocks and scales as OpenAI ships them); the masks
+  their weights either dequantized or in MXFP4 blocks and scales as OpenAI ships them),
+  OlmoeForCausalLM, Olmo2ForCausalLM (Olmo2DecoderLayer's norms on the sublayers' outputs, q/k
+  norms over all heads) and GraniteForCausalLM (embedding, attention, residual multipliers and
+  logits_scaling); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
   rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
@@ -95,6 +98,11 @@ FAMILY_DEFAULTS = {
     # OlmoeConfig: experts of intermediate_size on every layer, q/k RMSNorm over all heads.
     "olmoe": {"rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False,
               "clip_qkv": None},
+    # GraniteConfig: the four multipliers default to 1 (attention_multiplier replaces 1/sqrt(d)).
+    "granite": {"embedding_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
+                "attention_multiplier": 1.0},
+    # Olmo2Config: no sliding window (Olmo3Config has them), attention_bias false.
+    "olmo2": {"rms_norm_eps": 1e-5},
     # Qwen2MoeConfig: q/k/v projections with biases (Qwen2's attention), a shared expert.
     "qwen2_moe": {"sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 28, "num_experts": 60,
                   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
@@ -112,7 +120,8 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
          "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
          "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
-         "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss"}
+         "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss",
+         "Olmo2ForCausalLM": "olmo2", "GraniteForCausalLM": "granite"}
 
 
 class Config:
@@ -241,7 +250,7 @@ def layer_plan(cfg, n):
         elif fam in ("qwen3_moe", "qwen2_moe"):  # the window only with use_sliding_window, then on every layer
             w = window if cfg.get("use_sliding_window") else None
             types = ["sliding_attention" if w is not None else "full_attention"] * n
-        elif fam == "olmoe":
+        elif fam in ("olmoe", "olmo2"):
             types = ["full_attention"] * n
         elif fam in ("mistral", "phi3", "mixtral"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
@@ -461,20 +470,27 @@ def forward(cfg, W, ids):
     rot = int(D * (g("partial_rotary_factor") or 1.0))
     act_name = g("hidden_activation") if gemma else g("hidden_act")
     scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
+    if fam == "granite":  # GraniteAttention: the scaling is attention_multiplier itself
+        scale = g("attention_multiplier")
+    # GraniteDecoderLayer: each sublayer's output times residual_multiplier before the residual add.
+    rm = g("residual_multiplier") if fam == "granite" else 1.0
     cap = g("attn_logit_softcapping") if gemma else None
 
     x = W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
     if gemma:
         x = x * math.sqrt(H)
+    if fam == "granite":
+        x = x * g("embedding_multiplier")
     for l in range(L):
         p = f"model.layers.{l}."
-        h = norm(x, W[p + "input_layernorm.weight"])
+        # Olmo2DecoderLayer: no norm on the way in; its two norms act on the sublayers' outputs.
+        h = x if fam == "olmo2" else norm(x, W[p + "input_layernorm.weight"])
         if fam == "phi3":
             qkv = lin(h, p + "self_attn.qkv_proj")
             q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
         else:
             q, k, v = (lin(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
-        if fam == "olmoe":  # OlmoeAttention: q_norm(q_proj(h)), k_norm(k_proj(h)) over the whole projection
+        if fam in ("olmoe", "olmo2"):  # q_norm(q_proj(h)), k_norm(k_proj(h)) over the whole projection
             q = norm(q, W[p + "self_attn.q_norm.weight"])
             k = norm(k, W[p + "self_attn.k_norm.weight"])
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)
@@ -517,9 +533,12 @@ def forward(cfg, W, ids):
         if gemma:
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = norm(x + a, W[p + "pre_feedforward_layernorm.weight"])
+        elif fam == "olmo2":
+            a = norm(a, W[p + "post_attention_layernorm.weight"])
+            f_in = x + a
         else:
-            f_in = norm(x + a, W[p + "post_attention_layernorm.weight"])
-        x = x + a
+            f_in = norm(x + a * rm, W[p + "post_attention_layernorm.weight"])
+        x = x + a * rm
         if fam == "gpt_oss":
             x = x + gpt_oss_experts(cfg, W, p + "mlp.", f_in)
             continue
@@ -538,14 +557,16 @@ def forward(cfg, W, ids):
         else:
             gate, up = lin(f_in, mlp + "gate_proj"), lin(f_in, mlp + "up_proj")
         f = lin(act(act_name, gate) * up, mlp + "down_proj")
-        if gemma:
+        if gemma or fam == "olmo2":
             f = norm(f, W[p + "post_feedforward_layernorm.weight"])
-        x = x + f
+        x = x + f * rm
     x = norm(x, W["model.norm.weight"])
     tied = g("tie_word_embeddings")
     # A tied embedding may be stored only under its alias lm_head.weight.
     head = W.get("model.embed_tokens.weight" if tied else "lm_head.weight", W.get("lm_head.weight"))
     logits = x @ head.T
+    if fam == "granite":  # GraniteForCausalLM
+        logits = logits / g("logits_scaling")
     final_cap = g("final_logit_softcapping") if gemma else None
     if final_cap:
         logits = np.tanh(logits / final_cap) * final_cap
