@@ -111,7 +111,7 @@ std::function<int()> setup(CLI::App& app) {
   sub->add_option(opt("out-dir"), o->out_dir, "write an HF directory here (config.json + model.safetensors)");
   sub->add_option(opt("hf-dtype"), o->hf_dtype, "f32 (default) or bf16 for model.safetensors");
   sub->add_option(opt("gguf"), o->gguf, "write a GGUF file");
-  sub->add_option(opt("type"), o->type, "GGUF weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k_m");
+  sub->add_option(opt("type"), o->type, "GGUF weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0, iq4_nl, iq4_xs (llama-quantize's mixes, docs/cli.md)");
   sub->add_option(opt("tokenizer"), o->tokenizer, "take the tokenizer from this GGUF file or tokenizer.json");
   sub->add_option(opt("seed"), o->seed, "random seed (default 0)");
   sub->add_option(opt("name"), o->name, "general.name of the GGUF");
