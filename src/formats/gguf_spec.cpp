@@ -182,6 +182,24 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   }
 }
 
+// Which layers are windowed (or chunked): attention.sliding_window_pattern as llama.cpp reads
+// it, one flag per layer or a period (every period-th layer global; `period` when absent).
+std::vector<bool> windowed_layers(const GgufFile& g, const FamilyInfo& fam, const ModelSpec& s, int64_t period) {
+  const std::string key = std::string(fam.gguf_arch) + ".attention.sliding_window_pattern";
+  std::vector<bool> out(static_cast<size_t>(s.n_layers));
+  if (const GgufValue* p = g.find(key); p && p->type == GgufType::Array) {
+    const std::vector<int64_t> per_layer = g.get_int_array(key);
+    if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
+      fail(ErrorKind::Corrupt, g.where_key(key), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
+    for (size_t i = 0; i < out.size(); ++i) out[i] = per_layer[i] != 0;
+    return out;
+  } else if (p) {
+    period = positive(g, key, g.get_i64(key), 1 << 16);
+  }
+  for (int64_t i = 0; i < s.n_layers; ++i) out[static_cast<size_t>(i)] = (i + 1) % period != 0;
+  return out;
+}
+
 // llama.cpp's llama4 graph: a fixed 8192-token chunk on the layers sliding_window_pattern
 // marks (default: 3 of every 4), RoPE skipped on every 4th layer, whose queries get the
 // attention temperature (scale 0.1, floor 8192); all of that is in its code, not in the file.
@@ -195,23 +213,12 @@ void llama4_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s, int64
   if (g.has(key("attention.sliding_window")) && window == 0)
     fail(ErrorKind::Unsupported, g.where_key(key("attention.sliding_window")),
          "a llama4 file without chunked attention (sliding_window 0, llama.cpp's MobileLLM form) is not supported");
-  int64_t pattern = 4;
-  std::vector<int64_t> per_layer;
-  if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
-    if (p->type == GgufType::Array) {
-      per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
-      if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
-        fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
-    } else {
-      pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
-    }
-  }
+  const std::vector<bool> chunked_layer = windowed_layers(g, fam, s, 4);
   const float chunk_theta = g.opt_f32(key("rope.freq_base_swa")).value_or(s.rope_theta);
   for (int64_t i = 0; i < s.n_layers; ++i) {
     LayerAttention& l = s.layers[static_cast<size_t>(i)];
     l.use_rope = (i + 1) % kLlama4NopeStep != 0;
-    const bool chunked = per_layer.empty() ? (i + 1) % pattern != 0 : per_layer[static_cast<size_t>(i)] != 0;
-    if (chunked) {
+    if (chunked_layer[static_cast<size_t>(i)]) {
       l.kind = AttnKind::Chunk;
       l.span = kLlama4Chunk;
       l.rope_theta = chunk_theta;
@@ -240,21 +247,10 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     fail(ErrorKind::Unsupported, g.where_key(key("attention.sliding_window")), "OLMo 3's sliding-window layers are not supported");
   if (fam.gguf_window != WindowRule::EveryNthGlobal) return;  // every layer full
   if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), std::string("missing (") + fam.display + " interleaves windowed layers)");
-  int64_t pattern = fam.window_pattern;  // every pattern-th layer is global
-  std::vector<int64_t> per_layer;
-  if (const GgufValue* p = g.find(key("attention.sliding_window_pattern"))) {
-    if (p->type == GgufType::Array) {
-      per_layer = g.get_int_array(key("attention.sliding_window_pattern"));
-      if (static_cast<int64_t>(per_layer.size()) != s.n_layers)
-        fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window_pattern")), "has " + std::to_string(per_layer.size()) + " entries for " + std::to_string(s.n_layers) + " layers");
-    } else {
-      pattern = positive(g, key("attention.sliding_window_pattern"), g.get_i64(key("attention.sliding_window_pattern")), 1 << 16);
-    }
-  }
+  const std::vector<bool> local_layer = windowed_layers(g, fam, s, fam.window_pattern);
   const float local_theta = fam.local_rope_base ? g.opt_f32(key("rope.freq_base_swa")).value_or(10000.0f) : s.rope_theta;
   for (int64_t i = 0; i < s.n_layers; ++i) {
-    bool local = per_layer.empty() ? ((i + 1) % pattern != 0) : per_layer[i] != 0;
-    if (local) {
+    if (local_layer[static_cast<size_t>(i)]) {
       s.layers[i].kind = AttnKind::Window;
       s.layers[i].span = window;
       s.layers[i].rope_theta = local_theta;

@@ -84,30 +84,14 @@ void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const fl
 }
 
 void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* experts, float* weights) {
-  if (p.scoring == MoeScoring::Sigmoid) {
-    double picked = 0;
-    for (int64_t j = 0; j < p.top_k; ++j) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int64_t i = 0; i < j; ++i) taken = taken || experts[i] == e;
-        if (taken) continue;
-        if (best < 0 || logits[e] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[e]))) best = e;
-      }
-      experts[j] = static_cast<int32_t>(best);
-      const double w = sigmoid(static_cast<double>(logits[best]));
-      weights[j] = static_cast<float>(w);
-      picked += w;
-    }
-    if (p.norm_topk_prob && picked > 0)
-      for (int64_t j = 0; j < p.top_k; ++j) weights[j] = static_cast<float>(weights[j] / picked);
-    return;
+  // The softmax's maximum and sum (sigmoid scores need neither).
+  const bool sigmoid_scores = p.scoring == MoeScoring::Sigmoid;
+  double mx = -INFINITY, sum = 0;
+  if (!sigmoid_scores) {
+    for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[e]));
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]) - mx);
   }
-  double mx = -INFINITY;
-  for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[e]));
-  double sum = 0;
-  for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]) - mx);
-  // Selection by logit (the softmax keeps the order); a NaN logit is never chosen over a number.
+  // Selection by logit (both scores keep the order); a NaN logit is never chosen over a number.
   double picked = 0;
   for (int64_t j = 0; j < p.top_k; ++j) {
     int64_t best = -1;
@@ -118,9 +102,10 @@ void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* expe
       if (best < 0 || logits[e] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[e]))) best = e;
     }
     experts[j] = static_cast<int32_t>(best);
-    const double prob = std::exp(static_cast<double>(logits[best]) - mx) / sum;
-    weights[j] = static_cast<float>(prob);
-    picked += prob;
+    const double l = static_cast<double>(logits[best]);
+    const double score = sigmoid_scores ? sigmoid(l) : std::exp(l - mx) / sum;
+    weights[j] = static_cast<float>(score);
+    picked += score;
   }
   if (p.norm_topk_prob && picked > 0)
     for (int64_t j = 0; j < p.top_k; ++j) weights[j] = static_cast<float>(weights[j] / picked);

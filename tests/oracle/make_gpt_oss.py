@@ -22,10 +22,11 @@ sides.
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
+
+from safetensors_out import write_safetensors
 
 VOCAB, HIDDEN, FFN, LAYERS = 300, 64, 64, 2
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 16
@@ -52,30 +53,6 @@ QUANTIZATION = {"quant_method": "mxfp4", "modules_to_not_convert": [
 # FP4 E2M1 values by 4-bit code (bit 3 the sign).
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
                 dtype=np.float32)
-
-
-# ---- safetensors writer -----------------------------------------------------------------------
-
-def write_safetensors(path, tensors):
-    """tensors: {name: array}, float32 arrays stored as F32 and uint8 ones as U8, in this order."""
-    header, chunks, offset = {}, [], 0
-    for name, a in tensors.items():
-        if a.dtype == np.float32:
-            kind, raw = "F32", np.ascontiguousarray(a, dtype="<f4").tobytes()
-        elif a.dtype == np.uint8:
-            kind, raw = "U8", np.ascontiguousarray(a).tobytes()
-        else:
-            raise ValueError(f"{name}: {a.dtype}")
-        header[name] = {"dtype": kind, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for raw in chunks:
-            f.write(raw)
 
 
 # ---- MXFP4 ------------------------------------------------------------------------------------

@@ -32,10 +32,11 @@ differently) while the sigmoid of the chosen logit stays well below 1.
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
+
+from safetensors_out import write_safetensors
 
 VOCAB, HIDDEN, LAYERS = 320, 64, 4
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 16
@@ -58,29 +59,6 @@ TEXT_CONFIG = {
     "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": False,
 }
 
-
-# ---- safetensors writer -----------------------------------------------------------------------
-
-def write_safetensors(path, tensors):
-    """tensors: {name: float32 array}, stored as F32 in this order."""
-    header, chunks, offset = {}, [], 0
-    for name, a in tensors.items():
-        if a.dtype != np.float32:
-            raise ValueError(f"{name}: {a.dtype}")
-        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for raw in chunks:
-            f.write(raw)
-
-
-# ---- the model --------------------------------------------------------------------------------
 
 def make_tensors(rng, form):
     """Every tensor in one fixed order, whatever the form; only the names differ."""
