@@ -184,6 +184,13 @@ void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, c
   kern.tile_block(t, k, v, n, lo, hi);
 }
 
+void attn_rows_to_f32(const KvRows& r, int64_t n, int64_t d, float* out) {
+  if (n < 0 || (n > 0 && out == nullptr))
+    fail(ErrorKind::InvalidArgument, "attn_rows_to_f32", "n=" + std::to_string(n) + ": need n >= 0 and an output");
+  check_kv_rows("rows", r, d, n);
+  if (n > 0) kdetail::attn_kernels(simd_level()).rows_f32(r, n, d, out);
+}
+
 void attn_tile_finish(const AttnTile& t, float* const* out, const float* sinks) {
   if (t.qt == nullptr || t.nq < 1 || out == nullptr)
     fail(ErrorKind::InvalidArgument, "attn_tile_finish", "tile not begun or null output");

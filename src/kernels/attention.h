@@ -137,4 +137,10 @@ void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, c
 // sinks[i] (as attn_finish's).
 void attn_tile_finish(const AttnTile& t, float* const* out, const float* sinks = nullptr);
 
+// n rows of r (types and strides as for attend_block) as f32 into out [n][d], SIMD per
+// simd_level(): a block of an f16 / bf16 / q8_0 cache converted once and then attended by many
+// tiles as f32 rows (attn_tile_block would otherwise convert it once per tile). Throws as
+// attend_block for bad rows, or for a null out with n > 0.
+void attn_rows_to_f32(const KvRows& r, int64_t n, int64_t d, float* out);
+
 }  // namespace ptn

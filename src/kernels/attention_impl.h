@@ -281,6 +281,22 @@ void attend_any(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const
 
 // ---- query tiles (attention.h): tile row i = lane i of V ----
 
+// n rows of `r` converted to f32 into out [n][d] (f32 rows copied).
+template <class V>
+void rows_f32_t(const KvRows& r, int64_t n, int64_t d, float* out) {
+  for (int64_t j = 0; j < n; ++j, out += d) {
+    const uint8_t* row = static_cast<const uint8_t*>(r.data) + j * r.stride;
+    if (r.type == DType::F32) {
+      std::memcpy(out, row, static_cast<size_t>(d) * sizeof(float));
+      continue;
+    }
+    for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
+    if (r.type == DType::F16) Row16<false>::axpy<V>(out, 1.0f, row, d);
+    else if (r.type == DType::BF16) Row16<true>::axpy<V>(out, 1.0f, row, d);
+    else RowQ8::axpy<V>(out, 1.0f, row, d);
+  }
+}
+
 // Rows j0..j0+m-1 of `r` as f32: in place for f32, else converted into buf [m][d].
 template <class V>
 void tile_rows_f32(const KvRows& r, int64_t j0, int64_t m, int64_t d, float* buf, const float** rows) {
@@ -288,15 +304,8 @@ void tile_rows_f32(const KvRows& r, int64_t j0, int64_t m, int64_t d, float* buf
     for (int64_t j = 0; j < m; ++j) rows[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(r.data) + (j0 + j) * r.stride);
     return;
   }
-  for (int64_t j = 0; j < m; ++j) {
-    float* out = buf + j * d;
-    for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-    const uint8_t* row = static_cast<const uint8_t*>(r.data) + (j0 + j) * r.stride;
-    if (r.type == DType::F16) Row16<false>::axpy<V>(out, 1.0f, row, d);
-    else if (r.type == DType::BF16) Row16<true>::axpy<V>(out, 1.0f, row, d);
-    else RowQ8::axpy<V>(out, 1.0f, row, d);
-    rows[j] = out;
-  }
+  rows_f32_t<V>(KvRows{static_cast<const uint8_t*>(r.data) + j0 * r.stride, r.type, r.stride}, m, d, buf);
+  for (int64_t j = 0; j < m; ++j) rows[j] = buf + j * d;
 }
 
 // Rows j0..j0+m-1 (m <= 16) at a time: scores S[j] (one vector = the tile's rows) by d
@@ -392,7 +401,7 @@ void tile_block_t(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, cons
 
 template <class V>
 constexpr AttnKernels make_attn_kernels() {
-  return AttnKernels{&attend_any<V>, &tile_block_t<V>, V::W};
+  return AttnKernels{&attend_any<V>, &tile_block_t<V>, &rows_f32_t<V>, V::W};
 }
 
 }  // namespace

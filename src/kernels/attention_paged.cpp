@@ -50,36 +50,68 @@ void paged_attend_group(const PagedLayerView& view, int64_t kv_head, const float
 void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float* const* q, const int64_t* lo,
                        const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out,
                        const float* sinks) {
-  thread_local std::vector<float> buf;
-  buf.resize(attn_tile_floats(view.dk, view.dv));
-  AttnTile tile;
-  attn_tile_begin(tile, q, nq, view.dk, view.dv, scale, softcap, buf.data());
+  const PagedTileRows t{q, lo, hi, nq, out, sinks};
+  paged_attend_tiles(view, kv_head, &t, 1, scale, softcap);
+}
+
+void paged_attend_tiles(const PagedLayerView& view, int64_t kv_head, const PagedTileRows* tiles, int64_t n_tiles,
+                        float scale, float softcap) {
+  thread_local std::vector<float> buf, kf, vf;
+  thread_local std::vector<AttnTile> state;
+  const size_t per_tile = attn_tile_floats(view.dk, view.dv);
+  buf.resize(per_tile * static_cast<size_t>(n_tiles));
+  state.assign(static_cast<size_t>(n_tiles), AttnTile{});
   const int64_t bs = view.block_size;
   int64_t first = INT64_MAX, last = -1;
-  for (int64_t i = 0; i < nq; ++i)
-    if (lo[i] <= hi[i]) {
-      first = std::min(first, lo[i]);
-      last = std::max(last, hi[i]);
-    }
+  for (int64_t ti = 0; ti < n_tiles; ++ti) {
+    const PagedTileRows& r = tiles[ti];
+    attn_tile_begin(state[static_cast<size_t>(ti)], r.q, r.nq, view.dk, view.dv, scale, softcap,
+                    buf.data() + per_tile * static_cast<size_t>(ti));
+    for (int64_t i = 0; i < r.nq; ++i)
+      if (r.lo[i] <= r.hi[i]) {
+        first = std::min(first, r.lo[i]);
+        last = std::max(last, r.hi[i]);
+      }
+  }
+  const bool convert = view.dtype != DType::F32;
+  if (convert) {
+    kf.resize(static_cast<size_t>(bs * view.dk));
+    vf.resize(static_cast<size_t>(bs * view.dv));
+  }
   const size_t k_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.k_row;
   const size_t v_head = static_cast<size_t>(kv_head) * static_cast<size_t>(bs) * view.v_row;
   int32_t slo[kAttnTileMax], shi[kAttnTileMax];
   for (int64_t bi = last < 0 ? 1 : first / bs; bi <= last / bs && last >= 0; ++bi) {
-    // Row i sees slots [slo, shi) of this block.
-    int64_t n = 0;
-    for (int64_t i = 0; i < nq; ++i) {
-      const int64_t a = std::max(lo[i], bi * bs), b = std::min(hi[i], bi * bs + bs - 1);
-      slo[i] = static_cast<int32_t>(a - bi * bs);
-      shi[i] = static_cast<int32_t>(a <= b ? b - bi * bs + 1 : a - bi * bs);
-      if (a <= b) n = std::max(n, b - bi * bs + 1);
-    }
-    if (n == 0) continue;
     const uint8_t* blk = view.base + static_cast<size_t>(view.table[bi]) * view.block_bytes;
-    const KvRows k{blk + view.k_off + k_head, view.dtype, static_cast<int64_t>(view.k_row)};
-    const KvRows v{blk + view.v_off + v_head, view.dtype, static_cast<int64_t>(view.v_row)};
-    attn_tile_block(tile, k, v, n, slo, shi);
+    KvRows k{blk + view.k_off + k_head, view.dtype, static_cast<int64_t>(view.k_row)};
+    KvRows v{blk + view.v_off + v_head, view.dtype, static_cast<int64_t>(view.v_row)};
+    int64_t converted = 0;  // rows of this block in kf / vf
+    for (int64_t ti = 0; ti < n_tiles; ++ti) {
+      // Row i of the tile sees slots [slo, shi) of this block.
+      const PagedTileRows& r = tiles[ti];
+      int64_t n = 0;
+      for (int64_t i = 0; i < r.nq; ++i) {
+        const int64_t a = std::max(r.lo[i], bi * bs), b = std::min(r.hi[i], bi * bs + bs - 1);
+        slo[i] = static_cast<int32_t>(a - bi * bs);
+        shi[i] = static_cast<int32_t>(a <= b ? b - bi * bs + 1 : a - bi * bs);
+        if (a <= b) n = std::max(n, b - bi * bs + 1);
+      }
+      if (n == 0) continue;
+      if (convert && n > converted) {
+        // Rows [converted, n) join the f32 copy; the tiles that follow need at most the block.
+        const KvRows kc{static_cast<const uint8_t*>(k.data) + converted * k.stride, k.type, k.stride};
+        const KvRows vc{static_cast<const uint8_t*>(v.data) + converted * v.stride, v.type, v.stride};
+        attn_rows_to_f32(kc, n - converted, view.dk, kf.data() + converted * view.dk);
+        attn_rows_to_f32(vc, n - converted, view.dv, vf.data() + converted * view.dv);
+        converted = n;
+      }
+      const KvRows kt = convert ? KvRows{kf.data(), DType::F32, view.dk * 4} : k;
+      const KvRows vt = convert ? KvRows{vf.data(), DType::F32, view.dv * 4} : v;
+      attn_tile_block(state[static_cast<size_t>(ti)], kt, vt, n, slo, shi);
+    }
   }
-  attn_tile_finish(tile, out, sinks);
+  for (int64_t ti = 0; ti < n_tiles; ++ti)
+    attn_tile_finish(state[static_cast<size_t>(ti)], tiles[ti].out, tiles[ti].sinks);
 }
 
 // ---- the op for a step's rows, split over the threads -----------------------------------------
@@ -110,38 +142,62 @@ struct PagedStep {
 };
 
 // Prompts: consecutive rows of one sequence read the same blocks, so they are attended as query
-// tiles (kernels/attention.h) of up to `tile_rows` rows x the query heads of a kv head, each
-// block read once per tile. Items are (tile, kv head, share of the group's heads). tile_start:
-// the first row of each tile, then T.
+// tiles (kernels/attention.h) of up to `tile_rows` rows x the query heads of a kv head, and runs
+// of up to kMaxRunTiles tiles of one sequence go block by block together (paged_attend_tiles),
+// so that a long cache is read once per run rather than once per tile. Items are (run, kv head,
+// share of the group's heads). tile_start: the first row of each tile, then T.
 void attend_tiles(const PagedStep& s, const std::vector<int64_t>& tile_start, int64_t heads_per_tile,
                   ThreadPool& pool) {
+  constexpr int64_t kMaxRunTiles = 16;
   const int64_t hkv = s.hkv, group = s.group;
   const int64_t n_tiles = static_cast<int64_t>(tile_start.size()) - 1;
   const int64_t head_shares = (group + heads_per_tile - 1) / heads_per_tile;
-  pool.parallel_for_dynamic(n_tiles * hkv * head_shares, 1, [&](int64_t b, int64_t e, int) {
-    const float* qrows[kAttnTileMax];
-    float* orows[kAttnTileMax];
-    float srows[kAttnTileMax];
-    int64_t lo[kAttnTileMax], hi[kAttnTileMax];
+  // Runs short enough to leave each thread about 4 items (the later rows of a causal prompt cost more).
+  const int64_t want_items = 4 * static_cast<int64_t>(pool.size());
+  const int64_t run_len =
+      std::clamp<int64_t>(n_tiles * hkv * head_shares / std::max<int64_t>(1, want_items), 1, kMaxRunTiles);
+  std::vector<int64_t> run_start;  // first tile of each run, then n_tiles
+  for (int64_t ti = 0; ti < n_tiles;) {
+    run_start.push_back(ti);
+    int64_t e = ti + 1;
+    while (e < n_tiles && e - ti < run_len &&
+           s.rows[tile_start[static_cast<size_t>(e)]].table == s.rows[tile_start[static_cast<size_t>(ti)]].table)
+      ++e;
+    ti = e;
+  }
+  run_start.push_back(n_tiles);
+  const int64_t n_runs = static_cast<int64_t>(run_start.size()) - 1;
+  pool.parallel_for_dynamic(n_runs * hkv * head_shares, 1, [&](int64_t b, int64_t e, int) {
+    const float* qrows[kMaxRunTiles][kAttnTileMax];
+    float* orows[kMaxRunTiles][kAttnTileMax];
+    float srows[kMaxRunTiles][kAttnTileMax];
+    int64_t lo[kMaxRunTiles][kAttnTileMax], hi[kMaxRunTiles][kAttnTileMax];
+    PagedTileRows tiles[kMaxRunTiles];
     for (int64_t item = b; item < e; ++item) {
-      const int64_t tile = item / (hkv * head_shares), h = item / head_shares % hkv, share = item % head_shares;
-      const int64_t t0 = tile_start[static_cast<size_t>(tile)], t1 = tile_start[static_cast<size_t>(tile) + 1];
+      const int64_t run = item / (hkv * head_shares), h = item / head_shares % hkv, share = item % head_shares;
+      const int64_t r0 = run_start[static_cast<size_t>(run)], r1 = run_start[static_cast<size_t>(run) + 1];
       const int64_t g0 = share * heads_per_tile, g1 = std::min(group, g0 + heads_per_tile);
-      if (t1 - t0 == 1) {  // a lone row: the group kernel (full-width dot products) is faster
+      const int64_t t0 = tile_start[static_cast<size_t>(r0)];
+      if (r1 - r0 == 1 && tile_start[static_cast<size_t>(r0) + 1] - t0 == 1) {
+        // A lone row: the group kernel (full-width dot products) is faster.
         paged_attend_group(s.view_of(t0), h, s.q_of(t0, h * group + g0), g1 - g0, s.rows[t0].lo, s.rows[t0].hi,
                            s.scale, s.softcap, s.out_of(t0, h * group + g0), s.sinks_of(h * group + g0));
         continue;
       }
-      int64_t nq = 0;
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t g = g0; g < g1; ++g, ++nq) {
-          qrows[nq] = s.q_of(t, h * group + g);
-          orows[nq] = s.out_of(t, h * group + g);
-          srows[nq] = s.sink_of(h * group + g);
-          lo[nq] = s.rows[t].lo;
-          hi[nq] = s.rows[t].hi;
-        }
-      paged_attend_tile(s.view_of(t0), h, qrows, lo, hi, nq, s.scale, s.softcap, orows, s.sinks ? srows : nullptr);
+      for (int64_t ti = r0; ti < r1; ++ti) {
+        const int64_t k = ti - r0;
+        int64_t nq = 0;
+        for (int64_t t = tile_start[static_cast<size_t>(ti)]; t < tile_start[static_cast<size_t>(ti) + 1]; ++t)
+          for (int64_t g = g0; g < g1; ++g, ++nq) {
+            qrows[k][nq] = s.q_of(t, h * group + g);
+            orows[k][nq] = s.out_of(t, h * group + g);
+            srows[k][nq] = s.sink_of(h * group + g);
+            lo[k][nq] = s.rows[t].lo;
+            hi[k][nq] = s.rows[t].hi;
+          }
+        tiles[k] = PagedTileRows{qrows[k], lo[k], hi[k], nq, orows[k], s.sinks ? srows[k] : nullptr};
+      }
+      paged_attend_tiles(s.view_of(t0), h, tiles, r1 - r0, s.scale, s.softcap);
     }
   });
 }

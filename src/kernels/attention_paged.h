@@ -67,4 +67,24 @@ void paged_attend_tile(const PagedLayerView& view, int64_t kv_head, const float*
                        const int64_t* hi, int64_t nq, float scale, float softcap, float* const* out,
                        const float* sinks = nullptr);
 
+// One tile's rows for paged_attend_tiles, as paged_attend_tile takes them: nq (1..attn_tile_width())
+// rows of one sequence, row i (q[i] [dk], out[i] [dv]) seeing positions lo[i]..hi[i] (inclusive);
+// sinks null or [nq].
+struct PagedTileRows {
+  const float* const* q = nullptr;
+  const int64_t* lo = nullptr;
+  const int64_t* hi = nullptr;
+  int64_t nq = 0;
+  float* const* out = nullptr;
+  const float* sinks = nullptr;
+};
+
+// Several tiles of one sequence and kv head in flash-attention's loop order: block by block, each
+// block's K/V rows read from the pool once for every tile that sees it (and converted to f32 once
+// when the cache holds f16, bf16 or q8_0), while the tiles' states stay in cache. A prompt over a
+// long cache reads the cache once per n_tiles tiles instead of once per tile. Results equal
+// paged_attend_tile per tile.
+void paged_attend_tiles(const PagedLayerView& view, int64_t kv_head, const PagedTileRows* tiles, int64_t n_tiles,
+                        float scale, float softcap);
+
 }  // namespace ptn

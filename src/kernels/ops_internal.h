@@ -60,6 +60,8 @@ struct AttnKernels {
   // attn_tile_block after argument checks, for tiles of this level's width.
   void (*tile_block)(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, const int32_t* lo,
                      const int32_t* hi);
+  // attn_rows_to_f32 after argument checks: n rows of r, d values each, into out [n][d].
+  void (*rows_f32)(const KvRows& r, int64_t n, int64_t d, float* out);
   int64_t tile_width;
 };
 
