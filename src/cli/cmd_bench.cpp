@@ -20,7 +20,7 @@ struct BenchArgs {
   bool no_repack = false;
   std::string batches;
   std::string depths = "0";
-  std::string cache_type = "f32";
+  std::string cache_type = "f16";
   bool json = false;
   std::string quantize;
   bool f16_as_bf16 = false;
@@ -42,7 +42,7 @@ std::function<int()> setup(CLI::App& app) {
   c->add_option(opt("batch"), a->batches, "batched decode with these numbers of sequences, e.g. 1,2,4,8");
   c->add_option(opt("batch-prompt"), a->batch_prompt, "prompt tokens of each sequence before batched decode (default 128)");
   c->add_option(opt("batch-gen"), a->batch_gen, "batched decode steps timed (default 32)");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype (default f32)");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype (default f16)");
   c->add_option(opt("quantize"), a->quantize, "GGUF input: convert the weights first (as ptn export --quantize)");
   c->add_flag(opt("f16-as-bf16"), a->f16_as_bf16, "GGUF input: run F16 matrices as BF16 (as ptn export --f16-as-bf16)");
   c->add_flag(opt("json"), a->json, "print one JSON object per result");

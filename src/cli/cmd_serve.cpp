@@ -24,7 +24,7 @@ struct ServeArgs {
   bool no_repack = false;
   std::string kv_memory;
   int64_t ctx = 0;
-  std::string cache_type = "f32";
+  std::string cache_type = "f16";
   int64_t max_batch_tokens = 0;
   int64_t max_queue = 256;
   int64_t parallel = 64;
@@ -96,7 +96,7 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_repack_flag(c, &a->no_repack);
   c->add_option(opt("kv-memory"), a->kv_memory, "KV cache budget in bytes (e.g. 256M)");
   c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts, at most a quarter of the memory)");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f16 (default), f32, bf16, q8_0");
   c->add_option(opt("max-batch-tokens"), a->max_batch_tokens, "token rows per step (default: the program's max_seq_length)");
   c->add_option(opt("max-queue"), a->max_queue, "requests waiting before 503 (default 256)");
   c->add_option(opt("parallel"), a->parallel, "sequences generating at once (default 64)");

@@ -66,13 +66,13 @@ inline void add_context_flag(CLI::App* cmd, int64_t* ctx) {
 
 struct CacheFlags {
   std::string kind = "paged";  // --cache: paged | reference (Session checks it)
-  std::string dtype = "f32";   // --cache-type: a dtype name
+  std::string dtype = "f16";   // --cache-type: a dtype name (f16 as llama.cpp's default)
 };
 
 // --cache and --cache-type, in that order, bound to *flags (which must outlive the parse).
 inline void add_cache_flags(CLI::App* cmd, CacheFlags* flags) {
   cmd->add_option(opt("cache"), flags->kind, "KV cache: paged (default) or reference");
-  cmd->add_option(opt("cache-type"), flags->dtype, "KV cache dtype: f32 (default), f16, bf16, q8_0");
+  cmd->add_option(opt("cache-type"), flags->dtype, "KV cache dtype: f16 (default), f32, bf16, q8_0");
 }
 
 // Sets so->cache_kind and so->cache_dtype; an unknown --cache-type throws ptn::Error.

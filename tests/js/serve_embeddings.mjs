@@ -31,7 +31,8 @@ for (const t of texts) want.push(await direct(t));
 
 // `exact`: one text per request, as `want` was computed, so the same f32 values (base64 decodes
 // to them exactly, floats print them exactly). Texts batched in one request share engine steps
-// whose matrix products sum in another order: equal to ~1e-7.
+// whose matrix products sum in another order, and the server's default f16 cache then rounds a
+// few K/V values the other way: equal to ~2e-5 (~1e-7 with --cache-type f32).
 function checkVector(got, expected, what, exact = true) {
   assert.equal(got.length, 64, `${what}: dimension`);
   const norm = Math.sqrt(got.reduce((s, x) => s + x * x, 0));
@@ -40,7 +41,7 @@ function checkVector(got, expected, what, exact = true) {
     assert.deepEqual(Array.from(got), expected, what);
   } else {
     const worst = Math.max(...got.map((x, i) => Math.abs(x - expected[i])));
-    assert.ok(worst < 1e-5, `${what}: differs by up to ${worst}`);
+    assert.ok(worst < 1e-4, `${what}: differs by up to ${worst}`);
   }
 }
 

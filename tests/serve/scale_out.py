@@ -93,8 +93,10 @@ def wait_http(port, path, deadline):
 
 
 def start_replica(ptn, model, redis_port, name, timeout_ms=200):
+    # An f32 cache: the logprob check below is about the tier's bytes, and the default f16 cache
+    # rounds the K/V of the prompt tail B computes in another step shape (logprobs ~4e-3 apart).
     proc = subprocess.Popen([ptn, "serve", "-m", model, "--port", "0", "-t", "1", "--model-name", "stories",
-                             "--parallel", "8", "--kv-store", f"redis://127.0.0.1:{redis_port}",
+                             "--cache-type", "f32", "--parallel", "8", "--kv-store", f"redis://127.0.0.1:{redis_port}",
                              "--kv-store-timeout-ms", str(timeout_ms)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
