@@ -73,7 +73,10 @@ size_t parse_bytes(const std::string& s) {
 int64_t default_cache_tokens(const ptn::ProgramMeta& meta, ptn::DType dtype) {
   int64_t ctx = meta.cache_spec.max_positions > 0 ? meta.cache_spec.max_positions : meta.spec.max_position_embeddings;
   if (ctx <= 0) ctx = 4096;
-  const double elem = dtype == ptn::DType::F32 ? 4.0 : dtype == ptn::DType::Q8_0 ? 34.0 / 32.0 : 2.0;
+  const double elem = dtype == ptn::DType::F32    ? 4.0
+                     : dtype == ptn::DType::Q8_0 ? 34.0 / 32.0
+                     : dtype == ptn::DType::Q4_0 ? 18.0 / 32.0
+                                                 : 2.0;
   double per_token = 0;  // K and V bytes of one position over every layer
   for (const auto& l : meta.cache_spec.layers)
     per_token += elem * static_cast<double>(l.n_kv_heads) * static_cast<double>(l.head_dim_k + l.head_dim_v);
@@ -96,7 +99,7 @@ std::function<int()> setup(CLI::App& app) {
   ptn::cli::add_repack_flag(c, &a->no_repack);
   c->add_option(opt("kv-memory"), a->kv_memory, "KV cache budget in bytes (e.g. 256M)");
   c->add_option(opt("ctx"), a->ctx, "KV cache size in tokens over all sequences (default: 16 contexts, at most a quarter of the memory)");
-  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f16 (default), f32, bf16, q8_0");
+  c->add_option(opt("cache-type"), a->cache_type, "KV cache dtype: f16 (default), f32, bf16, q8_0, q4_0");
   c->add_option(opt("max-batch-tokens"), a->max_batch_tokens, "token rows per step (default: the program's max_seq_length)");
   c->add_option(opt("max-queue"), a->max_queue, "requests waiting before 503 (default 256)");
   c->add_option(opt("parallel"), a->parallel, "sequences generating at once (default 64)");

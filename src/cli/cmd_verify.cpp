@@ -35,7 +35,7 @@ std::function<int()> setup(CLI::App& app) {
   auto* c = app.add_subcommand("verify", "Check that the runtime reproduces a program's golden samples");
   using ptn::cli::opt;
   c->add_option("file", a->file, "the .ptn program (a GGUF or HF directory: exported in memory with 2 golden samples)")->required();
-  c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, or all (default)");
+  c->add_option(opt("cache"), a->cache, "reference, paged-f32, paged-f16, paged-bf16, paged-q8_0, paged-q4_0, or all (default)");
   c->add_option(opt("mode"), a->mode, "optimized (default) or reference executor");
   auto* nmse_opt = c->add_option(opt("max-nmse"), a->max_nmse,
                 "pass threshold on the logits' NMSE (default 1e-4 for float weights, 1e-2 when integer kernels "
@@ -111,7 +111,8 @@ std::function<int()> setup(CLI::App& app) {
                                   {"paged-f32", "paged", ptn::DType::F32, a->max_nmse},
                                   {"paged-f16", "paged", ptn::DType::F16, std::max(a->max_nmse, 3e-3)},
                                   {"paged-bf16", "paged", ptn::DType::BF16, std::max(a->max_nmse, 1e-2)},
-                                  {"paged-q8_0", "paged", ptn::DType::Q8_0, std::max(a->max_nmse, 1e-2)}};
+                                  {"paged-q8_0", "paged", ptn::DType::Q8_0, std::max(a->max_nmse, 1e-2)},
+                                  {"paged-q4_0", "paged", ptn::DType::Q4_0, std::max(a->max_nmse, 1e-1)}};
       for (auto& v : all)
         if (a->cache == "all" || a->cache == v.label || (a->cache == "paged" && v.label == "paged-f32"))
           variants.push_back(v);
@@ -126,7 +127,7 @@ std::function<int()> setup(CLI::App& app) {
       vo.cache_kind = v.kind;
       vo.cache.dtype = v.dtype;
       vo.max_nmse = v.nmse;
-      if (v.dtype == ptn::DType::Q8_0 && meta.cache_spec.layers.front().head_dim_k % 32 != 0) {
+      if ((v.dtype == ptn::DType::Q8_0 || v.dtype == ptn::DType::Q4_0) && meta.cache_spec.layers.front().head_dim_k % 32 != 0) {
         std::printf("  %-11s skipped: head dim %lld is not a multiple of 32\n", v.label.c_str(),
                     static_cast<long long>(meta.cache_spec.layers.front().head_dim_k));
         continue;

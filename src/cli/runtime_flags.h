@@ -72,7 +72,7 @@ struct CacheFlags {
 // --cache and --cache-type, in that order, bound to *flags (which must outlive the parse).
 inline void add_cache_flags(CLI::App* cmd, CacheFlags* flags) {
   cmd->add_option(opt("cache"), flags->kind, "KV cache: paged (default) or reference");
-  cmd->add_option(opt("cache-type"), flags->dtype, "KV cache dtype: f16 (default), f32, bf16, q8_0");
+  cmd->add_option(opt("cache-type"), flags->dtype, "KV cache dtype: f16 (default), f32, bf16, q8_0, q4_0");
 }
 
 // Sets so->cache_kind and so->cache_dtype; an unknown --cache-type throws ptn::Error.

@@ -36,7 +36,7 @@ const AttnKernels& attn_kernels(SimdLevel level) {
 }  // namespace kdetail
 
 bool attn_kv_type_supported(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
 }
 
 void attn_begin(AttnAccumulator& st, float* acc, int64_t dv) {
@@ -54,15 +54,17 @@ namespace {
 // the checks are plain comparisons and the message strings are built only on failure.
 void check_kv_rows(const char* what, const KvRows& r, int64_t d, int64_t n) {
   const bool ok_type = attn_kv_type_supported(r.type);
-  if (ok_type && (r.type != DType::Q8_0 || d % 32 == 0) && d >= 1 && (n <= 1 || r.stride >= static_cast<int64_t>(row_bytes(r.type, d))) &&
+  const bool blocks32 = r.type == DType::Q8_0 || r.type == DType::Q4_0;
+  if (ok_type && (!blocks32 || d % 32 == 0) && d >= 1 && (n <= 1 || r.stride >= static_cast<int64_t>(row_bytes(r.type, d))) &&
       (n <= 0 || r.data != nullptr))
     return;
   const std::string where = std::string("attend_block: ") + what;
   if (!ok_type)
     fail(ErrorKind::Unsupported, where,
-         std::string("type ") + dtype_name(r.type) + " is not an attention K/V type (f32, f16, bf16, q8_0)");
-  if (r.type == DType::Q8_0 && d % 32 != 0)
-    fail(ErrorKind::InvalidArgument, where, "q8_0 rows need a head dim that is a multiple of 32, got " + std::to_string(d));
+         std::string("type ") + dtype_name(r.type) + " is not an attention K/V type (f32, f16, bf16, q8_0, q4_0)");
+  if (blocks32 && d % 32 != 0)
+    fail(ErrorKind::InvalidArgument, where,
+         std::string(dtype_name(r.type)) + " rows need a head dim that is a multiple of 32, got " + std::to_string(d));
   const auto bytes = static_cast<int64_t>(row_bytes(r.type, d, where));
   if (n > 1 && r.stride < bytes)
     fail(ErrorKind::InvalidArgument, where,

@@ -1,7 +1,7 @@
 // Causal attention with grouped-query heads and the HF attention policies (full, sliding
 // window, chunked), over contiguous K/V — the definition the KV caches are tested against —
 // and the online-softmax building block a paged cache uses to attend block by block with K/V
-// read in place (f32, f16, bf16 or q8_0 rows).
+// read in place (f32, f16, bf16, q8_0 or q4_0 rows).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -51,8 +51,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* q_
 // into one contiguous run when positions within a block are consecutive).
 
 // n rows of K or V for one kv head: row j starts at data + j * stride (bytes) and holds the
-// head's D (or Dv) values in `type`: F32, F16, BF16 or Q8_0 (then D must be a multiple of 32;
-// row j is D / 32 consecutive BlockQ8_0). E.g. a cache block [tokens, Hkv, D] of f16:
+// head's D (or Dv) values in `type`: F32, F16, BF16, Q8_0 or Q4_0 (then D must be a multiple of
+// 32; row j is D / 32 consecutive BlockQ8_0 / BlockQ4_0). E.g. a cache block [tokens, Hkv, D] of f16:
 // data = base + h * D * 2, stride = Hkv * D * 2.
 struct KvRows {
   const void* data = nullptr;
@@ -60,7 +60,7 @@ struct KvRows {
   int64_t stride = 0;  // bytes from row j to row j + 1; at least the row's size
 };
 
-bool attn_kv_type_supported(DType t);  // F32, F16, BF16, Q8_0
+bool attn_kv_type_supported(DType t);  // F32, F16, BF16, Q8_0, Q4_0
 
 struct AttnAccumulator {
   float max = -INFINITY;  // m: running maximum score (after scale and softcap)
@@ -73,7 +73,7 @@ struct AttnAccumulator {
 void attn_begin(AttnAccumulator& st, float* acc, int64_t dv);
 // Folds n rows into st: scores s_j = scale * q·k_j (then softcap * tanh(s_j / softcap) when
 // softcap > 0), weights exp(s_j - m). q: [d] f32. SIMD per simd_level(), single thread.
-// Throws InvalidArgument for an unsupported type, a q8_0 row length not a multiple of 32, a
+// Throws InvalidArgument for an unsupported type, a q8_0/q4_0 row length not a multiple of 32, a
 // stride smaller than the row, or n < 0.
 void attend_block(AttnAccumulator& st, const float* q, int64_t d, const KvRows& k,
                   const KvRows& v, int64_t n, float scale, float softcap);
@@ -138,7 +138,7 @@ void attn_tile_block(AttnTile& t, const KvRows& k, const KvRows& v, int64_t n, c
 void attn_tile_finish(const AttnTile& t, float* const* out, const float* sinks = nullptr);
 
 // n rows of r (types and strides as for attend_block) as f32 into out [n][d], SIMD per
-// simd_level(): a block of an f16 / bf16 / q8_0 cache converted once and then attended by many
+// simd_level(): a block of an f16 / bf16 / q8_0 / q4_0 cache converted once and then attended by many
 // tiles as f32 rows (attn_tile_block would otherwise convert it once per tile). Throws as
 // attend_block for bad rows, or for a null out with n > 0.
 void attn_rows_to_f32(const KvRows& r, int64_t n, int64_t d, float* out);

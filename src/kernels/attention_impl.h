@@ -153,6 +153,40 @@ struct RowQ8 {
   }
 };
 
+// q4_0 rows: d / 32 blocks of (half scale, 16 bytes): element i < 16 is the low nibble of byte i,
+// element 16 + i its high nibble, value (code - 8) * scale.
+struct RowQ4 {
+  static int64_t bytes(int64_t d) { return d / QK4_0 * static_cast<int64_t>(sizeof(BlockQ4_0)); }
+  template <class V>
+  static float dot(const float* q, const void* row, int64_t d) {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row);
+    const typename V::R eight = V::set1(8.0f);
+    typename V::R total = V::zero();
+    for (int64_t blk = 0; blk < d / QK4_0; ++blk, q += QK4_0) {
+      typename V::R s = V::zero();
+      for (int i = 0; i < QK4_0 / 2; i += V::W) {
+        s = V::fma(V::load(q + i), V::sub(V::load_u4(b[blk].qs + i, 0), eight), s);
+        s = V::fma(V::load(q + QK4_0 / 2 + i), V::sub(V::load_u4(b[blk].qs + i, 4), eight), s);
+      }
+      total = V::fma(V::set1(V::half(b[blk].d)), s, total);
+    }
+    return V::hsum(total);
+  }
+  template <class V>
+  static void axpy(float* acc, float p, const void* row, int64_t d) {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row);
+    const typename V::R eight = V::set1(8.0f);
+    for (int64_t blk = 0; blk < d / QK4_0; ++blk, acc += QK4_0) {
+      const typename V::R c = V::set1(p * V::half(b[blk].d));
+      for (int i = 0; i < QK4_0 / 2; i += V::W) {
+        V::store(acc + i, V::fma(c, V::sub(V::load_u4(b[blk].qs + i, 0), eight), V::load(acc + i)));
+        float* hi = acc + QK4_0 / 2 + i;
+        V::store(hi, V::fma(c, V::sub(V::load_u4(b[blk].qs + i, 4), eight), V::load(hi)));
+      }
+    }
+  }
+};
+
 constexpr int64_t kPrefetchRows = 8;
 
 inline void prefetch_row(const uint8_t* p, int64_t bytes) {
@@ -263,6 +297,7 @@ void attend_v(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
     case DType::F16: return attend_t<V, KR, Row16<false>>(st, q, G, d, k, v, n, scale, softcap);
     case DType::BF16: return attend_t<V, KR, Row16<true>>(st, q, G, d, k, v, n, scale, softcap);
     case DType::Q8_0: return attend_t<V, KR, RowQ8>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::Q4_0: return attend_t<V, KR, RowQ4>(st, q, G, d, k, v, n, scale, softcap);
     default: return attend_t<V, KR, RowF32>(st, q, G, d, k, v, n, scale, softcap);
   }
 }
@@ -275,6 +310,7 @@ void attend_any(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const
     case DType::F16: return attend_v<V, Row16<false>>(st, q, G, d, k, v, n, scale, softcap);
     case DType::BF16: return attend_v<V, Row16<true>>(st, q, G, d, k, v, n, scale, softcap);
     case DType::Q8_0: return attend_v<V, RowQ8>(st, q, G, d, k, v, n, scale, softcap);
+    case DType::Q4_0: return attend_v<V, RowQ4>(st, q, G, d, k, v, n, scale, softcap);
     default: return attend_v<V, RowF32>(st, q, G, d, k, v, n, scale, softcap);
   }
 }
@@ -293,6 +329,7 @@ void rows_f32_t(const KvRows& r, int64_t n, int64_t d, float* out) {
     for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
     if (r.type == DType::F16) Row16<false>::axpy<V>(out, 1.0f, row, d);
     else if (r.type == DType::BF16) Row16<true>::axpy<V>(out, 1.0f, row, d);
+    else if (r.type == DType::Q4_0) RowQ4::axpy<V>(out, 1.0f, row, d);
     else RowQ8::axpy<V>(out, 1.0f, row, d);
   }
 }

@@ -59,6 +59,8 @@ struct ScalarV {
   static R load_f16(const uint16_t* p) { return fp16_to_f32(*p); }
   static R load_bf16(const uint16_t* p) { return bf16_to_f32(*p); }
   static R load_i8(const int8_t* p) { return static_cast<float>(*p); }
+  // W 4-bit codes (byte >> shift) & 15 from W bytes, as floats (shift 0: low nibbles, 4: high).
+  static R load_u4(const uint8_t* p, int shift) { return static_cast<float>((*p >> shift) & 15); }
   static float half(uint16_t h) { return fp16_to_f32(h); }
 };
 
@@ -132,6 +134,10 @@ struct Avx2V {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  static R load_u4(const uint8_t* p, int shift) {
+    const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(w, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15)));
+  }
   static float half(uint16_t h) { return _cvtsh_ss(h); }
 };
 #endif
@@ -188,6 +194,10 @@ struct Avx512V {
   static R load_i8(const int8_t* p) {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static R load_u4(const uint8_t* p, int shift) {
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srl_epi32(w, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15)));
   }
   static float half(uint16_t h) { return _cvtsh_ss(h); }
 };
@@ -252,6 +262,13 @@ struct NeonV {
     std::memcpy(&w, p, 4);
     b = vreinterpret_s8_s32(vset_lane_s32(w, vreinterpret_s32_s8(b), 0));
     return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(b))));
+  }
+  static R load_u4(const uint8_t* p, int shift) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    const uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(w));
+    const uint32x4_t x = vmovl_u16(vget_low_u16(vmovl_u8(b)));
+    return vcvtq_f32_u32(vandq_u32(vshlq_u32(x, vdupq_n_s32(-shift)), vdupq_n_u32(15)));
   }
   static float half(uint16_t h) { return fp16_to_f32(h); }
 };

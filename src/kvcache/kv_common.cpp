@@ -15,8 +15,8 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
   if (spec.layers.size() > 100000) bad("the cache spec has " + std::to_string(spec.layers.size()) + " layers");
   if (spec.max_positions < 0) bad("max_positions is negative");
   const DType dt = options.dtype;
-  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q8_0)
-    bad(std::string("cache dtype ") + dtype_name(dt) + " is not supported (use f32, f16, bf16 or q8_0)");
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::Q8_0 && dt != DType::Q4_0)
+    bad(std::string("cache dtype ") + dtype_name(dt) + " is not supported (use f32, f16, bf16, q8_0 or q4_0)");
   if (options.block_size < 1 || options.block_size > 4096)
     bad("block_size " + std::to_string(options.block_size) + " is outside 1..4096");
   if (options.capacity_tokens < 0 || options.capacity_tokens > (int64_t{1} << 40))
@@ -31,8 +31,8 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
     if (L.head_dim_v < 1 || L.head_dim_v > 65536) bad(at + "head_dim_v " + std::to_string(L.head_dim_v) + " is outside 1..65536");
     if (L.kind != AttnKind::Full && L.span < 1)
       bad(at + "a window/chunk layer needs a positive span, got " + std::to_string(L.span));
-    if (dt == DType::Q8_0 && (L.head_dim_k % 32 != 0 || L.head_dim_v % 32 != 0))
-      bad(at + "q8_0 cache needs head dims that are multiples of 32, got k " + std::to_string(L.head_dim_k) +
+    if ((dt == DType::Q8_0 || dt == DType::Q4_0) && (L.head_dim_k % 32 != 0 || L.head_dim_v % 32 != 0))
+      bad(at + dtype_name(dt) + " cache needs head dims that are multiples of 32, got k " + std::to_string(L.head_dim_k) +
           ", v " + std::to_string(L.head_dim_v));
   }
 }

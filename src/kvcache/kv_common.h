@@ -1,7 +1,7 @@
 // Helpers shared by the cache implementations: validation of a (spec, options) pair, the
 // argument checks of the KVCache calls (one message per problem, whichever cache), the visible
 // range of a query under a layer's attention policy, and row conversions between f32 and the
-// cache dtypes (f32, f16, bf16, q8_0).
+// cache dtypes (f32, f16, bf16, q8_0, q4_0).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace ptn::kv {
 
 // Throws InvalidArgument (naming `who`) unless the spec has at least one layer, every layer has
 // positive kv heads and head dims, window/chunk layers have a positive span, the dtype is one
-// of f32/f16/bf16/q8_0 (q8_0: head dims multiples of 32) and 1 <= block_size <= 4096.
+// of f32/f16/bf16/q8_0/q4_0 (q8_0, q4_0: head dims multiples of 32) and 1 <= block_size <= 4096.
 // Capacity is not checked here (the reference cache allows "unlimited").
 void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std::string& who);
 

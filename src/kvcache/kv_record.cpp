@@ -19,7 +19,8 @@ constexpr size_t kLayerBytes = 5 * 4;
 
 bool cache_dtype_code(uint32_t code) {
   return code == static_cast<uint32_t>(DType::F32) || code == static_cast<uint32_t>(DType::F16) ||
-         code == static_cast<uint32_t>(DType::BF16) || code == static_cast<uint32_t>(DType::Q8_0);
+         code == static_cast<uint32_t>(DType::BF16) || code == static_cast<uint32_t>(DType::Q8_0) ||
+         code == static_cast<uint32_t>(DType::Q4_0);
 }
 
 class Writer {
@@ -48,7 +49,7 @@ uint64_t block_data_bytes(const KvIdentity& id, const std::string& source) {
                              std::to_string(RecordLimits::kMaxLayers));
   if (!cache_dtype_code(static_cast<uint32_t>(id.dtype)))
     fail_corrupt(source, "cache dtype code " + std::to_string(static_cast<uint32_t>(id.dtype)) +
-                             " is not one of f32, f16, bf16, q8_0");
+                             " is not one of f32, f16, bf16, q8_0, q4_0");
   CacheSpec spec;
   spec.layers = id.layers;
   CacheOptions opt;
@@ -134,7 +135,7 @@ KvRecord decode_record(const uint8_t* data, size_t size, const std::string& sour
   KvRecord rec;
   rec.id.program_id = r.read<uint64_t>("program id");
   const uint32_t dtype = r.read<uint32_t>("cache dtype");
-  if (!cache_dtype_code(dtype)) fail_corrupt(source, "cache dtype code " + std::to_string(dtype) + " is not one of f32, f16, bf16, q8_0");
+  if (!cache_dtype_code(dtype)) fail_corrupt(source, "cache dtype code " + std::to_string(dtype) + " is not one of f32, f16, bf16, q8_0, q4_0");
   rec.id.dtype = static_cast<DType>(dtype);
   const uint32_t bs = r.read<uint32_t>("block size");
   if (bs < 1 || bs > RecordLimits::kMaxBlockSize)

@@ -12,6 +12,7 @@
 #include "core/blocks.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/quant.h"
 #include "kernel_test_util.h"
 #include "kernels/attention.h"
 
@@ -283,6 +284,12 @@ std::vector<uint8_t> encode(const std::vector<float>& x, DType type, int64_t D, 
       h[i] = type == DType::F16 ? f32_to_fp16(x[i]) : f32_to_bf16(x[i]);
       back[i] = type == DType::F16 ? fp16_to_f32(h[i]) : bf16_to_f32(h[i]);
     }
+  } else if (type == DType::Q4_0) {  // ggml's q4_0 through core/quant
+    out.resize(static_cast<size_t>(rows * D / 32) * sizeof(BlockQ4_0));
+    for (int64_t r = 0; r < rows; ++r) {
+      quantize_row(type, &x[r * D], out.data() + r * (D / 32) * sizeof(BlockQ4_0), D);
+      dequantize_row(type, out.data() + r * (D / 32) * sizeof(BlockQ4_0), &back[r * D], D);
+    }
   } else {  // Q8_0: d = max|x| / 127 per 32, q = round(x / d)
     out.resize(static_cast<size_t>(rows * D / 32) * sizeof(BlockQ8_0));
     auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
@@ -302,8 +309,8 @@ std::vector<uint8_t> encode(const std::vector<float>& x, DType type, int64_t D, 
 
 TEST(Attention, BlocksWithReducedPrecisionKv) {
   const int64_t block = 16;
-  for (DType kt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
-    for (DType vt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+  for (DType kt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    for (DType vt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
       Problem p = make_problem(3, 75, 8, 2, 64, 64, 11, 77);
       std::vector<float> kback, vback;
       const std::vector<uint8_t> kb = encode(p.k, kt, p.D, kback), vb = encode(p.v, vt, p.Dv, vback);
@@ -333,8 +340,11 @@ TEST(Attention, BlocksWithReducedPrecisionKv) {
           const std::string what = std::string(dtype_name(kt)) + "/" + dtype_name(vt) + " " + cfg +
                                    " kind=" + std::to_string(int(a.kind)) + " span=" + std::to_string(a.span);
           EXPECT_LT(nmse(dense(p, a, kback, vback), got), 1e-10) << "vs decoded K/V " << what;
-          EXPECT_LT(nmse(dense(p, a, p.k, p.v), got), kt == DType::F32 && vt == DType::F32 ? 1e-10 : 1e-3)
-              << "vs f32 K/V " << what;
+          // q4_0 rounds to 1/16 of a block's range: ~1e-2 of the values' energy.
+          const double bound = kt == DType::F32 && vt == DType::F32               ? 1e-10
+                               : kt == DType::Q4_0 || vt == DType::Q4_0 ? 3e-2
+                                                                          : 1e-3;
+          EXPECT_LT(nmse(dense(p, a, p.k, p.v), got), bound) << "vs f32 K/V " << what;
         });
       }
     }
@@ -403,8 +413,8 @@ TEST(Attention, SixteenBitRowsWithOddHeadDims) {
 TEST(Attention, TileRowsEqualOneRowAtATime) {
   struct Case { int64_t d, dv; float softcap; };
   for (const Case& c : {Case{64, 64, 0.0f}, Case{64, 64, 4.0f}, Case{37, 21, 0.0f}}) {
-    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
-      if (type == DType::Q8_0 && (c.d % 32 || c.dv % 32)) continue;
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+      if ((type == DType::Q8_0 || type == DType::Q4_0) && (c.d % 32 || c.dv % 32)) continue;
       const int64_t S = 70, block = 16;  // 5 blocks, the last one partial
       std::vector<float> kf = random_vec(S * c.d, 3, -2, 2), vf = random_vec(S * c.dv, 4, -1, 1), kback, vback;
       const std::vector<uint8_t> kb = encode(kf, type, c.d, kback), vb = encode(vf, type, c.dv, vback);
@@ -478,7 +488,7 @@ TEST(Attention, TileBadArgumentsThrow) {
   EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::F32, 256}, KvRows{q.data(), DType::F32, 256}, 1, lo, hi),
                Error);  // not begun
   attn_tile_begin(tile, rows, 1, 64, 64, 1.0f, 0.0f, buf.data());
-  EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::Q4_0, 256}, KvRows{q.data(), DType::F32, 256}, 1, lo, hi),
+  EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::Q4_K, 256}, KvRows{q.data(), DType::F32, 256}, 1, lo, hi),
                Error);
   EXPECT_THROW(attn_tile_block(tile, KvRows{q.data(), DType::F32, 16}, KvRows{q.data(), DType::F32, 256}, 2, lo, hi),
                Error);
@@ -546,7 +556,7 @@ TEST(Attention, BadArgumentsThrow) {
   std::vector<uint8_t> raw(4096);
   expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::Q8_0, 34}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
                {"attend_block", "q8_0", "32"});
-  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::Q4_0, 64}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
+  expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::Q4_K, 64}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
                {"attend_block", "q4_0"});
   expect_error([&] { attend_block(st, p.q.data(), 16, KvRows{raw.data(), DType::F16, 16}, KvRows{raw.data(), DType::F32, 64}, 2, 1.0f, 0.0f); },
                {"attend_block", "stride 16"});

@@ -1,5 +1,5 @@
 // Paged attention over blocks of a pool (kernels/attention_paged.h) against a dense softmax
-// written here in double over the same stored K/V (dequantized), for f32/f16/bf16/q8_0 caches:
+// written here in double over the same stored K/V (dequantized), for f32/f16/bf16/q8_0/q4_0 caches:
 // prompts deep into a cache (runs of query tiles that read each block once), windows, two
 // sequences in one step, every SIMD level and 1/2 threads. Also: a run of tiles gives exactly
 // the bits of its tiles one at a time, and attn_rows_to_f32 equals dequantize_row.
@@ -80,7 +80,7 @@ void dense_row(const Pool& p, const std::vector<int32_t>& table, const float* q,
 // Two sequences in one step: A continues a cache 150 deep with 40 prompt rows, B is a fresh
 // 30-row prompt with a window of 20 positions. Their blocks are interleaved in the pool.
 TEST(PagedAttention, DeepPromptsMatchDenseSoftmax) {
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     const int64_t depth_a = 150, rows_a = 40, rows_b = 30, window_b = 20;
     const int64_t blocks_a = (depth_a + rows_a + kBs - 1) / kBs, blocks_b = (rows_b + kBs - 1) / kBs;
     const Pool pool(type, blocks_a + blocks_b, 7);
@@ -110,7 +110,7 @@ TEST(PagedAttention, DeepPromptsMatchDenseSoftmax) {
 // paged_attend_tiles over n tiles gives the bits of paged_attend_tile per tile, also where the
 // tiles see different parts of a block (causal rows, one row with a window, one that sees nothing).
 TEST(PagedAttention, RunOfTilesEqualsTilesOneAtATime) {
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
     const int64_t depth = 70, n_tiles = 5, w = attn_tile_width(), nq = std::min<int64_t>(w, 4);
     const Pool pool(type, (depth + n_tiles * nq + kBs - 1) / kBs, 21);
     std::vector<int32_t> table(static_cast<size_t>(pool.n_blocks));
@@ -143,7 +143,7 @@ TEST(PagedAttention, RunOfTilesEqualsTilesOneAtATime) {
 }
 
 TEST(PagedAttention, RowsToF32EqualsDequantizeRow) {
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     const int64_t n = 7, d = 96;
     const size_t row = row_bytes(type, d), stride = row + 32;  // rows with a gap between them
     const std::vector<float> x = random_vec(static_cast<size_t>(n * d), 3, -4, 4);
@@ -160,7 +160,7 @@ TEST(PagedAttention, RowsToF32EqualsDequantizeRow) {
     });
   }
   std::vector<float> out(64);
-  EXPECT_THROW(attn_rows_to_f32(KvRows{out.data(), DType::Q4_0, 64}, 1, 64, out.data()), Error);
+  EXPECT_THROW(attn_rows_to_f32(KvRows{out.data(), DType::Q4_K, 64}, 1, 64, out.data()), Error);
   EXPECT_THROW(attn_rows_to_f32(KvRows{out.data(), DType::F32, 256}, 1, 64, nullptr), Error);
   EXPECT_THROW(attn_rows_to_f32(KvRows{out.data(), DType::F32, 256}, -1, 64, out.data()), Error);
 }
