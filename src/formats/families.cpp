@@ -250,6 +250,10 @@ std::vector<FamilyInfo> make_table() {
     FamilyInfo& f = row(Family::SmolLM3, "smollm3", "SmolLM3", {"SmolLM3ForCausalLM"});
     f.tie_by_default = true; f.nope_layers = true; f.hf_mlp_bias = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
+    // llama.cpp's smollm3: Llama's file layout (q/k rows permuted by its converter), RoPE skipped
+    // on every 4th layer by its code, every layer full, q/k/v biases only, no rope_freqs tensor.
+    f.gguf_arch = "smollm3"; f.gguf_reads = true; f.gguf_qk_interleaved = true;
+    f.gguf_nope_step = 4; f.gguf_qkv_bias_only = true;
   }
   {
     FamilyInfo& f = row(Family::Llama4, "llama4", "Llama 4", {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"});

@@ -104,6 +104,8 @@ struct FamilyInfo {
   bool gguf_qk_interleaved = false;  // GGUF attn_q/attn_k rows interleaved (llama.cpp permutes "llama" only)
   bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
   bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
+  int64_t gguf_nope_step = 0;        // RoPE skipped on layer i when (i + 1) % step == 0, fixed by llama.cpp's graph (smollm3: 4)
+  bool gguf_qkv_bias_only = false;   // the architecture loads q/k/v biases only, no o_proj or MLP biases (smollm3)
   // MoE GGUF architectures: whether llama.cpp's graph renormalises the top-k expert weights
   // (llama/Mixtral, qwen3moe: yes; qwen2moe: no), and whether it has a shared expert
   // (qwen2moe: ffn_*_shexp, scaled by sigmoid(ffn_gate_inp_shexp . x)).

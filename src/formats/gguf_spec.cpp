@@ -237,6 +237,11 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   if (window < 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), "negative window");
   s.layers.assign(static_cast<size_t>(s.n_layers), LayerAttention{});
   for (auto& l : s.layers) l.rope_theta = s.rope_theta;
+  if (fam.gguf_nope_step > 0) {  // fixed by llama.cpp's graph, not in the file (smollm3)
+    for (int64_t i = 0; i < s.n_layers; ++i) s.layers[static_cast<size_t>(i)].use_rope = (i + 1) % fam.gguf_nope_step != 0;
+    s.source_notes.push_back(std::string(fam.gguf_arch) + ": RoPE skipped on every " + std::to_string(fam.gguf_nope_step) +
+                             "th layer (fixed by llama.cpp's graph)");
+  }
   if (fam.gguf_window == WindowRule::AllLayers) {
     if (window > 0)
       for (auto& l : s.layers) { l.kind = AttnKind::Window; l.span = window; }

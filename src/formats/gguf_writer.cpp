@@ -358,12 +358,22 @@ std::string gguf_arch_for(const ModelSpec& s) {
     check_llama4(s, arch);
   } else {
     const bool windows_ok = layout.gguf_window != WindowRule::None;
+    const int64_t step = layout.gguf_nope_step;
     for (size_t i = 0; i < s.layers.size(); ++i) {
       const LayerAttention& l = s.layers[i];
-      if (!l.use_rope || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
-        fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
+      const std::string where = "GGUF output: layer " + std::to_string(i);
+      if (step > 0 && l.use_rope != ((static_cast<int64_t>(i) + 1) % step != 0))
+        fail(ErrorKind::Unsupported, where,
+             std::string(l.use_rope ? "RoPE" : "NoPE") + " on this layer cannot be expressed in the '" + arch +
+                 "' GGUF architecture (llama.cpp skips RoPE on every " + std::to_string(step) + "th layer exactly)");
+      if ((step == 0 && !l.use_rope) || l.kind == AttnKind::Chunk || (l.kind == AttnKind::Window && !windows_ok))
+        fail(ErrorKind::Unsupported, where,
              std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
     }
+    if (layout.gguf_qkv_bias_only && (s.attn_output_bias || s.mlp_bias))
+      fail(ErrorKind::Unsupported, "GGUF output",
+           std::string(s.mlp_bias ? "MLP biases" : "an o_proj bias") + " cannot be expressed in the '" + arch +
+               "' GGUF architecture (llama.cpp loads q/k/v biases only)");
     if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   // gpt-oss's sinks, expert biases and clamped SwiGLU exist in its own architecture only, and

@@ -272,6 +272,11 @@ std::vector<Case> cases() {
   json smol5 = merged(base("SmolLM3ForCausalLM", 4), {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 50000.0}}},
                                                      {"no_rope_layer_interval", 2}, {"tie_word_embeddings", true}});
   c.push_back({"smollm3_v5", smol5, DType::BF16, {{{"no_rope_layer_interval", 4}}}, /*embedding_as_lm_head=*/true});
+  // SmolLM3 as llama.cpp's smollm3 architecture expresses it (so the GGUF path runs too): RoPE
+  // skipped on every 4th layer by the default no_rope_layer_interval, tied, no biases.
+  json smol_gguf = merged(base("SmolLM3ForCausalLM", 4), {{"rope_theta", 5000000.0}});
+  smol_gguf.erase("tie_word_embeddings");
+  c.push_back({"smollm3_gguf", smol_gguf, DType::F32, {{{"no_rope_layer_interval", 8}}}});
   // Llama 4 dense: chunked RoPE layers, a NoPE layer every 4th with the attention temperature
   // (floor_scale small so it varies here), weightless q/k norm, interleaved RoPE rows, llama3 scaling.
   c.push_back({"llama4", merged(base("Llama4ForCausalLM", 4),
