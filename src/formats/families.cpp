@@ -166,6 +166,10 @@ constexpr const char* kGraniteDefaults = R"({"vocab_size": 32000, "hidden_size":
 constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
+// Olmo3Config's: OLMo 2's, with a window of 4096 on three layers of every four (layer_types).
+constexpr const char* kOlmo3Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "sliding_window": 4096})";
 // GptOssConfig's defaults (gpt-oss-20b's text shapes but 36 layers, 128 experts as in 120b).
 // Its rope_scaling default differs between transformers versions (original_max_position_embeddings
 // only in 5.x), so a config without one is refused rather than given either (hf_config.cpp).
@@ -311,12 +315,25 @@ std::vector<FamilyInfo> make_table() {
   {
     // OLMo 2: Llama's layer with the norms moved after attention and the MLP (on their outputs,
     // before the residual add) and RMSNorms over all q heads and all k heads before RoPE.
-    // llama.cpp's "olmo2" (which also holds OLMo 3's windows, not run by ptn).
+    // llama.cpp's "olmo2" also holds OLMo 3: with attention.sliding_window, the layers of
+    // sliding_window_pattern (default: three of every four) are windowed, RoPE unscaled there.
     FamilyInfo& f = row(Family::Olmo2, "olmo2", "OLMo 2", {"Olmo2ForCausalLM"});
     f.hf_names = names(kOlmo2Layer);
     f.qk_norm = true; f.qk_norm_full = true; f.sandwich_norms = true; f.no_pre_norms = true;
     f.gguf_arch = "olmo2"; f.gguf_reads = true;
+    f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 4; f.sliding_rope_unscaled = true;
     f.hf_config_defaults = kOlmo2Defaults;
+  }
+  {
+    // OLMo 3: OLMo 2's layer; windows on the layers layer_types names (default three of every
+    // four), where RoPE is the plain one at the same base: the scaling (YaRN) is the full
+    // layers' only, as OLMo-core trains it and llama.cpp and vLLM run it. Written as "olmo2".
+    FamilyInfo& f = row(Family::Olmo3, "olmo3", "OLMo 3", {"Olmo3ForCausalLM"});
+    f.hf_names = names(kOlmo2Layer);
+    f.qk_norm = true; f.qk_norm_full = true; f.sandwich_norms = true; f.no_pre_norms = true;
+    f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 4; f.sliding_rope_unscaled = true;
+    f.gguf_arch = "olmo2";  // written as, and read back as, OLMo 2
+    f.hf_config_defaults = kOlmo3Defaults;
   }
   {
     // Granite 3: Llama's layer with four scalars (embeddings, query scale, the sublayers' outputs

@@ -21,7 +21,7 @@
 
 namespace ptn {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Granite, GptOss, DeepseekV2, DeepseekV3 };
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3 };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -143,6 +143,8 @@ struct FamilyInfo {
   WindowRule gguf_window = WindowRule::None;  // as llama.cpp runs the architecture; also what the writer can express
   int64_t window_pattern = 0;                 // EveryNthGlobal: every window_pattern-th layer is global
   bool hf_window_pattern_key = false;         // config `sliding_window_pattern` overrides window_pattern (Gemma 3)
+  bool sliding_rope_unscaled = false;  // windowed layers: the model's RoPE base without its scaling (OLMo 3, and
+                                       // llama.cpp's olmo2 with a window)
   bool local_rope_base = false;  // windowed layers use their own unscaled RoPE base (Gemma 3:
                                  // rope_local_base_freq / rope.freq_base_swa, default 10000)
   bool nope_layers = false;      // some layers skip RoPE: no_rope_layers, or every no_rope_layer_interval-th (SmolLM3, Llama 4)

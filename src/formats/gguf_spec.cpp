@@ -248,9 +248,11 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     return;
   }
   if (fam.gguf_window == WindowRule::ChunkOnRopeLayers) return llama4_layers(g, fam, s, window);
-  if (fam.no_pre_norms && window > 0)  // llama.cpp's olmo2 with a window is OLMo 3 (windowed layers without YaRN)
-    fail(ErrorKind::Unsupported, g.where_key(key("attention.sliding_window")), "OLMo 3's sliding-window layers are not supported");
   if (fam.gguf_window != WindowRule::EveryNthGlobal) return;  // every layer full
+  if (fam.sliding_rope_unscaled && window == 0) return;  // olmo2 without a window: OLMo 2, every layer full
+  if (fam.sliding_rope_unscaled && g.has(key("rope.freq_base_swa")) && g.opt_f32(key("rope.freq_base_swa")).value_or(0) != s.rope_theta)
+    fail(ErrorKind::Unsupported, g.where_key(key("rope.freq_base_swa")),
+         "a RoPE base of the windowed layers' own (llama.cpp's " + std::string(fam.gguf_arch) + " graph uses rope.freq_base on every layer)");
   if (window == 0) fail(ErrorKind::Corrupt, g.where_key(key("attention.sliding_window")), std::string("missing (") + fam.display + " interleaves windowed layers)");
   const std::vector<bool> local_layer = windowed_layers(g, fam, s, fam.window_pattern);
   const float local_theta = fam.local_rope_base ? g.opt_f32(key("rope.freq_base_swa")).value_or(10000.0f) : s.rope_theta;
@@ -259,7 +261,8 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
       s.layers[i].kind = AttnKind::Window;
       s.layers[i].span = window;
       s.layers[i].rope_theta = local_theta;
-      s.layers[i].rope_scaling = !fam.local_rope_base;  // a local base is unscaled (Gemma 3 scales the global layers only)
+      // a local base is unscaled (Gemma 3 scales the global layers only); so are OLMo 3's windowed layers
+      s.layers[i].rope_scaling = !fam.local_rope_base && !fam.sliding_rope_unscaled;
     }
   }
 }

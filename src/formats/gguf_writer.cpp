@@ -370,6 +370,26 @@ std::string gguf_arch_for(const ModelSpec& s) {
         fail(ErrorKind::Unsupported, where,
              std::string("a ") + attn_kind_name(l.kind) + (l.use_rope ? "" : " NoPE") + " layer cannot be expressed in the '" + arch + "' GGUF architecture");
     }
+    if (layout.sliding_rope_unscaled) {
+      // llama.cpp's olmo2: every layer at rope.freq_base; the scaling on the full layers only;
+      // with a window (OLMo 3), the windowed layers are those of its fixed period.
+      bool windows = false;
+      for (const LayerAttention& l : s.layers) windows = windows || l.kind == AttnKind::Window;
+      for (size_t i = 0; i < s.layers.size(); ++i) {
+        const LayerAttention& l = s.layers[i];
+        const bool scaled = l.kind != AttnKind::Window;
+        if (l.rope_theta != s.rope_theta || (s.rope_scaling.type != RopeScalingType::None && l.rope_scaling != scaled))
+          fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
+               std::string("RoPE ") + (l.rope_theta != s.rope_theta ? "at a base of its own" : l.rope_scaling ? "scaled" : "unscaled") +
+                   " on a " + attn_kind_name(l.kind) + " layer cannot be expressed in the '" + arch +
+                   "' GGUF architecture (llama.cpp scales the full layers only)");
+        if (windows && (l.kind == AttnKind::Window) != ((static_cast<int64_t>(i) + 1) % layout.window_pattern != 0))
+          fail(ErrorKind::Unsupported, "GGUF output: layer " + std::to_string(i),
+               std::string("a ") + attn_kind_name(l.kind) + " layer here cannot be expressed in the '" + arch +
+                   "' GGUF architecture (llama.cpp's graph windows every layer but each " + std::to_string(layout.window_pattern) +
+                   "th, whatever sliding_window_pattern lists)");
+      }
+    }
     if (layout.gguf_qkv_bias_only && (s.attn_output_bias || s.mlp_bias))
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string(s.mlp_bias ? "MLP biases" : "an o_proj bias") + " cannot be expressed in the '" + arch +

@@ -626,6 +626,7 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     rk.full = rk.sliding = rk.chunked = lr;
     // Gemma 3: the scaling is the global layers'; sliding layers keep their own base, unscaled.
     if (fam.local_rope_base) rk.sliding = LayerRope{local_theta, {}};
+    if (fam.sliding_rope_unscaled) rk.sliding = LayerRope{top_theta, {}};
   }
   const double partial = partial_rotary(c, params && !scaling ? params : nullptr, rk.nested);
   if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
@@ -669,7 +670,8 @@ void assign_rope(const Cfg& c, const FamilyInfo& fam, const RopeByKind& rk, Mode
   for (LayerAttention& l : s.layers) {
     const LayerRope& lr = rope_of(l);
     l.rope_theta = static_cast<float>(lr.theta);
-    l.rope_scaling = scaling ? lr.scaling.type != RopeScalingType::None : !(fam.local_rope_base && l.kind == AttnKind::Window);
+    l.rope_scaling = scaling ? lr.scaling.type != RopeScalingType::None
+                             : !((fam.local_rope_base || fam.sliding_rope_unscaled) && l.kind == AttnKind::Window);
   }
   s.rope_theta = static_cast<float>(rk.full.theta);
   s.rope_scaling = scaling ? *scaling : RopeScaling{};

@@ -9,6 +9,7 @@
 // through ptn's GGUF writer and GGUF import and must match the oracle as well.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -342,6 +343,21 @@ std::vector<Case> cases() {
     olmo2.erase("head_dim");
     c.push_back({"olmo2", olmo2, DType::F32, {{{"rms_norm_eps", 0.5}}}});
     c.push_back({"olmo2_bias", merged(olmo2, {{"attention_bias", true}}), DType::F32, {}});
+  }
+  // OLMo 3: OLMo 2's layer, windows on three layers of four (layer_types' default), YaRN on the
+  // full layers only, with the attention factor written out as OLMo 3's configs have it. Also
+  // through GGUF (llama.cpp's olmo2 with attention.sliding_window). The second case windows other
+  // layers by layer_types, which llama.cpp's olmo2 (a fixed period of 4) cannot express.
+  {
+    json olmo3 = merged(base("Olmo3ForCausalLM", 4),
+                        {{"hidden_size", 64}, {"sliding_window", kWindow}, {"rope_theta", 500000.0},
+                         {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+                                           {"attention_factor", 0.1 * std::log(4.0) + 1.0}, {"beta_fast", 32}, {"beta_slow", 1}}}});
+    olmo3.erase("head_dim");
+    c.push_back({"olmo3", olmo3, DType::F32, {{{"rope_scaling", nullptr}}, {{"sliding_window", 4096}}}});
+    c.push_back({"olmo3_types",
+                 merged(olmo3, {{"layer_types", {"sliding_attention", "full_attention", "full_attention", "sliding_attention"}}}),
+                 DType::F32, {{{"layer_types", nullptr}}}});
   }
   // Granite 3: the four multipliers as Granite-3.x configs have them in kind (each must matter).
   // Also through GGUF (llama.cpp's granite).

@@ -15,7 +15,9 @@ ptn's is used, and no code of transformers is copied):
   sinks, the top-k router with its bias, the clamped SwiGLU experts on interleaved gate/up columns,
   their weights either dequantized or in MXFP4 blocks and scales as OpenAI ships them),
   OlmoeForCausalLM, Olmo2ForCausalLM (Olmo2DecoderLayer's norms on the sublayers' outputs, q/k
-  norms over all heads) and GraniteForCausalLM (embedding, attention, residual multipliers and
+  norms over all heads), Olmo3ForCausalLM (OLMo 2's layer, windows on three layers of four by
+  default, plain RoPE on the windowed layers: transformers 4.57's rotary_embs, OLMo-core's rule)
+  and GraniteForCausalLM (embedding, attention, residual multipliers and
   logits_scaling); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
@@ -103,6 +105,8 @@ FAMILY_DEFAULTS = {
                 "attention_multiplier": 1.0},
     # Olmo2Config: no sliding window (Olmo3Config has them), attention_bias false.
     "olmo2": {"rms_norm_eps": 1e-5},
+    # Olmo3Config: OLMo 2's, with layer_types defaulting to a window of 4096 on three layers of four.
+    "olmo3": {"rms_norm_eps": 1e-5, "sliding_window": 4096},
     # Qwen2MoeConfig: q/k/v projections with biases (Qwen2's attention), a shared expert.
     "qwen2_moe": {"sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 28, "num_experts": 60,
                   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
@@ -121,7 +125,7 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
          "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
          "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss",
-         "Olmo2ForCausalLM": "olmo2", "GraniteForCausalLM": "granite"}
+         "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite"}
 
 
 class Config:
@@ -225,6 +229,10 @@ def rope_params_by_layer_type(cfg):
     out = {k: full for k in kinds}
     if cfg.family == "gemma3":  # local layers: their own base, never scaled
         out["sliding_attention"] = {"rope_type": "default", "rope_theta": cfg.get("rope_local_base_freq")}
+    if cfg.family == "olmo3":
+        # Sliding layers: the plain RoPE at the same base, as OLMo-core trains the model and
+        # transformers 4.57 ran it (its rotary_embs["sliding_attention"] has rope_type "default").
+        out["sliding_attention"] = {"rope_type": "default", "rope_theta": cfg.get("rope_theta")}
     return out
 
 
@@ -252,6 +260,8 @@ def layer_plan(cfg, n):
             types = ["sliding_attention" if w is not None else "full_attention"] * n
         elif fam in ("olmoe", "olmo2"):
             types = ["full_attention"] * n
+        elif fam == "olmo3":
+            types = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
         elif fam in ("mistral", "phi3", "mixtral"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
         elif fam in ("gemma2", "gpt_oss"):
@@ -484,13 +494,13 @@ def forward(cfg, W, ids):
     for l in range(L):
         p = f"model.layers.{l}."
         # Olmo2DecoderLayer: no norm on the way in; its two norms act on the sublayers' outputs.
-        h = x if fam == "olmo2" else norm(x, W[p + "input_layernorm.weight"])
+        h = x if fam in ("olmo2", "olmo3") else norm(x, W[p + "input_layernorm.weight"])
         if fam == "phi3":
             qkv = lin(h, p + "self_attn.qkv_proj")
             q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
         else:
             q, k, v = (lin(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
-        if fam in ("olmoe", "olmo2"):  # q_norm(q_proj(h)), k_norm(k_proj(h)) over the whole projection
+        if fam in ("olmoe", "olmo2", "olmo3"):  # q_norm(q_proj(h)), k_norm(k_proj(h)) over the whole projection
             q = norm(q, W[p + "self_attn.q_norm.weight"])
             k = norm(k, W[p + "self_attn.k_norm.weight"])
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)
@@ -533,7 +543,7 @@ def forward(cfg, W, ids):
         if gemma:
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = norm(x + a, W[p + "pre_feedforward_layernorm.weight"])
-        elif fam == "olmo2":
+        elif fam in ("olmo2", "olmo3"):
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = x + a
         else:
@@ -557,7 +567,7 @@ def forward(cfg, W, ids):
         else:
             gate, up = lin(f_in, mlp + "gate_proj"), lin(f_in, mlp + "up_proj")
         f = lin(act(act_name, gate) * up, mlp + "down_proj")
-        if gemma or fam == "olmo2":
+        if gemma or fam in ("olmo2", "olmo3"):
             f = norm(f, W[p + "post_feedforward_layernorm.weight"])
         x = x + f * rm
     x = norm(x, W["model.norm.weight"])
