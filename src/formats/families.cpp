@@ -132,6 +132,14 @@ constexpr const char* kGemma3Defaults = R"({
 
 // The defaults of transformers' config classes for the keys ptn reads, where they differ from
 // ptn's generic ones (rms_norm_eps 1e-6, rope_theta 10000, no window).
+// GemmaConfig's defaults (gemma-7b's shapes). transformers 4's GemmaMLP takes hidden_activation,
+// and the tanh GELU when it is absent, whatever hidden_act says (Gemma 1 configs say "gelu"); the
+// model was trained with the tanh form and llama.cpp runs it.
+constexpr const char* kGemmaDefaults = R"({
+  "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
+  "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+  "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+  "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true})";
 constexpr const char* kGemma2Defaults = R"({
   "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
   "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
@@ -220,6 +228,15 @@ std::vector<FamilyInfo> make_table() {
     f.qk_norm = true;
     f.hf_window = WindowRule::FromMaxWindowLayers;
     f.hf_config_defaults = kQwenDefaults;
+  }
+  {
+    // Gemma (1): Llama's layer with (1 + w) norms, the embedding times sqrt(hidden), the tanh
+    // GELU, a tied classifier. llama.cpp's "gemma": q/k/v biases only, always tied.
+    FamilyInfo& f = row(Family::Gemma, "gemma", "Gemma", {"GemmaForCausalLM"});
+    f.norm_weight_plus_one = true; f.embed_scale = EmbedScale::SqrtHidden;
+    f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
+    f.gguf_arch = "gemma"; f.gguf_reads = true; f.gguf_qkv_bias_only = true; f.gguf_tied_only = true;
+    f.hf_config_defaults = kGemmaDefaults;
   }
   {
     FamilyInfo& f = row(Family::Gemma2, "gemma2", "Gemma 2", {"Gemma2ForCausalLM"});

@@ -390,6 +390,9 @@ std::string gguf_arch_for(const ModelSpec& s) {
                    "th, whatever sliding_window_pattern lists)");
       }
     }
+    if (layout.gguf_tied_only && !s.tie_word_embeddings)
+      fail(ErrorKind::Unsupported, "GGUF output",
+           "an output matrix of its own cannot be expressed in the '" + arch + "' GGUF architecture (llama.cpp's classifier is token_embd)");
     if (layout.gguf_qkv_bias_only && (s.attn_output_bias || s.mlp_bias))
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string(s.mlp_bias ? "MLP biases" : "an o_proj bias") + " cannot be expressed in the '" + arch +

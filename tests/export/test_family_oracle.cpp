@@ -201,6 +201,16 @@ std::vector<Case> cases() {
                                {{"rope_theta", 1000000.0}, {"attention_bias", true},
                                 {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}}}}),
                DType::F32, {{{"rope_scaling", nullptr}}}});
+  // Gemma (1): (1 + w) norms, sqrt(hidden) embedding scale, tied, multi-query attention, the tanh
+  // GELU from hidden_activation's default although hidden_act says "gelu", as Gemma 1 configs do.
+  // Also through GGUF (llama.cpp's gemma). The second case has attention_bias (o_proj too), which
+  // llama.cpp's gemma cannot carry.
+  {
+    json gemma = merged(base("GemmaForCausalLM", 3), {{"num_key_value_heads", 1}, {"hidden_act", "gelu"}, {"rope_theta", 10000.0}});
+    gemma.erase("tie_word_embeddings");
+    c.push_back({"gemma", gemma, DType::F32, {{{"hidden_activation", "gelu"}}}});
+    c.push_back({"gemma_bias", merged(gemma, {{"attention_bias", true}}), DType::F32, {}});
+  }
   // Gemma 2: soft-caps small enough to bite, sandwich norms, sqrt(hidden) embedding scale,
   // query_pre_attn_scalar != head_dim, local/global layers.
   c.push_back({"gemma2", merged(base("Gemma2ForCausalLM", 4),

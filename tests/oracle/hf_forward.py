@@ -5,7 +5,8 @@ Written for ptn's tests from the math of Hugging Face transformers' modeling cla
 ptn's is used, and no code of transformers is copied):
   LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
   linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-  Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
+  GemmaForCausalLM (its MLP's activation as transformers 4 reads it: hidden_activation, default
+  the tanh GELU), Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
   Phi3ForCausalLM, SmolLM3ForCausalLM, Llama4ForCausalLM and the text model of
   Llama4ForConditionalGeneration (dense layers of intermediate_size_mlp, and Llama4TextMoe on the
   layers of moe_layers / interleave_moe_layer_step: a sigmoid top-k router that scales each chosen
@@ -86,6 +87,9 @@ FAMILY_DEFAULTS = {
                "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
                "final_logit_softcapping": None, "attn_logit_softcapping": None, "tie_word_embeddings": True},
     "phi3": {"rms_norm_eps": 1e-5, "sliding_window": None},
+    # GemmaConfig; GemmaMLP (transformers 4) takes hidden_activation, the tanh GELU when absent,
+    # whatever hidden_act says.
+    "gemma": {"hidden_activation": "gelu_pytorch_tanh", "head_dim": 256, "tie_word_embeddings": True},
     # Llama4TextConfig: head_dim 128 whatever hidden_size / heads; moe_layers, when absent, every
     # interleave_moe_layer_step-th layer (so every layer by default).
     "llama4": {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192, "use_qk_norm": True,
@@ -120,7 +124,8 @@ FAMILY_DEFAULTS = {
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
 }
 ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
-         "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "Gemma2ForCausalLM": "gemma2",
+         "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "GemmaForCausalLM": "gemma",
+         "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
          "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
          "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
@@ -463,11 +468,12 @@ def forward(cfg, W, ids):
     D = g("head_dim") or H // Hq
     eps = g("rms_norm_eps")
     gemma = fam in ("gemma2", "gemma3")
+    any_gemma = gemma or fam == "gemma"  # (1 + w) norms, sqrt(hidden) embedding, hidden_activation
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
 
     def norm(x, w):
-        return rms(x, eps) * ((1.0 + w) if gemma else w)
+        return rms(x, eps) * ((1.0 + w) if any_gemma else w)
 
     def lin(x, name, bias=True):
         y = x @ W[name + ".weight"].T
@@ -478,7 +484,7 @@ def forward(cfg, W, ids):
     types, use_rope = layer_plan(cfg, L)
     rope_by_type = rope_params_by_layer_type(cfg)
     rot = int(D * (g("partial_rotary_factor") or 1.0))
-    act_name = g("hidden_activation") if gemma else g("hidden_act")
+    act_name = g("hidden_activation") if any_gemma else g("hidden_act")
     scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
     if fam == "granite":  # GraniteAttention: the scaling is attention_multiplier itself
         scale = g("attention_multiplier")
@@ -487,7 +493,7 @@ def forward(cfg, W, ids):
     cap = g("attn_logit_softcapping") if gemma else None
 
     x = W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
-    if gemma:
+    if any_gemma:
         x = x * math.sqrt(H)
     if fam == "granite":
         x = x * g("embedding_multiplier")
