@@ -26,6 +26,8 @@ constexpr HfLayerTensor kLlamaLayer[] = {
     {"ffn_gate.bias", "mlp.gate_proj.bias"},
     {"ffn_up.bias", "mlp.up_proj.bias"},
     {"ffn_down.bias", "mlp.down_proj.bias"},
+    {"attn_norm.bias", "input_layernorm.bias"},          // LayerNorm families (StableLM)
+    {"ffn_norm.bias", "post_attention_layernorm.bias"},
 };
 
 // Gemma 2/3: four norms per layer; HF's post_attention_layernorm is the sandwich norm.
@@ -80,6 +82,44 @@ constexpr HfLayerTensor kPhi3Layer[] = {
     {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
     {"ffn_up.weight", "mlp.gate_up_proj.weight", RowPart::Up},
     {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+// Phi-2: LayerNorms with biases, the attention output `dense`, an MLP fc1 -> GELU -> fc2.
+constexpr HfLayerTensor kPhi2Layer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_norm.bias", "input_layernorm.bias"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.dense.weight"},
+    {"attn_output.bias", "self_attn.dense.bias"},
+    {"ffn_up.weight", "mlp.fc1.weight"},
+    {"ffn_up.bias", "mlp.fc1.bias"},
+    {"ffn_down.weight", "mlp.fc2.weight"},
+    {"ffn_down.bias", "mlp.fc2.bias"},
+};
+
+// Starcoder2: Llama's attention names, LayerNorms with biases, an MLP c_fc -> GELU -> c_proj.
+constexpr HfLayerTensor kStarcoder2Layer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_norm.bias", "input_layernorm.bias"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.bias", "post_attention_layernorm.bias"},
+    {"ffn_up.weight", "mlp.c_fc.weight"},
+    {"ffn_up.bias", "mlp.c_fc.bias"},
+    {"ffn_down.weight", "mlp.c_proj.weight"},
+    {"ffn_down.bias", "mlp.c_proj.bias"},
 };
 
 // Llama 4 (dense text layers): the MLP is `feed_forward`.
@@ -186,6 +226,23 @@ constexpr const char* kGptOssDefaults = R"({"vocab_size": 201088, "hidden_size":
   "sliding_window": 128, "rope_theta": 150000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 131072,
   "num_local_experts": 128, "num_experts_per_tok": 4, "attention_bias": true, "swiglu_limit": 7.0,
   "tie_word_embeddings": false})";
+// StableLmConfig's defaults (stablelm-3b-4e1t's shapes): a quarter of each head rotated.
+constexpr const char* kStableLmDefaults = R"({"vocab_size": 50304, "hidden_size": 2560, "intermediate_size": 6912,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
+  "max_position_embeddings": 4096, "layer_norm_eps": 1e-5, "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+  "tie_word_embeddings": false})";
+// PhiConfig's defaults (phi-1's shapes): half of each head rotated, the tanh GELU.
+constexpr const char* kPhi2Defaults = R"({"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192,
+  "num_hidden_layers": 24, "num_attention_heads": 32, "hidden_act": "gelu_new", "max_position_embeddings": 2048,
+  "layer_norm_eps": 1e-5, "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "tie_word_embeddings": false})";
+// Starcoder2Config's defaults (starcoder2-3b's shapes, no window unless the config gives one).
+constexpr const char* kStarcoder2Defaults = R"({"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288,
+  "num_hidden_layers": 30, "num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
+  "max_position_embeddings": 4096, "norm_epsilon": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true})";
+// CohereConfig's defaults (Command-R 35B's shapes): logits times 0.0625, a tied classifier.
+constexpr const char* kCohereDefaults = R"({"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528,
+  "num_hidden_layers": 40, "num_attention_heads": 64, "hidden_act": "silu", "max_position_embeddings": 8192,
+  "layer_norm_eps": 1e-5, "rope_theta": 10000.0, "logit_scale": 0.0625, "tie_word_embeddings": true})";
 // Llama4TextConfig's defaults, experts included (a config that names no moe_layers has experts on
 // every interleave_moe_layer_step-th layer, 16 of them, one used per token).
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192,
@@ -376,7 +433,53 @@ std::vector<FamilyInfo> make_table() {
   }
   unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");
   unsupported(Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "DeepSeek V3 (multi-head latent attention, grouped sigmoid routing) is not supported yet");
-  unsupported(Family::Starcoder2, "starcoder2", "Starcoder2ForCausalLM", "Starcoder2 (LayerNorm, GELU MLP without gate) is not supported");
+  {
+    // StableLM (2): LayerNorms with biases, a quarter of each head rotated (partial_rotary_factor),
+    // q/k/v biases with use_qkv_bias, SwiGLU; use_parallel_residual runs attention and MLP on the
+    // input norm and drops post_attention_layernorm. llama.cpp's stablelm: parallel when a layer
+    // has no ffn_norm.
+    FamilyInfo& f = row(Family::StableLM, "stablelm", "StableLM", {"StableLmForCausalLM"});
+    f.hf_head_dim = false; f.hf_norm_eps_key = "layer_norm_eps"; f.layer_norm = f.layer_norm_bias = true;
+    f.hf_parallel_key = "use_parallel_residual"; f.hf_qk_layernorm_key = "qk_layernorm";
+    f.attn_bias = AttnBias::QkvFromConfig;
+    f.gguf_arch = "stablelm"; f.gguf_reads = true; f.gguf_qkv_bias_only = true; f.gguf_untied_only = true;
+    f.hf_config_defaults = kStableLmDefaults;
+  }
+  {
+    // Phi-2 (PhiForCausalLM): one LayerNorm feeding attention and the MLP in parallel, biases on
+    // every projection and on lm_head, half of each head rotated, fc1 -> tanh GELU -> fc2.
+    FamilyInfo& f = row(Family::Phi2, "phi2", "Phi-2", {"PhiForCausalLM"});
+    f.hf_names = names(kPhi2Layer); f.hf_names.final_norm = "model.final_layernorm.weight";
+    f.hf_head_dim = false; f.hf_norm_eps_key = "layer_norm_eps"; f.layer_norm = f.layer_norm_bias = true;
+    f.parallel_residual = true; f.plain_mlp = true; f.output_bias = true; f.hf_qk_layernorm_key = "qk_layernorm";
+    f.attn_bias = AttnBias::All; f.gguf_activation = Activation::GeLUTanh;
+    f.gguf_arch = "phi2"; f.gguf_reads = true; f.gguf_untied_only = true;
+    f.hf_config_defaults = kPhi2Defaults;
+  }
+  {
+    // Starcoder2: Llama's sequential layer with LayerNorms (biases), biases on q/k/v/o and the
+    // MLP with use_bias, c_fc -> tanh GELU -> c_proj, a window on every layer when the config
+    // gives one (llama.cpp's starcoder2 has none: such a model is not written as GGUF).
+    FamilyInfo& f = row(Family::Starcoder2, "starcoder2", "Starcoder2", {"Starcoder2ForCausalLM"});
+    f.hf_names = names(kStarcoder2Layer);
+    f.hf_head_dim = false; f.hf_norm_eps_key = "norm_epsilon"; f.layer_norm = f.layer_norm_bias = true; f.plain_mlp = true;
+    f.attn_bias = AttnBias::AllFromConfig; f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
+    f.hf_window = WindowRule::AllLayers;
+    f.gguf_arch = "starcoder2"; f.gguf_reads = true;
+    f.hf_config_defaults = kStarcoder2Defaults;
+  }
+  {
+    // Cohere (Command-R): one LayerNorm without bias feeding attention and the MLP in parallel,
+    // RoPE on interleaved pairs (q/k rows as stored), SwiGLU, logits times logit_scale, tied.
+    // llama.cpp's command-r: always tied, no o_proj or MLP biases, q/k norms only on its 64+
+    // layer models (per-head LayerNorms, refused here).
+    FamilyInfo& f = row(Family::Cohere, "cohere", "Cohere", {"CohereForCausalLM"});
+    f.hf_head_dim = false; f.hf_norm_eps_key = "layer_norm_eps"; f.layer_norm = true;
+    f.parallel_residual = true; f.rope_interleaved = true; f.hf_logit_scale_mul = true; f.hf_qk_layernorm_key = "use_qk_norm";
+    f.tie_by_default = true;
+    f.gguf_arch = "command-r"; f.gguf_reads = true; f.gguf_qkv_bias_only = true; f.gguf_tied_only = true;
+    f.hf_config_defaults = kCohereDefaults;
+  }
   return t;
 }
 

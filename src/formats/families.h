@@ -21,7 +21,8 @@
 
 namespace ptn {
 
-enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3 };
+enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
+                    StableLM, Phi2, Cohere };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -61,7 +62,10 @@ enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt
 enum class AttnBias {
   None,        // never; config `attention_bias` is not read (Mistral, Phi-3)
   QkvAlways,   // q/k/v always, o_proj never (Qwen2)
-  FromConfig,  // config `attention_bias` (default false) puts one on q/k/v and o_proj (LlamaAttention)
+  FromConfig,  // config `attention_bias` (default false) puts one on q/k/v and o_proj (LlamaAttention, Cohere)
+  QkvFromConfig,  // config `use_qkv_bias` (default false) puts one on q/k/v, never on o_proj (StableLM)
+  All,         // q/k/v, the output projection and the MLP always (Phi-2)
+  AllFromConfig,  // config `use_bias` (default true) puts one on q/k/v, o_proj and the MLP (Starcoder2)
 };
 
 // Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
@@ -107,6 +111,7 @@ struct FamilyInfo {
   int64_t gguf_nope_step = 0;        // RoPE skipped on layer i when (i + 1) % step == 0, fixed by llama.cpp's graph (smollm3: 4)
   bool gguf_qkv_bias_only = false;   // the architecture loads q/k/v biases only, no o_proj or MLP biases (smollm3, gemma)
   bool gguf_tied_only = false;       // the architecture's output matrix is always token_embd (gemma)
+  bool gguf_untied_only = false;     // the architecture requires output.weight (stablelm, phi2)
   // MoE GGUF architectures: whether llama.cpp's graph renormalises the top-k expert weights
   // (llama/Mixtral, qwen3moe: yes; qwen2moe: no), and whether it has a shared expert
   // (qwen2moe: ffn_*_shexp, scaled by sigmoid(ffn_gate_inp_shexp . x)).
@@ -138,6 +143,19 @@ struct FamilyInfo {
   bool logit_softcaps = false;        // attention and final logit soft-capping (Gemma 2; Gemma 3 configs set none)
   bool tie_by_default = false;        // tie_word_embeddings when the config does not say
   Activation gguf_activation = Activation::SiLU;  // GGUF has no activation key
+  bool hf_head_dim = true;            // config `head_dim` read; false: the modeling class takes hidden / heads
+                                      // (StableLM, Phi-2, Starcoder2, Cohere), so another head_dim is refused
+  const char* hf_norm_eps_key = "rms_norm_eps";   // layer_norm_eps (StableLM, Phi-2, Cohere), norm_epsilon (Starcoder2)
+  bool layer_norm = false;            // LayerNorm norms (mean and variance) instead of RMSNorm
+  bool layer_norm_bias = false;       // ... with biases (StableLM, Phi-2, Starcoder2; Cohere's have none)
+  bool parallel_residual = false;     // attention and MLP on one norm of the layer input, added together (Phi-2, Cohere)
+  const char* hf_parallel_key = "";   // config key that turns the parallel residual on (StableLM's use_parallel_residual)
+  bool plain_mlp = false;             // MLP up -> GELU -> down, no gate (Phi-2, Starcoder2)
+  bool rope_interleaved = false;      // RoPE on pairs (2i, 2i+1), q/k rows kept as HF and GGUF store them (Cohere)
+  bool output_bias = false;           // lm_head has a bias (Phi-2)
+  bool hf_logit_scale_mul = false;    // config `logit_scale` multiplies the logits (Cohere, default 0.0625)
+  const char* hf_qk_layernorm_key = "";  // config key of per-head q/k LayerNorms, refused when true
+                                         // (StableLM 2 12B's qk_layernorm, Command R+'s use_qk_norm)
 
   // Layers: attention policy and RoPE.
   WindowRule hf_window = WindowRule::None;

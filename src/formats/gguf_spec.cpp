@@ -154,6 +154,28 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   if (const GgufTensorInfo* qn = g.find_tensor("blk.0.attn_q_norm.weight"))
     s.qk_norm_full = s.n_heads > 1 && qn->shape.size() == 1 && qn->shape[0] == s.n_heads * s.head_dim;
   s.activation = fam.gguf_activation;
+  if (fam.layer_norm) {
+    // LayerNorm architectures (stablelm, phi2, starcoder2, command-r): their own epsilon key,
+    // norm biases when the file has them, the parallel residual as llama.cpp's graph runs it.
+    const std::string eps_key = key("attention.layer_norm_epsilon");
+    s.norm_eps = g.get_f32(eps_key);
+    if (!(s.norm_eps >= 0) || s.norm_eps > 1) fail(ErrorKind::Corrupt, g.where_key(eps_key), "epsilon " + std::to_string(s.norm_eps) + " is outside [0, 1]");
+    s.layer_norm = true;
+    s.norm_bias = g.find_tensor("output_norm.bias") != nullptr;
+    // stablelm: a layer without ffn_norm is parallel (StableLM 2 12B); phi2 and command-r always are.
+    s.parallel_residual = fam.parallel_residual || (*fam.hf_parallel_key && !g.find_tensor("blk.0.ffn_norm.weight"));
+    s.plain_mlp = fam.plain_mlp;
+    s.output_bias = g.find_tensor("output.bias") != nullptr;
+    if (s.qk_norm)
+      fail(ErrorKind::Unsupported, g.path() + ": tensor 'blk.0.attn_q_norm.weight'",
+           std::string("per-head q/k LayerNorms (") + fam.display + ") are not supported");
+  }
+  s.rope_interleaved = fam.rope_interleaved;
+  if (fam.hf_logit_scale_mul) {  // command-r: logits times logit_scale (absent or 0: none)
+    const float v = g.opt_f32(key("logit_scale")).value_or(0.0f);
+    if (!(v >= 0) || !std::isfinite(v)) fail(ErrorKind::Corrupt, g.where_key(key("logit_scale")), "scale " + std::to_string(v) + " is not a finite number >= 0");
+    if (v > 0) s.logit_scale = 1.0f / v;
+  }
   s.sandwich_norms = fam.sandwich_norms;
   s.pre_norms = !fam.no_pre_norms;
   if (fam.embed_scale == EmbedScale::SqrtHidden) s.embed_scale = std::sqrt(static_cast<float>(s.hidden_size));
@@ -298,7 +320,11 @@ void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
       s.tensor_sources[blk + ".ffn_norm.weight"] = n;  // gpt-oss's pre-FFN norm
       continue;
     }
-    if (fused && in_layer && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
+    // q|k|v in one tensor: Phi-3's layout, and what llama.cpp accepts from any architecture
+    // that loads q/k/v (older phi2 conversions have it).
+    // (Not for interleaved q/k rows: that split would need the permutation too; such a tensor
+    // stays unused and is reported.)
+    if (in_layer && !interleaved && (ends(".attn_qkv.weight") || ends(".attn_qkv.bias"))) {
       const std::string suffix = ends(".bias") ? "bias" : "weight";
       const int64_t q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
       s.tensor_sources[blk + ".attn_q." + suffix] = format_tensor_source({n, 0, q, 0});
@@ -323,6 +349,7 @@ void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   }
   if (interleaved) s.source_notes.push_back("attn_q/attn_k rows stored interleaved (llama.cpp layout); permuted back to half-split order on load");
   if (fused) s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
+  else if (!interleaved && g.find_tensor("blk.0.attn_qkv.weight")) s.source_notes.push_back("fused attn_qkv split into attn_q, attn_k and attn_v on load");
 }
 
 }  // namespace

@@ -336,14 +336,35 @@ static void check_llama4(const ModelSpec& s, const std::string& arch) {
                    " (llama.cpp's are 0.1 and 8192)");
 }
 
+// The layer's form - norm kind and biases, parallel residual, gated or plain MLP, RoPE pairs,
+// the classifier's bias - as llama.cpp's graph for the architecture fixes it.
+static void check_layer_form(const ModelSpec& s, const FamilyInfo& layout, const std::string& arch) {
+  auto refuse = [&](const std::string& what, const std::string& why = "") {
+    fail(ErrorKind::Unsupported, "GGUF output", what + " cannot be expressed in the '" + arch + "' GGUF architecture" + (why.empty() ? "" : " (" + why + ")"));
+  };
+  if (s.layer_norm != layout.layer_norm) refuse(s.layer_norm ? "LayerNorm norms" : "RMSNorm norms");
+  if (s.layer_norm && s.norm_bias != layout.layer_norm_bias)
+    refuse(s.norm_bias ? "LayerNorms with biases" : "LayerNorms without biases", "llama.cpp's graph " + std::string(layout.layer_norm_bias ? "requires" : "has no") + " norm biases");
+  const bool parallel_ok = layout.parallel_residual || *layout.hf_parallel_key;
+  const bool sequential_ok = !layout.parallel_residual;
+  if (s.parallel_residual ? !parallel_ok : !sequential_ok) refuse(s.parallel_residual ? "a parallel residual" : "a sequential residual");
+  if (s.plain_mlp != layout.plain_mlp) refuse(s.plain_mlp ? "an MLP without a gate" : "a gated MLP");
+  if (s.rope_interleaved != layout.rope_interleaved) refuse(s.rope_interleaved ? "RoPE on interleaved pairs" : "RoPE on half-split pairs");
+  if (s.output_bias != layout.output_bias) refuse(s.output_bias ? "an output bias" : "an output without a bias", layout.output_bias ? "llama.cpp requires output.bias" : "");
+  // phi2 and starcoder2 load the o_proj and MLP biases as required tensors.
+  if (layout.gguf_untied_only && s.tie_word_embeddings) refuse("a tied embedding", "llama.cpp requires output.weight");
+  if (layout.plain_mlp && (!s.attn_output_bias || !s.mlp_bias)) refuse("projections without biases", "llama.cpp requires the o_proj and MLP biases");
+}
+
 std::string gguf_arch_for(const ModelSpec& s) {
   const FamilyInfo& layout = gguf_layout_of(s);
   const std::string arch = layout.gguf_arch;
   if (s.pre_norms == layout.no_pre_norms)
     fail(ErrorKind::Unsupported, "GGUF output", std::string(s.pre_norms ? "norms before attention and the FFN" : "post-norms without pre-norms") +
                                                     " cannot be expressed in the '" + arch + "' GGUF architecture");
-  if (!layout.granite_multipliers && (s.residual_scale != 1.0f || s.logit_scale != 1.0f))
+  if (!layout.granite_multipliers && (s.residual_scale != 1.0f || (s.logit_scale != 1.0f && !layout.hf_logit_scale_mul)))
     fail(ErrorKind::Unsupported, "GGUF output", "a residual or logit scale (Granite's multipliers) cannot be expressed in the '" + arch + "' GGUF architecture");
+  check_layer_form(s, layout, arch);
   if (layout.no_pre_norms) {
     // llama.cpp's olmo2: q rows as wide as the hidden state, an output matrix of its own, no biases.
     if (s.n_heads * s.head_dim != s.hidden_size)
@@ -578,7 +599,8 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
     if (layout.hf_moe == HfMoe::Llama4) u32("interleave_moe_layer_step", llama4_moe_step(s));  // the shared expert's width is the experts'
     else if (s.shared_expert_ffn_size > 0) u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
   }
-  w.set_f32(k("attention.layer_norm_rms_epsilon"), s.norm_eps);
+  w.set_f32(k(layout.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), s.norm_eps);
+  if (layout.hf_logit_scale_mul && s.logit_scale != 1.0f) w.set_f32(k("logit_scale"), 1.0f / s.logit_scale);
   w.set_f32(k("rope.freq_base"), s.rope_theta);
   u32("rope.dimension_count", s.rope_dim);
   switch (s.rope_scaling.type) {

@@ -498,6 +498,9 @@ void fill_tensor_sources(const FamilyInfo& fam, bool mxfp4, ModelSpec& s) {
   m["token_embd.weight"] = names.embedding;
   m["output_norm.weight"] = names.final_norm;
   if (!s.tie_word_embeddings) m["output.weight"] = names.output;
+  auto bias_of = [](const std::string& w) { return w.substr(0, w.size() - std::string("weight").size()) + "bias"; };
+  if (s.norm_bias) m["output_norm.bias"] = bias_of(names.final_norm);
+  if (s.output_bias) m["output.bias"] = bias_of(names.output);
   bool fused = false;
   for (int64_t i = 0; i < s.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -537,10 +540,15 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   s.n_heads = c.integer("num_attention_heads", 1, 1 << 16);
   s.n_kv_heads = c.integer_or("num_key_value_heads", s.n_heads, 1, 1 << 16);
   if (s.n_heads % s.n_kv_heads != 0) c.bad("num_key_value_heads", std::to_string(s.n_kv_heads) + " does not divide num_attention_heads " + std::to_string(s.n_heads));
-  if (!c.present("head_dim") && s.hidden_size % s.n_heads != 0) c.bad("num_attention_heads", "does not divide hidden_size and no head_dim is given");
+  if ((!fam.hf_head_dim || !c.present("head_dim")) && s.hidden_size % s.n_heads != 0)
+    c.bad("num_attention_heads", "does not divide hidden_size" + std::string(fam.hf_head_dim ? " and no head_dim is given" : ""));
   s.head_dim = c.integer_or("head_dim", s.hidden_size / s.n_heads, 1, 1 << 16);
+  if (!fam.hf_head_dim && s.head_dim != s.hidden_size / s.n_heads)
+    c.bad("head_dim", std::to_string(s.head_dim) + " differs from hidden_size / num_attention_heads (" + std::to_string(s.hidden_size / s.n_heads) +
+                          "), which " + fam.display + "'s modeling uses whatever the config says");
   s.max_position_embeddings = c.integer_or("max_position_embeddings", 0);
-  s.norm_eps = static_cast<float>(c.number_or("rms_norm_eps", 1e-6));
+  s.norm_eps = static_cast<float>(c.number_or(fam.hf_norm_eps_key, 1e-6));
+  if (!(s.norm_eps >= 0) || s.norm_eps > 1) c.bad(fam.hf_norm_eps_key, "must be in [0, 1]");
   s.intermediate_size = c.integer(fam.hf_ffn_size_key);
   if (fam.qk_l2_norm) s.qk_l2_norm = c.boolean_or("use_qk_norm", true);
   if (fam.attn_temperature && c.boolean_or("attn_temperature_tuning", true)) {
@@ -701,6 +709,23 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
     case AttnBias::None: break;
     case AttnBias::QkvAlways: s.attn_bias = true; break;
     case AttnBias::FromConfig: s.attn_bias = s.attn_output_bias = c.boolean_or("attention_bias", false); break;
+    case AttnBias::QkvFromConfig: s.attn_bias = c.boolean_or("use_qkv_bias", false); break;
+    case AttnBias::All: s.attn_bias = s.attn_output_bias = s.mlp_bias = true; break;
+    case AttnBias::AllFromConfig: s.attn_bias = s.attn_output_bias = s.mlp_bias = c.boolean_or("use_bias", true); break;
+  }
+  s.layer_norm = fam.layer_norm;
+  s.norm_bias = fam.layer_norm_bias;
+  s.parallel_residual = fam.parallel_residual || (*fam.hf_parallel_key && c.boolean_or(fam.hf_parallel_key, false));
+  s.plain_mlp = fam.plain_mlp;
+  s.rope_interleaved = fam.rope_interleaved;
+  s.output_bias = fam.output_bias;
+  if (*fam.hf_qk_layernorm_key && c.boolean_or(fam.hf_qk_layernorm_key, false))
+    fail(ErrorKind::Unsupported, c.where + ": field '" + fam.hf_qk_layernorm_key + "'",
+         std::string("per-head q/k LayerNorms (") + fam.display + ") are not supported");
+  if (fam.hf_logit_scale_mul) {
+    const double v = c.number_or("logit_scale", 1.0);
+    if (!(v > 0) || !std::isfinite(v)) c.bad("logit_scale", "must be a finite positive number");
+    s.logit_scale = static_cast<float>(1.0 / v);  // the graph divides by logit_scale
   }
   if (c.boolean_or("mlp_bias", false)) {
     if (!fam.hf_mlp_bias)

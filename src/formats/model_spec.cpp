@@ -69,6 +69,7 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
   for (int64_t i = 0; i < s.n_layers; ++i) {
     auto add = [&](const char* w) { out.push_back(layer_tensor(i, w)); };
     if (s.pre_norms) add("attn_norm.weight");
+    if (s.pre_norms && s.norm_bias) add("attn_norm.bias");
     add("attn_q.weight");
     add("attn_k.weight");
     add("attn_v.weight");
@@ -78,7 +79,8 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.attn_output_bias) add("attn_output.bias");
     if (s.attn_sinks) add("attn_sinks.weight");
     if (s.sandwich_norms) add("post_attention_norm.weight");
-    if (s.pre_norms) add("ffn_norm.weight");
+    if (s.pre_norms && !s.parallel_residual) add("ffn_norm.weight");
+    if (s.pre_norms && !s.parallel_residual && s.norm_bias) add("ffn_norm.bias");
     if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
       add("ffn_gate_inp.weight");
       if (s.expert_bias) add("ffn_gate_inp.bias");
@@ -96,14 +98,17 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
       if (s.sandwich_norms) add("post_ffw_norm.weight");
       continue;
     }
-    add("ffn_gate.weight");
+    if (!s.plain_mlp) add("ffn_gate.weight");
     add("ffn_up.weight");
     add("ffn_down.weight");
-    if (s.mlp_bias) { add("ffn_gate.bias"); add("ffn_up.bias"); add("ffn_down.bias"); }
+    if (s.mlp_bias && !s.plain_mlp) add("ffn_gate.bias");
+    if (s.mlp_bias) { add("ffn_up.bias"); add("ffn_down.bias"); }
     if (s.sandwich_norms) add("post_ffw_norm.weight");
   }
   out.push_back("output_norm.weight");
+  if (s.norm_bias) out.push_back("output_norm.bias");
   if (!s.tie_word_embeddings) out.push_back("output.weight");
+  if (s.output_bias) out.push_back("output.bias");
   return out;
 }
 
@@ -118,12 +123,14 @@ bool is_vector_tensor(const std::string& name) {
 std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::string& name) {
   const int64_t H = s.hidden_size, q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.intermediate_size;
   if (name == "token_embd.weight" || name == "output.weight") return {s.vocab_size, H};
-  if (name == "output_norm.weight") return {H};
+  if (name == "output_norm.weight" || (name == "output_norm.bias" && s.norm_bias)) return {H};
+  if (name == "output.bias" && s.output_bias) return {s.vocab_size};
   if (name.rfind("blk.", 0) != 0) return {};
   const size_t dot = name.find('.', 4);
   if (dot == std::string::npos) return {};
   const std::string w = name.substr(dot + 1);
   if (w == "attn_norm.weight" || w == "ffn_norm.weight" || w == "post_attention_norm.weight" || w == "post_ffw_norm.weight") return {H};
+  if ((w == "attn_norm.bias" || w == "ffn_norm.bias") && s.norm_bias) return {H};
   if (w == "attn_q.weight") return {q, H};
   if (w == "attn_k.weight" || w == "attn_v.weight") return {kv, H};
   if (w == "attn_output.weight") return {H, q};
@@ -199,6 +206,11 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.qk_l2_norm, "q/k L2 norm");
   feat(s.attn_sinks, "attention sinks");
   feat(s.sandwich_norms && s.pre_norms, "sandwich norms");
+  feat(s.layer_norm, s.norm_bias ? "LayerNorm with bias" : "LayerNorm");
+  feat(s.parallel_residual, "parallel attention and MLP");
+  feat(s.plain_mlp, "MLP without gate");
+  feat(s.rope_interleaved, "interleaved RoPE pairs");
+  feat(s.output_bias, "output bias");
   feat(!s.pre_norms, "post-norms only");
   feat(s.residual_scale != 1.0f, "residual scale " + std::to_string(s.residual_scale));
   feat(s.logit_scale != 1.0f, "logits / " + std::to_string(s.logit_scale));

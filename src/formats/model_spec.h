@@ -74,7 +74,7 @@ struct ModelSpec {
   float final_logit_softcap = 0;      // Gemma 2: soft-capping of the output logits; 0 = off
   float embed_scale = 1.0f;           // Gemma: embeddings times sqrt(hidden_size); Granite: embedding_multiplier
   float residual_scale = 1.0f;        // Granite: each sublayer's output times residual_multiplier before the residual add
-  float logit_scale = 1.0f;           // Granite: logits divided by logits_scaling
+  float logit_scale = 1.0f;           // Granite: logits divided by logits_scaling; Cohere: by 1 / logit_scale
 
   bool tie_word_embeddings = false;   // no output.weight: the embedding is the classifier
   bool attn_bias = false;             // Qwen2, attention_bias: q/k/v projections carry biases
@@ -85,6 +85,15 @@ struct ModelSpec {
                                       // [heads x head_dim] (OLMoE), instead of one per head
   bool sandwich_norms = false;        // Gemma 2/3: post-attention and post-FFN norms too
   bool pre_norms = true;              // false: no attn_norm / ffn_norm, the post-norms only (OLMo 2)
+  bool layer_norm = false;            // the norms are LayerNorms (mean and variance), not RMSNorms (StableLM, Phi-2,
+                                      // Starcoder2, Cohere)
+  bool norm_bias = false;             // ... with biases: attn_norm.bias, ffn_norm.bias, output_norm.bias
+  bool parallel_residual = false;     // x + attn(norm(x)) + ffn(norm(x)), one norm for both: no ffn_norm (Phi-2,
+                                      // Cohere, StableLM's use_parallel_residual)
+  bool plain_mlp = false;             // the MLP is down(act(up(x))), no gate (Phi-2, Starcoder2)
+  bool rope_interleaved = false;      // RoPE rotates the pairs (2i, 2i+1), q/k rows as the source has them (Cohere);
+                                      // else the half-split pairs (i, i + rope_dim/2)
+  bool output_bias = false;           // the classifier has a bias output.bias [vocab] (Phi-2)
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
   bool attn_sinks = false;            // gpt-oss: a learned sink logit per query head (attn_sinks [Hq]) on every layer
   // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off
@@ -131,6 +140,9 @@ struct ModelSpec {
 //   attn_output.bias [hidden] (attn_output_bias), attn_sinks [Hq] (attn_sinks), post_attention_norm (sandwich), ffn_norm,
 //   ffn_gate / ffn_up [ffn, hidden], ffn_down [hidden, ffn], ffn_gate.bias / ffn_up.bias [ffn] and
 //   ffn_down.bias [hidden] (mlp_bias), post_ffw_norm (sandwich)   (all ".weight" unless noted).
+// LayerNorm models with norm_bias add attn_norm.bias, ffn_norm.bias and output_norm.bias [hidden];
+//   parallel_residual drops ffn_norm, plain_mlp drops ffn_gate (and its bias), output_bias adds
+//   output.bias [vocab].
 // A mixture-of-experts layer has, instead of ffn_gate/up/down: the router ffn_gate_inp [E, hidden],
 //   for each expert e < E ffn_gate.e / ffn_up.e [expert_ffn, hidden] and ffn_down.e [hidden,
 //   expert_ffn] (llama.cpp's per-expert names), and with a shared expert ffn_gate_shexp /

@@ -26,6 +26,8 @@ constexpr OpInfo kOps[] = {
     {OpType::StaticAttention, "static_attention"},
     {OpType::AttnTemperature, "attn_temperature"},
     {OpType::MoeFfn, "moe_ffn"},
+    {OpType::LayerNorm, "layer_norm"},
+    {OpType::Gelu, "gelu"},
 };
 
 const char* kind_name(ValueKind k) {

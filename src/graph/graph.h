@@ -36,6 +36,9 @@ enum class OpType : uint16_t {
                     // expert's router [1, H] (left out with shared_gate false), gate [Fs, H], up [Fs, H],
                     // down [H, Fs]; attrs: experts, top_k, norm_topk_prob, shared, shared_gate (default
                     // true), scoring ("softmax" or "sigmoid"), weight_input, biases, activation, alpha, limit
+  LayerNorm,        // x[T, N] -> [T, N]: (x - mean) / sqrt(var + eps) * w + b per group of G  weights: w [G] and b [G],
+                    // both optional (b only after w); attrs: eps, group (G; N % G == 0)
+  Gelu,             // x -> gelu(x); attrs: activation ("gelu_tanh", the tanh approximation, or "gelu", exact erf)
 };
 
 const char* op_name(OpType op);

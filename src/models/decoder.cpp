@@ -23,6 +23,15 @@ struct Builder {
     return g.add_node(OpType::RMSNorm, {x}, act(name, width, rows), {w},
                       {{"eps", s.norm_eps}, {"plus_one", s.norm_weight_plus_one}, {"group", group ? group : width}});
   }
+  // A pre-norm of the residual stream (attn_norm, ffn_norm, output_norm): RMSNorm, or LayerNorm
+  // (with its bias when the spec has norm biases).
+  int32_t block_norm(int32_t x, const std::string& w, const std::string& name, int64_t rows = kDimT) {
+    const int64_t H = s.hidden_size;
+    if (!s.layer_norm) return norm(x, w, H, name, 0, rows);
+    std::vector<std::string> ws{w};
+    if (s.norm_bias) ws.push_back(w.substr(0, w.size() - std::string("weight").size()) + "bias");
+    return g.add_node(OpType::LayerNorm, {x}, act(name, H, rows), ws, {{"eps", s.norm_eps}, {"group", H}});
+  }
   int32_t linear(int32_t x, const std::string& w, int64_t out, const std::string& name, bool bias = false,
                  int64_t rows = kDimT) {
     std::vector<std::string> ws{w};
@@ -41,7 +50,7 @@ struct Builder {
                         {"head_dim", s.head_dim},
                         {"rope_dim", s.rope_dim > 0 ? s.rope_dim : s.head_dim},
                         {"theta", theta},
-                        {"pairing", "half"},
+                        {"pairing", s.rope_interleaved ? "interleaved" : "half"},
                         {"scaling", scaled ? rope_scaling_name(rs.type) : "none"},
                         {"factor", rs.factor},
                         {"low_freq_factor", rs.low_freq_factor},
@@ -67,6 +76,13 @@ struct Builder {
       fail(ErrorKind::InvalidArgument, "graph builder", "residual and logit scales must be finite and positive");
     if (!s.pre_norms && !s.sandwich_norms)
       fail(ErrorKind::InvalidArgument, "graph builder", "model spec has neither pre-norms nor post-norms");
+    if (s.norm_bias && !s.layer_norm) fail(ErrorKind::InvalidArgument, "graph builder", "norm biases need LayerNorm norms");
+    if (s.parallel_residual && (!s.pre_norms || s.sandwich_norms))
+      fail(ErrorKind::InvalidArgument, "graph builder", "a parallel residual needs pre-norms and no sandwich norms");
+    if (s.plain_mlp && s.activation == Activation::SiLU)
+      fail(ErrorKind::Unsupported, "graph builder", "an MLP without a gate runs GELU (tanh or exact), not SiLU");
+    if (s.output_bias && s.tie_word_embeddings)
+      fail(ErrorKind::InvalidArgument, "graph builder", "an output bias needs an untied output matrix");
     bool any_moe = false;
     for (const LayerAttention& la : s.layers) any_moe = any_moe || la.moe;
     if (any_moe && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 || s.n_experts_used > s.n_experts ||
@@ -85,11 +101,15 @@ struct Builder {
   // Self-attention of layer l on the residual x: norm, q/k/v (biases, q/k norms), RoPE or the
   // NoPE temperature, update_and_attend (or the static cache), output projection (bias), post-norm.
   int32_t attention(int64_t l, int32_t x) {
+    // OLMo 2: no pre-norm
+    return attend(l, s.pre_norms ? block_norm(x, layer_tensor(l, "attn_norm.weight"), "blk." + std::to_string(l) + ".attn_in") : x);
+  }
+  // The attention of layer l on its (normed) input h.
+  int32_t attend(int64_t l, int32_t h) {
     const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
     const LayerAttention& la = s.layers[l];
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t h = s.pre_norms ? norm(x, t("attn_norm.weight"), H, nm("attn_in")) : x;  // OLMo 2: no pre-norm
     int32_t q = linear(h, t("attn_q.weight"), Hq * D, nm("q"), s.attn_bias);
     int32_t k = linear(h, t("attn_k.weight"), Hkv * D, nm("k"), s.attn_bias);
     int32_t v = linear(h, t("attn_v.weight"), Hkv * D, nm("v"), s.attn_bias);
@@ -137,10 +157,18 @@ struct Builder {
   // Gated MLP of layer l on the residual x: norm, gate/up, SwiGLU or GeGLU (tanh or exact erf,
   // the node's "activation"), down (biases with mlp_bias), post-norm.
   int32_t glu_ffn(int64_t l, int32_t x) {
+    return mlp(l, s.pre_norms ? block_norm(x, layer_tensor(l, "ffn_norm.weight"), "blk." + std::to_string(l) + ".ffn_in") : x);
+  }
+  // The MLP of layer l on its (normed) input f: gated, or down(gelu(up(f))) with plain_mlp.
+  int32_t mlp(int64_t l, int32_t f) {
     const int64_t H = s.hidden_size, I = s.intermediate_size;
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t f = s.pre_norms ? norm(x, t("ffn_norm.weight"), H, nm("ffn_in")) : x;
+    if (s.plain_mlp) {
+      int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"), s.mlp_bias);
+      int32_t a = g.add_node(OpType::Gelu, {up}, act(nm("act"), I), {}, {{"activation", activation_name(s.activation)}});
+      return linear(a, t("ffn_down.weight"), H, nm("ffn_out"), s.mlp_bias);
+    }
     int32_t gate = linear(f, t("ffn_gate.weight"), I, nm("gate"), s.mlp_bias);
     int32_t up = linear(f, t("ffn_up.weight"), I, nm("up"), s.mlp_bias);
     int32_t m = g.add_node(s.activation == Activation::SiLU ? OpType::SwiGLU : OpType::GeGLU, {gate, up},
@@ -200,10 +228,18 @@ struct Builder {
     return g.add_node(OpType::Scale, {y}, act(name, s.hidden_size), {}, {{"scale", s.residual_scale}});
   }
 
-  // Block::Dense: attention then gated MLP, each added to the residual stream.
+  // Block::Dense: attention then the MLP, each added to the residual stream; or, with a parallel
+  // residual, both on one norm of the layer's input and added together.
   int32_t dense_layer(int64_t l, int32_t x) {
     const int64_t H = s.hidden_size;
     const std::string p = "blk." + std::to_string(l) + ".";
+    if (s.parallel_residual) {
+      int32_t h = block_norm(x, layer_tensor(l, "attn_norm.weight"), p + "attn_in");
+      int32_t a = attend(l, h);
+      int32_t f = mlp(l, h);
+      x = g.add_node(OpType::Add, {x, residual_part(a, p + "attn_scaled")}, act(p + "resid_attn", H));
+      return g.add_node(OpType::Add, {x, residual_part(f, p + "ffn_scaled")}, act(p + "resid_ffn", H));
+    }
     x = g.add_node(OpType::Add, {x, residual_part(attention(l, x), p + "attn_scaled")}, act(p + "resid_attn", H));
     return g.add_node(OpType::Add, {x, residual_part(glu_ffn(l, x), p + "ffn_scaled")}, act(p + "resid_ffn", H));
   }
@@ -213,10 +249,10 @@ struct Builder {
   void head(int32_t x) {
     const int64_t H = s.hidden_size;
     int32_t xs = g.add_node(OpType::SelectRows, {x}, act("selected", H, kDimR));
-    xs = norm(xs, "output_norm.weight", H, "final_norm", 0, kDimR);
+    xs = block_norm(xs, "output_norm.weight", "final_norm", kDimR);
     g.hidden = xs;  // the hidden state embeddings pool
     const std::string w = s.tie_word_embeddings ? "token_embd.weight" : "output.weight";
-    int32_t logits = linear(xs, w, s.vocab_size, "logits_raw", false, kDimR);
+    int32_t logits = linear(xs, w, s.vocab_size, "logits_raw", s.output_bias, kDimR);
     if (s.logit_scale != 1.0f)  // Granite: logits / logits_scaling
       logits = g.add_node(OpType::Scale, {logits}, act("logits_scaled", s.vocab_size, kDimR), {}, {{"scale", 1.0f / s.logit_scale}});
     if (s.final_logit_softcap > 0)

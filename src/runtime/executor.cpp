@@ -28,7 +28,7 @@ const std::set<OpType>& engine_ops() {
                                        OpType::Mul,       OpType::Scale,      OpType::Softcap,
                                        OpType::SwiGLU,    OpType::GeGLU,      OpType::SelectRows,
                                        OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature,
-                                       OpType::MoeFfn};
+                                       OpType::MoeFfn,    OpType::LayerNorm,  OpType::Gelu};
   return ops;
 }
 
@@ -59,6 +59,7 @@ struct NodePlan {
   WeightView w{};
   const float* bias = nullptr;
   const float* norm_w = nullptr;
+  const float* norm_b = nullptr;  // LayerNorm's bias
   float eps = 0, scalar = 1, cap = 0;
   bool plus_one = false;
   bool gelu_erf = false;  // GeGLU: exact GELU ("activation": "gelu") instead of the tanh approximation
@@ -178,6 +179,28 @@ void plan_rms_norm(const NodeCheck& c, NodePlan& np) {
   }
   np.eps = c.attr<float>("eps", 1e-6f);
   np.plus_one = c.attr<bool>("plus_one", false);
+  if (!(np.eps >= 0.0f) || np.eps > 1.0f) c.bad("eps out of range");
+}
+
+// LayerNorm: as RMSNorm, with an optional bias after the optional weight, both [group].
+void plan_layer_norm(const NodeCheck& c, NodePlan& np) {
+  const Node& n = c.n;
+  c.need_inputs(1);
+  c.need_out();
+  c.need_same_shape(n.inputs[0]);
+  np.group = c.attr<int64_t>("group", c.width(n.output));
+  if (np.group < 1 || c.width(n.output) % np.group != 0) c.bad("group does not divide the width");
+  if (n.weights.size() > 2) c.bad("expects at most 2 weights (scale, bias)");
+  const float* vecs[2] = {nullptr, nullptr};
+  for (size_t k = 0; k < n.weights.size(); ++k) {
+    const Tensor& t = c.weight(k);
+    if (t.dtype() != DType::F32 || t.numel() != np.group || t.ndim() != 1)
+      c.bad(std::string(k == 0 ? "norm weight" : "norm bias") + " must be f32 [" + std::to_string(np.group) + "], got " + t.describe());
+    vecs[k] = t.data_as<float>();
+  }
+  np.norm_w = vecs[0];
+  np.norm_b = vecs[1];
+  np.eps = c.attr<float>("eps", 1e-5f);
   if (!(np.eps >= 0.0f) || np.eps > 1.0f) c.bad("eps out of range");
 }
 
@@ -440,6 +463,16 @@ NodePlan plan_node(const NodeCheck& c) {
     case OpType::AttnTemperature: plan_attn_temperature(c, np); break;
     case OpType::SelectRows: plan_select_rows(c); break;
     case OpType::MoeFfn: plan_moe(c, np); break;
+    case OpType::LayerNorm: plan_layer_norm(c, np); break;
+    case OpType::Gelu: {
+      c.need_inputs(1);
+      c.need_out();
+      c.need_same_shape(c.n.inputs[0]);
+      const std::string a = c.attr<std::string>("activation", "gelu_tanh");
+      if (a != "gelu_tanh" && a != "gelu") c.bad("activation must be gelu_tanh or gelu");
+      np.gelu_erf = a == "gelu";
+      break;
+    }
   }
   if (!engine_ops().count(c.n.op)) c.bad("op not supported by this engine");
   return np;
@@ -452,6 +485,7 @@ NodePlan plan_node(const NodeCheck& c) {
 struct OpTable {
   void (*embedding)(const WeightView& w, const int32_t* ids, int64_t T, float* out, ThreadPool& pool);
   void (*rms_norm)(const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool& pool);
+  void (*layer_norm)(const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool& pool);
   void (*matmul)(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
   void (*rope)(float* x, const int32_t* pos, int64_t T, const NodePlan& np, ThreadPool& pool);
   void (*attention)(const float* q, const float* k, const float* v, const int32_t* q_pos, const int32_t* kv_pos,
@@ -462,6 +496,8 @@ struct OpTable {
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
   void (*geglu_erf)(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
+  void (*gelu)(const float* x, float* y, int64_t n, ThreadPool& pool);
+  void (*gelu_erf)(const float* x, float* y, int64_t n, ThreadPool& pool);
   void (*scale)(const float* x, float s, float* out, int64_t n, ThreadPool& pool);
   void (*softcap)(float* x, int64_t n, float cap, ThreadPool& pool);
   void (*moe)(NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool);
@@ -473,6 +509,9 @@ const OpTable kReferenceOps = {
     },
     [](const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool&) {
       ref::rms_norm(x, np.norm_w, y, rows, np.group, np.eps, np.plus_one);
+    },
+    [](const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool&) {
+      ref::layer_norm(x, np.norm_w, np.norm_b, y, rows, np.group, np.eps);
     },
     [](const WeightView& w, const float* x, int64_t m, float* y, ThreadPool&) { ref::matmul(w, x, m, y); },
     [](float* x, const int32_t* pos, int64_t T, const NodePlan& np, ThreadPool&) {
@@ -487,6 +526,8 @@ const OpTable kReferenceOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::swiglu(a, b, out, n); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::geglu(a, b, out, n); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool&) { ref::geglu_erf(a, b, out, n); },
+    [](const float* x, float* y, int64_t n, ThreadPool&) { ref::gelu_tanh(x, y, n); },
+    [](const float* x, float* y, int64_t n, ThreadPool&) { ref::gelu_erf(x, y, n); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool&) { ref::scale(x, s, out, n); },
     [](float* x, int64_t n, float cap, ThreadPool&) { ref::softcap(x, n, cap); },
     [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool&) { ref::moe_ffn(m.w, m.p, x, T, y); },
@@ -498,6 +539,9 @@ const OpTable kOptimizedOps = {
     },
     [](const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool& pool) {
       rms_norm(x, np.norm_w, y, rows, np.group, np.eps, np.plus_one, pool);
+    },
+    [](const float* x, const NodePlan& np, float* y, int64_t rows, ThreadPool& pool) {
+      layer_norm(x, np.norm_w, np.norm_b, y, rows, np.group, np.eps, pool);
     },
     [](const WeightView& w, const float* x, int64_t m, float* y, ThreadPool& pool) { matmul(w, x, m, y, pool); },
     [](float* x, const int32_t* pos, int64_t T, const NodePlan& np, ThreadPool& pool) {
@@ -512,6 +556,8 @@ const OpTable kOptimizedOps = {
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { swiglu(a, b, out, n, pool); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { geglu(a, b, out, n, pool); },
     [](const float* a, const float* b, float* out, int64_t n, ThreadPool& pool) { geglu_erf(a, b, out, n, pool); },
+    [](const float* x, float* y, int64_t n, ThreadPool& pool) { gelu_tanh(x, y, n, pool); },
+    [](const float* x, float* y, int64_t n, ThreadPool& pool) { gelu_erf(x, y, n, pool); },
     [](const float* x, float s, float* out, int64_t n, ThreadPool& pool) { scale(x, s, out, n, pool); },
     [](float* x, int64_t n, float cap, ThreadPool& pool) { softcap(x, n, cap, pool); },
     [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool) {
@@ -879,6 +925,8 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
       if (np.scalar != 1.0f) op.scale(out, np.scalar, out, n_el, tp);
       break;
     case OpType::RMSNorm: op.rms_norm(f32(np.in[0]), np, out, rows_out * (wout / np.group), tp); break;
+    case OpType::LayerNorm: op.layer_norm(f32(np.in[0]), np, out, rows_out * (wout / np.group), tp); break;
+    case OpType::Gelu: (np.gelu_erf ? op.gelu_erf : op.gelu)(f32(np.in[0]), out, n_el, tp); break;
     case OpType::Linear:
       if (np.multi > 1) {
         // This node and the next multi - 1 (same input): one pass over the pool.

@@ -103,6 +103,12 @@ json spec_to_json(const ModelSpec& s) {
   if (s.mlp_bias) j["mlp_bias"] = true;
   if (s.attn_sinks) j["attn_sinks"] = true;
   if (!s.pre_norms) j["pre_norms"] = false;
+  if (s.layer_norm) j["layer_norm"] = true;
+  if (s.norm_bias) j["norm_bias"] = true;
+  if (s.parallel_residual) j["parallel_residual"] = true;
+  if (s.plain_mlp) j["plain_mlp"] = true;
+  if (s.rope_interleaved) j["rope_interleaved"] = true;
+  if (s.output_bias) j["output_bias"] = true;
   if (s.residual_scale != 1.0f) j["residual_scale"] = s.residual_scale;
   if (s.logit_scale != 1.0f) j["logit_scale"] = s.logit_scale;
   if (s.n_experts > 0) {
@@ -160,6 +166,14 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.qk_norm_full = get<bool>(j, "qk_norm_full", where, false);
   s.sandwich_norms = get<bool>(j, "sandwich_norms", where, false);
   s.pre_norms = get<bool>(j, "pre_norms", where, true);
+  s.layer_norm = get<bool>(j, "layer_norm", where, false);
+  s.norm_bias = get<bool>(j, "norm_bias", where, false);
+  s.parallel_residual = get<bool>(j, "parallel_residual", where, false);
+  s.plain_mlp = get<bool>(j, "plain_mlp", where, false);
+  s.rope_interleaved = get<bool>(j, "rope_interleaved", where, false);
+  s.output_bias = get<bool>(j, "output_bias", where, false);
+  if (s.norm_bias && !s.layer_norm) bad(where, "model.norm_bias", "true needs layer_norm (RMSNorm has no bias)");
+  if (s.parallel_residual && (!s.pre_norms || s.sandwich_norms)) bad(where, "model.parallel_residual", "true needs pre-norms and no sandwich norms");
   s.residual_scale = get<float>(j, "residual_scale", where, 1.f);
   s.logit_scale = get<float>(j, "logit_scale", where, 1.f);
   for (const auto& [key, v] : {std::pair<const char*, float>{"residual_scale", s.residual_scale}, {"logit_scale", s.logit_scale}})

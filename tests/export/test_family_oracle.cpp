@@ -380,6 +380,32 @@ std::vector<Case> cases() {
   }
   // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
   // renormalised, a shared expert): also through ptn's GGUF writer and import.
+  {
+    // LayerNorm families: no head_dim key (their modeling takes hidden / heads = 16).
+    auto ln = [](const char* arch, int64_t layers) {
+      json j = base(arch, layers);
+      j.erase("head_dim");
+      j["hidden_size"] = 64;
+      j.erase("rms_norm_eps");
+      return j;
+    };
+    json stablelm = merged(ln("StableLmForCausalLM", 2), {{"use_qkv_bias", true}, {"layer_norm_eps", 1e-5}, {"rope_theta", 10000.0}});
+    c.push_back({"stablelm", stablelm, DType::F32, {{{"partial_rotary_factor", 0.5}}, {{"layer_norm_eps", 0.5}}}});
+    c.push_back({"stablelm_parallel", merged(stablelm, {{"use_parallel_residual", true}, {"partial_rotary_factor", 0.5}}), DType::BF16,
+                 {{{"partial_rotary_factor", 1.0}}}});
+    json phi2 = merged(ln("PhiForCausalLM", 2), {{"rope_theta", 10000.0}});
+    c.push_back({"phi2", phi2, DType::F32, {{{"partial_rotary_factor", 1.0}}, {{"layer_norm_eps", 0.5}}, {{"hidden_act", "gelu"}}}});
+    json sc2 = ln("Starcoder2ForCausalLM", 3);
+    sc2.erase("tie_word_embeddings");  // Starcoder2Config ties by default
+    c.push_back({"starcoder2", merged(sc2, {{"sliding_window", kWindow}}), DType::F32,
+                 {{{"sliding_window", nullptr}}, {{"norm_epsilon", 0.5}}}});
+    c.push_back({"starcoder2_gguf", merged(sc2, {{"rope_theta", 100000.0}}), DType::F16, {{{"hidden_act", "gelu"}}}});
+    c.push_back({"starcoder2_nobias", merged(sc2, {{"use_bias", false}, {"tie_word_embeddings", false}}), DType::F32, {}});
+    json cohere = ln("CohereForCausalLM", 2);
+    cohere.erase("tie_word_embeddings");  // CohereConfig ties by default
+    c.push_back({"cohere", merged(cohere, {{"logit_scale", 0.25}}), DType::F32, {{{"logit_scale", 1.0}}, {{"layer_norm_eps", 0.5}}}});
+    c.push_back({"cohere_bias", merged(cohere, {{"attention_bias", true}, {"rope_theta", 8000.0}}), DType::F32, {}});
+  }
   c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),
                                         {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
                                          {"shared_expert_intermediate_size", 40}, {"rope_theta", 1000000.0}}),

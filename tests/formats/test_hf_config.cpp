@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -474,6 +475,79 @@ TEST(HfConfig, DefaultsAreTheConfigClasses) {
   nlohmann::json p = fixture("phi3-mini-4k.json");
   p.erase("rms_norm_eps");
   EXPECT_FLOAT_EQ(model_spec_from_hf_config(p, "cfg.json").norm_eps, 1e-5f);
+}
+
+// The LayerNorm families: what each class's modeling reads, from small configs and the config
+// classes' defaults; what ptn cannot run as written is refused by name.
+TEST(HfConfig, LayerNormFamilies) {
+  auto names_of = [](const ModelSpec& s) {
+    const auto v = canonical_tensor_names(s);
+    return std::set<std::string>(v.begin(), v.end());
+  };
+  // StableLM: LayerNorms with biases, a quarter of each head rotated (the default), sequential.
+  nlohmann::json st = {{"architectures", {"StableLmForCausalLM"}}, {"hidden_size", 2048}, {"num_hidden_layers", 24},
+                       {"num_attention_heads", 32}, {"intermediate_size", 5632}, {"vocab_size", 100352},
+                       {"use_qkv_bias", true}};
+  ModelSpec s = model_spec_from_hf_config(st, "cfg.json");
+  EXPECT_EQ(s.family, "stablelm");
+  EXPECT_TRUE(s.layer_norm && s.norm_bias && s.attn_bias);
+  EXPECT_FALSE(s.attn_output_bias || s.mlp_bias || s.parallel_residual || s.plain_mlp || s.tie_word_embeddings);
+  EXPECT_EQ(s.rope_dim, 16);  // 64 * 0.25
+  EXPECT_FLOAT_EQ(s.norm_eps, 1e-5f);
+  auto n = names_of(s);
+  EXPECT_TRUE(n.count("blk.0.attn_norm.bias") && n.count("blk.0.ffn_norm.bias") && n.count("output_norm.bias"));
+  st["use_parallel_residual"] = true;
+  n = names_of(model_spec_from_hf_config(st, "cfg.json"));
+  EXPECT_FALSE(n.count("blk.0.ffn_norm.weight") || n.count("blk.0.ffn_norm.bias"));
+  st["qk_layernorm"] = true;
+  expect_error(st, ErrorKind::Unsupported, "field 'qk_layernorm'");
+  // Phi-2: parallel, no gate, biases everywhere and on lm_head; phi-2's own sizes.
+  const nlohmann::json phi = {{"architectures", {"PhiForCausalLM"}}, {"hidden_size", 2560}, {"num_hidden_layers", 32},
+                              {"num_attention_heads", 32}, {"intermediate_size", 10240}, {"vocab_size", 51200},
+                              {"partial_rotary_factor", 0.4}};
+  s = model_spec_from_hf_config(phi, "cfg.json");
+  EXPECT_TRUE(s.layer_norm && s.norm_bias && s.parallel_residual && s.plain_mlp && s.output_bias);
+  EXPECT_TRUE(s.attn_bias && s.attn_output_bias && s.mlp_bias);
+  EXPECT_EQ(s.activation, Activation::GeLUTanh);  // gelu_new, PhiConfig's default
+  EXPECT_EQ(s.rope_dim, 32);
+  EXPECT_EQ(s.tensor_sources.at("output_norm.bias"), "model.final_layernorm.bias");
+  EXPECT_EQ(s.tensor_sources.at("output.bias"), "lm_head.bias");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.attn_output.bias"), "model.layers.3.self_attn.dense.bias");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_up.weight"), "model.layers.3.mlp.fc1.weight");
+  n = names_of(s);
+  EXPECT_FALSE(n.count("blk.0.ffn_gate.weight") || n.count("blk.0.ffn_norm.weight"));
+  nlohmann::json hd = phi;
+  hd["head_dim"] = 64;  // PhiAttention takes hidden / heads = 80
+  expect_error(hd, ErrorKind::Corrupt, "field 'head_dim'");
+  hd["head_dim"] = 80;
+  EXPECT_EQ(model_spec_from_hf_config(hd, "cfg.json").head_dim, 80);
+  // Starcoder2: use_bias (default true) on q/k/v/o and the MLP, tied, a window on every layer.
+  nlohmann::json sc = {{"architectures", {"Starcoder2ForCausalLM"}}, {"hidden_size", 3072}, {"num_hidden_layers", 30},
+                       {"num_attention_heads", 24}, {"num_key_value_heads", 2}, {"intermediate_size", 12288},
+                       {"vocab_size", 49152}, {"sliding_window", 4096}, {"norm_epsilon", 1e-5}};
+  s = model_spec_from_hf_config(sc, "cfg.json");
+  EXPECT_TRUE(s.attn_bias && s.attn_output_bias && s.mlp_bias && s.tie_word_embeddings && s.plain_mlp);
+  EXPECT_FALSE(s.parallel_residual);
+  EXPECT_EQ(kinds(s), std::string(30, 'W'));
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_down.bias"), "model.layers.0.mlp.c_proj.bias");
+  sc["use_bias"] = false;
+  s = model_spec_from_hf_config(sc, "cfg.json");
+  EXPECT_FALSE(s.attn_bias || s.attn_output_bias || s.mlp_bias);
+  // Cohere: LayerNorm without bias, parallel, interleaved RoPE, logits times logit_scale, tied.
+  nlohmann::json co = {{"architectures", {"CohereForCausalLM"}}, {"hidden_size", 8192}, {"num_hidden_layers", 40},
+                       {"num_attention_heads", 64}, {"intermediate_size", 22528}, {"vocab_size", 256000}};
+  s = model_spec_from_hf_config(co, "cfg.json");
+  EXPECT_TRUE(s.layer_norm && s.parallel_residual && s.rope_interleaved && s.tie_word_embeddings);
+  EXPECT_FALSE(s.norm_bias || s.attn_bias || s.plain_mlp);
+  EXPECT_FLOAT_EQ(s.logit_scale, 16.0f);  // the graph divides: 1 / 0.0625
+  n = names_of(s);
+  EXPECT_FALSE(n.count("output_norm.bias") || n.count("blk.0.ffn_norm.weight"));
+  EXPECT_NE(describe_model_spec(s).find("interleaved RoPE pairs"), std::string::npos) << describe_model_spec(s);
+  co["use_qk_norm"] = true;
+  expect_error(co, ErrorKind::Unsupported, "field 'use_qk_norm'");
+  co["use_qk_norm"] = false;
+  co["logit_scale"] = 0.0;
+  expect_error(co, ErrorKind::Corrupt, "field 'logit_scale'");
 }
 
 // OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the

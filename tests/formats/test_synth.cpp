@@ -80,6 +80,20 @@ json small(const std::string& family) {
     base["residual_multiplier"] = 0.22;
     base["logits_scaling"] = 8.0;
   }
+  if (family.rfind("stablelm", 0) == 0 || family.rfind("phi2", 0) == 0 || family.rfind("starcoder2", 0) == 0 ||
+      family.rfind("cohere", 0) == 0) {
+    base.erase("rms_norm_eps");
+    base["layer_norm_eps"] = 1e-4;
+    base["norm_epsilon"] = 1e-4;
+  }
+  if (family == "stablelm") { base["architectures"] = {"StableLmForCausalLM"}; base["use_qkv_bias"] = true; }
+  if (family == "stablelm-parallel") { base["architectures"] = {"StableLmForCausalLM"}; base["use_parallel_residual"] = true; }
+  if (family == "stablelm-tied") { base["architectures"] = {"StableLmForCausalLM"}; base["tie_word_embeddings"] = true; }
+  if (family == "phi2") base["architectures"] = {"PhiForCausalLM"};
+  if (family == "starcoder2") base["architectures"] = {"Starcoder2ForCausalLM"};
+  if (family == "starcoder2-window") { base["architectures"] = {"Starcoder2ForCausalLM"}; base["sliding_window"] = 32; }
+  if (family == "cohere") base["architectures"] = {"CohereForCausalLM"};
+  if (family == "cohere-bias") { base["architectures"] = {"CohereForCausalLM"}; base["attention_bias"] = true; }
   if (family == "qwen3_moe") {  // as its GGUF architecture expresses it: experts on every layer, renormalised
     base["architectures"] = {"Qwen3MoeForCausalLM"};
     base["num_experts"] = 6;
@@ -153,7 +167,11 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   const std::map<std::string, std::string> refused = {
       {"llama4", "a Llama 4 without experts"},
       {"smollm3-every3", "layer 2: NoPE on this layer cannot be expressed in the 'smollm3' GGUF architecture (llama.cpp skips RoPE on every 4th layer exactly)"},
-      {"smollm3-bias", "an o_proj bias cannot be expressed in the 'smollm3' GGUF architecture"}};
+      {"smollm3-bias", "an o_proj bias cannot be expressed in the 'smollm3' GGUF architecture"},
+      // stablelm requires output.weight; starcoder2 has no window; command-r no o_proj bias.
+      {"stablelm-tied", "a tied embedding cannot be expressed in the 'stablelm' GGUF architecture"},
+      {"starcoder2-window", "layer 0: a window layer cannot be expressed in the 'starcoder2' GGUF architecture"},
+      {"cohere-bias", "an o_proj bias cannot be expressed in the 'command-r' GGUF architecture"}};
   if (auto r = refused.find(fam); r != refused.end()) {
     try {
       write_model_gguf(*src, path, {});
@@ -185,6 +203,14 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   EXPECT_FLOAT_EQ(g.embed_scale, s.embed_scale);
   EXPECT_FLOAT_EQ(g.residual_scale, s.residual_scale);
   EXPECT_FLOAT_EQ(g.logit_scale, s.logit_scale);
+  EXPECT_FLOAT_EQ(g.norm_eps, s.norm_eps);
+  EXPECT_EQ(g.rope_dim, s.rope_dim);
+  EXPECT_EQ(g.layer_norm, s.layer_norm);
+  EXPECT_EQ(g.norm_bias, s.norm_bias);
+  EXPECT_EQ(g.parallel_residual, s.parallel_residual);
+  EXPECT_EQ(g.plain_mlp, s.plain_mlp);
+  EXPECT_EQ(g.rope_interleaved, s.rope_interleaved);
+  EXPECT_EQ(g.output_bias, s.output_bias);
   EXPECT_NEAR(g.attn_scale == 0 ? 1 / std::sqrt(16.0f) : g.attn_scale, s.attn_scale == 0 ? 1 / std::sqrt(16.0f) : s.attn_scale, 1e-7);
   const bool gemma = fam == "gemma2" || fam == "gemma3";
   EXPECT_FALSE(g.norm_weight_plus_one);  // GGUF Gemma norms carry the +1
@@ -207,7 +233,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
-                                           "qwen3_moe", "olmo2", "granite"));
+                                           "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
+                                           "starcoder2", "starcoder2-window", "cohere", "cohere-bias"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

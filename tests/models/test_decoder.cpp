@@ -61,6 +61,38 @@ TEST(Decoder, LlamaLayersAreAttentionAndSwiGlu) {
   EXPECT_EQ(count_ops(g, OpType::Linear), 7 * 3 + 1);
 }
 
+// Phi-2: one LayerNorm (weight and bias) per layer feeding both attention and the MLP, the MLP
+// up -> gelu -> down without a gate, the classifier with a bias; Cohere: RoPE on interleaved pairs.
+TEST(Decoder, LayerNormParallelLayers) {
+  nlohmann::json c = {{"architectures", {"PhiForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 64},
+                      {"intermediate_size", 96}, {"num_hidden_layers", 3}, {"num_attention_heads", 4}};
+  Graph g = build_decoder_graph(model_spec_from_hf_config(c, "cfg"), {});
+  EXPECT_EQ(count_ops(g, OpType::LayerNorm), 3 + 1);
+  EXPECT_EQ(count_ops(g, OpType::RMSNorm), 0);
+  EXPECT_EQ(count_ops(g, OpType::Gelu), 3);
+  EXPECT_EQ(count_ops(g, OpType::SwiGLU) + count_ops(g, OpType::GeGLU), 0);
+  EXPECT_EQ(count_ops(g, OpType::Linear), 6 * 3 + 1);  // q, k, v, o, up, down; the classifier
+  for (const Node& n : g.nodes) {
+    if (n.op == OpType::LayerNorm) EXPECT_EQ(n.weights.size(), 2u);
+    if (n.op == OpType::Rope) EXPECT_EQ(n.attrs["rope_dim"], 8);  // half of 16
+    if (n.op == OpType::Linear && n.output == g.logits) EXPECT_EQ(n.weights.back(), "output.bias");
+  }
+  // The layer's MLP reads the attention's input norm, not the residual after attention.
+  int32_t norm_out = -1;
+  for (const Node& n : g.nodes)
+    if (n.op == OpType::LayerNorm && norm_out < 0) norm_out = n.output;
+  int readers = 0;
+  for (const Node& n : g.nodes)
+    if (n.op == OpType::Linear && !n.inputs.empty() && n.inputs[0] == norm_out) ++readers;
+  EXPECT_EQ(readers, 4);  // q, k, v and fc1
+  c["architectures"] = {"CohereForCausalLM"};
+  g = build_decoder_graph(model_spec_from_hf_config(c, "cfg"), {});
+  for (const Node& n : g.nodes) {
+    if (n.op == OpType::Rope) EXPECT_EQ(n.attrs["pairing"], "interleaved");
+    if (n.op == OpType::LayerNorm) EXPECT_EQ(n.weights.size(), 1u);
+  }
+}
+
 // Block::Moe: a layer of experts is attention + one moe_ffn node (no gate/up/down linears, no
 // swiglu); Qwen3-MoE's mlp_only_layers keep the gated MLP.
 TEST(Decoder, MoeLayersAreOneMoeFfnNode) {

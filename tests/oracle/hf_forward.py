@@ -19,7 +19,11 @@ ptn's is used, and no code of transformers is copied):
   norms over all heads), Olmo3ForCausalLM (OLMo 2's layer, windows on three layers of four by
   default, plain RoPE on the windowed layers: transformers 4.57's rotary_embs, OLMo-core's rule)
   and GraniteForCausalLM (embedding, attention, residual multipliers and
-  logits_scaling); the masks
+  logits_scaling), StableLmForCausalLM (LayerNorms with biases, partial rotary, use_qkv_bias,
+  use_parallel_residual), PhiForCausalLM (one LayerNorm feeding attention and the fc1/fc2 MLP in
+  parallel, biases everywhere and on lm_head), Starcoder2ForCausalLM (LayerNorms, use_bias, the
+  c_fc/c_proj MLP, a window on every layer) and CohereForCausalLM (CohereLayerNorm without bias,
+  parallel attention and MLP, RoPE on interleaved pairs, logits times logit_scale); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
   rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
@@ -119,6 +123,12 @@ FAMILY_DEFAULTS = {
     # intermediate_size on every layer. The router's k is num_experts_per_tok: OpenAI's
     # experts_per_token, which the shipped config.json carries as well, is not read by transformers.
     # No default for the RoPE: see rope_params_by_layer_type.
+    # StableLmConfig, PhiConfig, Starcoder2Config, CohereConfig: LayerNorm epsilons under their own keys.
+    "stablelm": {"layer_norm_eps": 1e-5, "partial_rotary_factor": 0.25, "use_qkv_bias": False,
+                 "use_parallel_residual": False, "qk_layernorm": False},
+    "phi": {"layer_norm_eps": 1e-5, "partial_rotary_factor": 0.5, "hidden_act": "gelu_new", "qk_layernorm": False},
+    "starcoder2": {"norm_epsilon": 1e-5, "hidden_act": "gelu_pytorch_tanh", "use_bias": True, "tie_word_embeddings": True},
+    "cohere": {"layer_norm_eps": 1e-5, "logit_scale": 0.0625, "tie_word_embeddings": True, "use_qk_norm": False},
     "gpt_oss": {"rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128, "head_dim": 64,
                 "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
@@ -130,7 +140,11 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
          "MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
          "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss",
-         "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite"}
+         "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite",
+         "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
+         "CohereForCausalLM": "cohere"}
+LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
+                      "starcoder2": "norm_epsilon"}
 
 
 class Config:
@@ -267,7 +281,7 @@ def layer_plan(cfg, n):
             types = ["full_attention"] * n
         elif fam == "olmo3":
             types = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
-        elif fam in ("mistral", "phi3", "mixtral"):
+        elif fam in ("mistral", "phi3", "mixtral", "starcoder2"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
         elif fam in ("gemma2", "gpt_oss"):
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
@@ -466,14 +480,25 @@ def forward(cfg, W, ids):
     H, L, Hq = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
     Hkv = g("num_key_value_heads") or Hq
     D = g("head_dim") or H // Hq
-    eps = g("rms_norm_eps")
+    layer_norm = fam in LAYER_NORM_EPS_KEY  # nn.LayerNorm (biased variance), CohereLayerNorm (no bias)
+    eps = g(LAYER_NORM_EPS_KEY.get(fam, "rms_norm_eps"))
+    if g("qk_layernorm") or (fam == "cohere" and g("use_qk_norm")):
+        raise SystemExit(f"{fam}: per-head q/k LayerNorms not handled by the oracle")
+    parallel = fam in ("phi", "cohere") or (fam == "stablelm" and g("use_parallel_residual"))
     gemma = fam in ("gemma2", "gemma3")
     any_gemma = gemma or fam == "gemma"  # (1 + w) norms, sqrt(hidden) embedding, hidden_activation
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
 
-    def norm(x, w):
+    def norm(x, w, b=None):
+        if layer_norm:
+            c = x - x.mean(axis=-1, keepdims=True)
+            y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + eps) * w
+            return y if b is None else y + b
         return rms(x, eps) * ((1.0 + w) if any_gemma else w)
+
+    def block_norm(x, name):  # a norm module by name, with its bias when it has one
+        return norm(x, W[name + ".weight"], W.get(name + ".bias"))
 
     def lin(x, name, bias=True):
         y = x @ W[name + ".weight"].T
@@ -500,7 +525,7 @@ def forward(cfg, W, ids):
     for l in range(L):
         p = f"model.layers.{l}."
         # Olmo2DecoderLayer: no norm on the way in; its two norms act on the sublayers' outputs.
-        h = x if fam in ("olmo2", "olmo3") else norm(x, W[p + "input_layernorm.weight"])
+        h = x if fam in ("olmo2", "olmo3") else block_norm(x, p + "input_layernorm")
         if fam == "phi3":
             qkv = lin(h, p + "self_attn.qkv_proj")
             q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
@@ -517,7 +542,7 @@ def forward(cfg, W, ids):
             inv, mult = inv_freq_and_scale(rope_by_type[types[l]], rot, cfg)
             ang = pos[:, None] * inv[None, :]
             cos, sin = np.cos(ang) * mult, np.sin(ang) * mult
-            if fam == "llama4":
+            if fam in ("llama4", "cohere"):  # CohereRotaryEmbedding: repeat-interleaved frequencies, pairs (2i, 2i+1)
                 q, k = rotate_interleaved(q, cos, sin), rotate_interleaved(k, cos, sin)
                 if g("use_qk_norm"):  # Llama4TextL2Norm: no weight, on RoPE layers only
                     q, k = rms(q, eps), rms(k, eps)
@@ -545,15 +570,17 @@ def forward(cfg, W, ids):
                 s = np.exp(s - s.max(axis=-1, keepdims=True))
                 s = s / s.sum(axis=-1, keepdims=True)
             out[:, hq, :] = s @ v[:, kv, :]
-        a = lin(out.reshape(T, Hq * D), p + "self_attn.o_proj")
+        a = lin(out.reshape(T, Hq * D), p + ("self_attn.dense" if fam == "phi" else "self_attn.o_proj"))
         if gemma:
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = norm(x + a, W[p + "pre_feedforward_layernorm.weight"])
         elif fam in ("olmo2", "olmo3"):
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = x + a
+        elif parallel:  # attention and the MLP both on the input norm's output
+            f_in = h
         else:
-            f_in = norm(x + a * rm, W[p + "post_attention_layernorm.weight"])
+            f_in = block_norm(x + a * rm, p + "post_attention_layernorm")
         x = x + a * rm
         if fam == "gpt_oss":
             x = x + gpt_oss_experts(cfg, W, p + "mlp.", f_in)
@@ -566,6 +593,10 @@ def forward(cfg, W, ids):
                 block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
                 x = x + experts_ffn(cfg, W, block, f_in, act_name)
             continue
+        if fam in ("phi", "starcoder2"):  # no gate: fc1 -> act -> fc2 (c_fc -> act -> c_proj)
+            up, down = ("fc1", "fc2") if fam == "phi" else ("c_fc", "c_proj")
+            x = x + lin(act(act_name, lin(f_in, mlp + up)), mlp + down)
+            continue
         if fam == "phi3":
             gu = lin(f_in, mlp + "gate_up_proj")
             half = gu.shape[1] // 2
@@ -576,13 +607,17 @@ def forward(cfg, W, ids):
         if gemma or fam in ("olmo2", "olmo3"):
             f = norm(f, W[p + "post_feedforward_layernorm.weight"])
         x = x + f * rm
-    x = norm(x, W["model.norm.weight"])
+    x = block_norm(x, "model.final_layernorm" if fam == "phi" else "model.norm")
     tied = g("tie_word_embeddings")
     # A tied embedding may be stored only under its alias lm_head.weight.
     head = W.get("model.embed_tokens.weight" if tied else "lm_head.weight", W.get("lm_head.weight"))
     logits = x @ head.T
     if fam == "granite":  # GraniteForCausalLM
         logits = logits / g("logits_scaling")
+    if fam == "phi":  # lm_head has a bias
+        logits = logits + W["lm_head.bias"]
+    if fam == "cohere":
+        logits = logits * g("logit_scale")
     final_cap = g("final_logit_softcapping") if gemma else None
     if final_cap:
         logits = np.tanh(logits / final_cap) * final_cap
