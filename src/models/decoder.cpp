@@ -23,22 +23,21 @@ struct Builder {
     return g.add_node(OpType::RMSNorm, {x}, act(name, width, rows), {w},
                       {{"eps", s.norm_eps}, {"plus_one", s.norm_weight_plus_one}, {"group", group ? group : width}});
   }
+  // "x.weight" -> "x.bias"
+  static std::string bias_of(const std::string& w) { return w.substr(0, w.size() - std::string("weight").size()) + "bias"; }
   // A pre-norm of the residual stream (attn_norm, ffn_norm, output_norm): RMSNorm, or LayerNorm
   // (with its bias when the spec has norm biases).
   int32_t block_norm(int32_t x, const std::string& w, const std::string& name, int64_t rows = kDimT) {
     const int64_t H = s.hidden_size;
     if (!s.layer_norm) return norm(x, w, H, name, 0, rows);
     std::vector<std::string> ws{w};
-    if (s.norm_bias) ws.push_back(w.substr(0, w.size() - std::string("weight").size()) + "bias");
+    if (s.norm_bias) ws.push_back(bias_of(w));
     return g.add_node(OpType::LayerNorm, {x}, act(name, H, rows), ws, {{"eps", s.norm_eps}, {"group", H}});
   }
   int32_t linear(int32_t x, const std::string& w, int64_t out, const std::string& name, bool bias = false,
                  int64_t rows = kDimT) {
     std::vector<std::string> ws{w};
-    if (bias) {
-      std::string b = w.substr(0, w.size() - std::string("weight").size()) + "bias";
-      ws.push_back(b);
-    }
+    if (bias) ws.push_back(bias_of(w));
     return g.add_node(OpType::Linear, {x}, act(name, out, rows), ws, {{"out_features", out}});
   }
   int32_t rope(int32_t x, int64_t heads, const LayerAttention& la, const std::string& name) {

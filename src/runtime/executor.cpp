@@ -164,35 +164,19 @@ void plan_embedding(const NodeCheck& c, NodePlan& np) {
   np.scalar = c.attr<float>("scale", 1.0f);
 }
 
-void plan_rms_norm(const NodeCheck& c, NodePlan& np) {
+// RMSNorm and LayerNorm: one input of the output's shape, normalised per group of `group`
+// values; each weight (RMSNorm: the scale; LayerNorm: the scale, then the bias; all optional) an
+// f32 vector of the group's size; eps in [0, 1].
+void plan_norm(const NodeCheck& c, NodePlan& np, bool layer_norm) {
   const Node& n = c.n;
   c.need_inputs(1);
   c.need_out();
   c.need_same_shape(n.inputs[0]);
   np.group = c.attr<int64_t>("group", c.width(n.output));
   if (np.group < 1 || c.width(n.output) % np.group != 0) c.bad("group does not divide the width");
-  if (!n.weights.empty()) {  // no weight: plain RMS normalisation (Llama 4's q/k L2 norm)
-    const Tensor& t = c.weight(0);
-    if (t.dtype() != DType::F32 || t.numel() != np.group || t.ndim() != 1)
-      c.bad("norm weight must be f32 [" + std::to_string(np.group) + "], got " + t.describe());
-    np.norm_w = t.data_as<float>();
-  }
-  np.eps = c.attr<float>("eps", 1e-6f);
-  np.plus_one = c.attr<bool>("plus_one", false);
-  if (!(np.eps >= 0.0f) || np.eps > 1.0f) c.bad("eps out of range");
-}
-
-// LayerNorm: as RMSNorm, with an optional bias after the optional weight, both [group].
-void plan_layer_norm(const NodeCheck& c, NodePlan& np) {
-  const Node& n = c.n;
-  c.need_inputs(1);
-  c.need_out();
-  c.need_same_shape(n.inputs[0]);
-  np.group = c.attr<int64_t>("group", c.width(n.output));
-  if (np.group < 1 || c.width(n.output) % np.group != 0) c.bad("group does not divide the width");
-  if (n.weights.size() > 2) c.bad("expects at most 2 weights (scale, bias)");
-  const float* vecs[2] = {nullptr, nullptr};
-  for (size_t k = 0; k < n.weights.size(); ++k) {
+  if (layer_norm && n.weights.size() > 2) c.bad("expects at most 2 weights (scale, bias)");
+  const float* vecs[2] = {nullptr, nullptr};  // no weight: plain normalisation (Llama 4's q/k L2 norm)
+  for (size_t k = 0; k < (layer_norm ? n.weights.size() : std::min<size_t>(n.weights.size(), 1)); ++k) {
     const Tensor& t = c.weight(k);
     if (t.dtype() != DType::F32 || t.numel() != np.group || t.ndim() != 1)
       c.bad(std::string(k == 0 ? "norm weight" : "norm bias") + " must be f32 [" + std::to_string(np.group) + "], got " + t.describe());
@@ -200,8 +184,16 @@ void plan_layer_norm(const NodeCheck& c, NodePlan& np) {
   }
   np.norm_w = vecs[0];
   np.norm_b = vecs[1];
-  np.eps = c.attr<float>("eps", 1e-5f);
+  np.eps = c.attr<float>("eps", layer_norm ? 1e-5f : 1e-6f);
+  if (!layer_norm) np.plus_one = c.attr<bool>("plus_one", false);
   if (!(np.eps >= 0.0f) || np.eps > 1.0f) c.bad("eps out of range");
+}
+
+// The GELU of geglu and gelu nodes: "gelu_tanh" (default) or "gelu" (exact, erf).
+void plan_gelu_kind(const NodeCheck& c, NodePlan& np) {
+  const std::string a = c.attr<std::string>("activation", "gelu_tanh");
+  if (a != "gelu_tanh" && a != "gelu") c.bad("activation must be gelu_tanh or gelu");
+  np.gelu_erf = a == "gelu";
 }
 
 void plan_linear(const NodeCheck& c, NodePlan& np) {
@@ -442,7 +434,7 @@ NodePlan plan_node(const NodeCheck& c) {
   np.out = c.n.output;
   switch (c.n.op) {
     case OpType::Embedding: plan_embedding(c, np); break;
-    case OpType::RMSNorm: plan_rms_norm(c, np); break;
+    case OpType::RMSNorm: plan_norm(c, np, false); break;
     case OpType::Linear: plan_linear(c, np); break;
     case OpType::Rope: plan_rope(c, np); break;
     case OpType::UpdateAndAttend:
@@ -451,28 +443,22 @@ NodePlan plan_node(const NodeCheck& c) {
     case OpType::Add:
     case OpType::Mul:
     case OpType::SwiGLU: plan_binary(c); break;
-    case OpType::GeGLU: {
+    case OpType::GeGLU:
       plan_binary(c);
-      const std::string a = c.attr<std::string>("activation", "gelu_tanh");
-      if (a != "gelu_tanh" && a != "gelu") c.bad("activation must be gelu_tanh or gelu");
-      np.gelu_erf = a == "gelu";
+      plan_gelu_kind(c, np);
       break;
-    }
     case OpType::Scale:
     case OpType::Softcap: plan_scale_softcap(c, np); break;
     case OpType::AttnTemperature: plan_attn_temperature(c, np); break;
     case OpType::SelectRows: plan_select_rows(c); break;
     case OpType::MoeFfn: plan_moe(c, np); break;
-    case OpType::LayerNorm: plan_layer_norm(c, np); break;
-    case OpType::Gelu: {
+    case OpType::LayerNorm: plan_norm(c, np, true); break;
+    case OpType::Gelu:
       c.need_inputs(1);
       c.need_out();
       c.need_same_shape(c.n.inputs[0]);
-      const std::string a = c.attr<std::string>("activation", "gelu_tanh");
-      if (a != "gelu_tanh" && a != "gelu") c.bad("activation must be gelu_tanh or gelu");
-      np.gelu_erf = a == "gelu";
+      plan_gelu_kind(c, np);
       break;
-    }
   }
   if (!engine_ops().count(c.n.op)) c.bad("op not supported by this engine");
   return np;
