@@ -122,6 +122,28 @@ constexpr HfLayerTensor kStarcoder2Layer[] = {
     {"ffn_down.bias", "mlp.c_proj.bias"},
 };
 
+// GPT-NeoX (Pythia): q|k|v fused per head in query_key_value, LayerNorms with biases,
+// post_attention_layernorm the MLP's norm (of the layer input when parallel), dense_h_to_4h ->
+// GELU -> dense_4h_to_h, everything under gpt_neox.layers.N.
+constexpr HfLayerTensor kGptNeoXLayer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_norm.bias", "input_layernorm.bias"},
+    {"attn_q.weight", "attention.query_key_value.weight", RowPart::HeadQ},
+    {"attn_k.weight", "attention.query_key_value.weight", RowPart::HeadK},
+    {"attn_v.weight", "attention.query_key_value.weight", RowPart::HeadV},
+    {"attn_q.bias", "attention.query_key_value.bias", RowPart::HeadQ},
+    {"attn_k.bias", "attention.query_key_value.bias", RowPart::HeadK},
+    {"attn_v.bias", "attention.query_key_value.bias", RowPart::HeadV},
+    {"attn_output.weight", "attention.dense.weight"},
+    {"attn_output.bias", "attention.dense.bias"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.bias", "post_attention_layernorm.bias"},
+    {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
+    {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
+    {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
+    {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
+};
+
 // Llama 4 (dense text layers): the MLP is `feed_forward`.
 constexpr HfLayerTensor kLlama4Layer[] = {
     {"attn_norm.weight", "input_layernorm.weight"},
@@ -243,6 +265,12 @@ constexpr const char* kStarcoder2Defaults = R"({"vocab_size": 49152, "hidden_siz
 constexpr const char* kCohereDefaults = R"({"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528,
   "num_hidden_layers": 40, "num_attention_heads": 64, "hidden_act": "silu", "max_position_embeddings": 8192,
   "layer_norm_eps": 1e-5, "rope_theta": 10000.0, "logit_scale": 0.0625, "tie_word_embeddings": true})";
+// GPTNeoXConfig's defaults (gpt-neox-20b's shapes): a quarter of each head rotated, exact GELU,
+// parallel layers, biases on the attention (attention_bias, 4.3x+) and always on the MLP.
+constexpr const char* kGptNeoXDefaults = R"({"vocab_size": 50432, "hidden_size": 6144, "intermediate_size": 24576,
+  "num_hidden_layers": 44, "num_attention_heads": 64, "hidden_act": "gelu", "max_position_embeddings": 2048,
+  "layer_norm_eps": 1e-5, "rotary_emb_base": 10000.0, "rotary_pct": 0.25, "use_parallel_residual": true,
+  "attention_bias": true, "tie_word_embeddings": false})";
 // Llama4TextConfig's defaults, experts included (a config that names no moe_layers has experts on
 // every interleave_moe_layer_step-th layer, 16 of them, one used per token).
 constexpr const char* kLlama4Defaults = R"({"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "attention_chunk_size": 8192,
@@ -479,6 +507,24 @@ std::vector<FamilyInfo> make_table() {
     f.tie_by_default = true;
     f.gguf_arch = "command-r"; f.gguf_reads = true; f.gguf_qkv_bias_only = true; f.gguf_tied_only = true;
     f.hf_config_defaults = kCohereDefaults;
+  }
+  {
+    // GPT-NeoX (Pythia, GPT-NeoX-20B): LayerNorms with biases, q|k|v fused per head, a quarter
+    // of each head rotated (half-split pairs), use_parallel_residual (default true) runs the MLP
+    // on its own norm of the layer input, exact GELU, an untied embed_out. llama.cpp's gptneox:
+    // q|k|v rows regrouped into one attn_qkv, every bias required, use_parallel_residual, GELU
+    // as ggml's tanh form.
+    FamilyInfo& f = row(Family::GptNeoX, "gptneox", "GPT-NeoX", {"GPTNeoXForCausalLM"});
+    f.hf_names = names(kGptNeoXLayer);
+    f.hf_names.layers = "gpt_neox.layers."; f.hf_names.embedding = "gpt_neox.embed_in.weight";
+    f.hf_names.final_norm = "gpt_neox.final_layer_norm.weight"; f.hf_names.output = "embed_out.weight";
+    f.hf_head_dim = false; f.hf_kv_heads = false; f.hf_norm_eps_key = "layer_norm_eps";
+    f.hf_rope_theta_key = "rotary_emb_base"; f.hf_partial_rotary_key = "rotary_pct";
+    f.layer_norm = f.layer_norm_bias = true; f.plain_mlp = true; f.mlp_bias_always = true;
+    f.hf_parallel_key = "use_parallel_residual"; f.parallel_ffn_norm = true;
+    f.gguf_arch = "gptneox"; f.gguf_reads = true; f.gguf_fused_qkv = true; f.gguf_untied_only = true;
+    f.gguf_activation = Activation::GeLUTanh;
+    f.hf_config_defaults = kGptNeoXDefaults;
   }
   return t;
 }

@@ -22,7 +22,7 @@
 namespace ptn {
 
 enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
-                    StableLM, Phi2, Cohere };
+                    StableLM, Phi2, Cohere, GptNeoX };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -69,8 +69,9 @@ enum class AttnBias {
 };
 
 // Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
-// in one tensor each); Whole for an unfused tensor.
-enum class RowPart { Whole, Q, K, V, Gate, Up };
+// in one tensor each; GPT-NeoX keeps q|k|v per head: head h's q, k and v rows follow each
+// other, HeadQ/HeadK/HeadV); Whole for an unfused tensor.
+enum class RowPart { Whole, Q, K, V, Gate, Up, HeadQ, HeadK, HeadV };
 
 // Where an HF checkpoint keeps one canonical per-layer tensor, under "model.layers.N.".
 struct HfLayerTensor {
@@ -81,6 +82,7 @@ struct HfLayerTensor {
 
 // An HF checkpoint's names for the canonical tensors of a family.
 struct HfTensorNames {
+  const char* layers = "model.layers.";                 // the per-layer prefix, before "N."
   const char* embedding = "model.embed_tokens.weight";  // token_embd.weight
   const char* final_norm = "model.norm.weight";         // output_norm.weight
   const char* output = "lm_head.weight";                // output.weight (absent when tied)
@@ -107,6 +109,7 @@ struct FamilyInfo {
   bool hf_qk_interleaved = false;    // HF q_proj/k_proj rows in interleaved RoPE order (Llama 4, Meta's layout)
   bool gguf_qk_interleaved = false;  // GGUF attn_q/attn_k rows interleaved (llama.cpp permutes "llama" only)
   bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
+  bool gguf_fused_qkv = false;       // GGUF attn_qkv = q|k|v (and its bias), the MLP unfused (gptneox)
   bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
   int64_t gguf_nope_step = 0;        // RoPE skipped on layer i when (i + 1) % step == 0, fixed by llama.cpp's graph (smollm3: 4)
   bool gguf_qkv_bias_only = false;   // the architecture loads q/k/v biases only, no o_proj or MLP biases (smollm3, gemma)
@@ -133,6 +136,7 @@ struct FamilyInfo {
   bool qk_norm_full = false;          // ... over all heads at once, weights [heads x head_dim] (OLMoE)
   AttnBias attn_bias = AttnBias::FromConfig;
   bool hf_mlp_bias = false;           // config `mlp_bias` puts biases on gate/up/down (LlamaMLP: Llama, SmolLM3); else refused
+  bool mlp_bias_always = false;       // the MLP always has biases, whatever attention_bias says (GPT-NeoX)
   bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)
   bool attn_temperature = false;      // NoPE-layer query temperature, config `attn_temperature_tuning` (Llama 4)
   bool attn_sinks = false;            // a learned sink logit per query head on every layer (gpt-oss)
@@ -146,9 +150,13 @@ struct FamilyInfo {
   bool hf_head_dim = true;            // config `head_dim` read; false: the modeling class takes hidden / heads
                                       // (StableLM, Phi-2, Starcoder2, Cohere), so another head_dim is refused
   const char* hf_norm_eps_key = "rms_norm_eps";   // layer_norm_eps (StableLM, Phi-2, Cohere), norm_epsilon (Starcoder2)
+  const char* hf_rope_theta_key = "rope_theta";   // GPT-NeoX 4.x: rotary_emb_base
+  const char* hf_partial_rotary_key = "partial_rotary_factor";  // GPT-NeoX 4.x: rotary_pct
+  bool hf_kv_heads = true;            // config num_key_value_heads read; false: one k/v head per query head (GPT-NeoX)
   bool layer_norm = false;            // LayerNorm norms (mean and variance) instead of RMSNorm
   bool layer_norm_bias = false;       // ... with biases (StableLM, Phi-2, Starcoder2; Cohere's have none)
   bool parallel_residual = false;     // attention and MLP on one norm of the layer input, added together (Phi-2, Cohere)
+  bool parallel_ffn_norm = false;     // ... the MLP on a second norm of the layer input, ffn_norm (GPT-NeoX)
   const char* hf_parallel_key = "";   // config key that turns the parallel residual on (StableLM's use_parallel_residual)
   bool plain_mlp = false;             // MLP up -> GELU -> down, no gate (Phi-2, Starcoder2)
   bool rope_interleaved = false;      // RoPE on pairs (2i, 2i+1), q/k rows kept as HF and GGUF store them (Cohere)

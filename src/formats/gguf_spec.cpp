@@ -146,7 +146,7 @@ void read_rope_scaling(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
 // Norms, scales and soft-caps: the family's facts and the keys the architecture has for them.
 void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   auto key = [&](const char* k) { return std::string(fam.gguf_arch) + "." + k; };
-  s.attn_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  s.attn_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr || g.find_tensor("blk.0.attn_qkv.bias") != nullptr;
   s.attn_output_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
   s.mlp_bias = g.find_tensor("blk.0.ffn_down.bias") != nullptr;
   s.qk_norm = g.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
@@ -163,7 +163,13 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     s.layer_norm = true;
     s.norm_bias = g.find_tensor("output_norm.bias") != nullptr;
     // stablelm: a layer without ffn_norm is parallel (StableLM 2 12B); phi2 and command-r always are.
-    s.parallel_residual = fam.parallel_residual || (*fam.hf_parallel_key && !g.find_tensor("blk.0.ffn_norm.weight"));
+    // gptneox: use_parallel_residual (required by llama.cpp), the MLP on ffn_norm of the layer input.
+    if (fam.parallel_ffn_norm) {
+      s.parallel_residual = g.get_bool(key("use_parallel_residual"));
+      s.parallel_ffn_norm = s.parallel_residual;
+    } else {
+      s.parallel_residual = fam.parallel_residual || (*fam.hf_parallel_key && !g.find_tensor("blk.0.ffn_norm.weight"));
+    }
     s.plain_mlp = fam.plain_mlp;
     s.output_bias = g.find_tensor("output.bias") != nullptr;
     if (s.qk_norm)

@@ -348,6 +348,9 @@ static void check_layer_form(const ModelSpec& s, const FamilyInfo& layout, const
   const bool parallel_ok = layout.parallel_residual || *layout.hf_parallel_key;
   const bool sequential_ok = !layout.parallel_residual;
   if (s.parallel_residual ? !parallel_ok : !sequential_ok) refuse(s.parallel_residual ? "a parallel residual" : "a sequential residual");
+  if (s.parallel_residual && s.parallel_ffn_norm != layout.parallel_ffn_norm)
+    refuse(s.parallel_ffn_norm ? "a parallel MLP on a norm of its own" : "a parallel MLP on the attention's norm");
+  if (layout.gguf_fused_qkv && !s.attn_bias) refuse("q/k/v without biases", "llama.cpp requires the attn_qkv bias");
   if (s.plain_mlp != layout.plain_mlp) refuse(s.plain_mlp ? "an MLP without a gate" : "a gated MLP");
   if (s.rope_interleaved != layout.rope_interleaved) refuse(s.rope_interleaved ? "RoPE on interleaved pairs" : "RoPE on half-split pairs");
   if (s.output_bias != layout.output_bias) refuse(s.output_bias ? "an output bias" : "an output without a bias", layout.output_bias ? "llama.cpp requires output.bias" : "");
@@ -601,6 +604,7 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
   }
   w.set_f32(k(layout.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), s.norm_eps);
   if (layout.hf_logit_scale_mul && s.logit_scale != 1.0f) w.set_f32(k("logit_scale"), 1.0f / s.logit_scale);
+  if (layout.parallel_ffn_norm) w.set_bool(k("use_parallel_residual"), s.parallel_residual);  // gptneox
   w.set_f32(k("rope.freq_base"), s.rope_theta);
   u32("rope.dimension_count", s.rope_dim);
   switch (s.rope_scaling.type) {
@@ -720,6 +724,7 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
     });
   }
   const bool interleave = layout.gguf_qk_interleaved, fused = layout.gguf_fused_qkv_gate_up;
+  const bool fused_qkv = fused || layout.gguf_fused_qkv;
   const bool plus_one = layout.norm_weight_plus_one && s.norm_weight_plus_one;
   for (const std::string& name : canonical_tensor_names(s)) {
     std::vector<int64_t> shape = canonical_tensor_shape(s, name);
@@ -756,12 +761,16 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
         return (t.contiguous() ? t : t.copy()).reshaped({H}); });
       continue;
     }
-    if (fused && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_gate.weight"))) continue;
-    if (fused && ends_with(name, ".attn_q.weight")) {
-      const std::string blk = name.substr(0, name.size() - std::strlen(".attn_q.weight"));
+    if (fused && ends_with(name, ".ffn_gate.weight")) continue;
+    if (fused_qkv && (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight") || ends_with(name, ".attn_k.bias") ||
+                      ends_with(name, ".attn_v.bias")))
+      continue;
+    if (fused_qkv && (ends_with(name, ".attn_q.weight") || ends_with(name, ".attn_q.bias"))) {  // q|k|v rows, as llama.cpp reads attn_qkv
+      const std::string kind = ends_with(name, ".bias") ? "bias" : "weight";
+      const std::string blk = name.substr(0, name.size() - std::strlen(".attn_q.") - kind.size());
       shape[0] = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim;
-      add(blk + ".attn_qkv.weight", shape, [ws, blk] {
-        return concat_rows({ws->get(blk + ".attn_q.weight"), ws->get(blk + ".attn_k.weight"), ws->get(blk + ".attn_v.weight")});
+      add(blk + ".attn_qkv." + kind, shape, [ws, blk, kind] {
+        return concat_rows({ws->get(blk + ".attn_q." + kind), ws->get(blk + ".attn_k." + kind), ws->get(blk + ".attn_v." + kind)});
       });
       continue;
     }

@@ -469,6 +469,17 @@ void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, 
   }
 }
 
+// Part `which` (0 q, 1 k, 2 v) of a q|k|v tensor fused per head: every third block of head_dim rows.
+TensorSourceRef head_rows(const std::string& hf, int64_t which, const ModelSpec& s) {
+  TensorSourceRef r;
+  r.name = hf;
+  r.row_begin = which * s.head_dim;
+  r.row_end = 3 * s.n_heads * s.head_dim;
+  r.row_step = 3;
+  r.row_block = s.head_dim;
+  return r;
+}
+
 // The source of one canonical per-layer tensor: a whole HF tensor, rows of a fused one, or
 // (hf_qk_interleaved) q/k rows to permute to half-split order.
 std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfLayerTensor& t, const std::string& hf) {
@@ -481,6 +492,10 @@ std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfL
     case RowPart::V: return format_tensor_source({hf, q + kv, q + 2 * kv, 0});
     case RowPart::Gate: return format_tensor_source({hf, 0, F, 0});
     case RowPart::Up: return format_tensor_source({hf, F, 2 * F, 0});
+    // Per head: D rows of q, then k, then v (no grouped-query attention: q == kv).
+    case RowPart::HeadQ: return format_tensor_source(head_rows(hf, 0, s));
+    case RowPart::HeadK: return format_tensor_source(head_rows(hf, 1, s));
+    case RowPart::HeadV: return format_tensor_source(head_rows(hf, 2, s));
   }
   // The q/k biases (attention_bias) are rows of the same outputs: permuted like the weights.
   const bool is_q = canon == "attn_q.weight" || canon == "attn_q.bias", is_k = canon == "attn_k.weight" || canon == "attn_k.bias";
@@ -503,7 +518,7 @@ void fill_tensor_sources(const FamilyInfo& fam, bool mxfp4, ModelSpec& s) {
   if (s.output_bias) m["output.bias"] = bias_of(names.output);
   bool fused = false;
   for (int64_t i = 0; i < s.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = names.layers + std::to_string(i) + ".";
     for (const HfLayerTensor& t : names.layer) {
       const std::string canon = layer_tensor(i, t.canonical);
       if (!want.count(canon)) continue;
@@ -514,7 +529,7 @@ void fill_tensor_sources(const FamilyInfo& fam, bool mxfp4, ModelSpec& s) {
   }
   for (const std::string& n : wanted)
     if (!m.count(n)) fail(ErrorKind::Internal, "family table", std::string(fam.name) + " has no HF name for tensor '" + n + "'");
-  if (fused) s.source_notes.push_back("fused qkv_proj and gate_up_proj split into q/k/v and gate/up");
+  if (fused) s.source_notes.push_back("fused q|k|v (and gate|up) projections split into q/k/v (and gate/up)");
   if (fam.hf_qk_interleaved) s.source_notes.push_back("q_proj/k_proj rows permuted from interleaved (Llama 4) to half-split RoPE order");
 }
 
@@ -539,6 +554,9 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   s.n_layers = c.integer("num_hidden_layers", 1, 4096);
   s.n_heads = c.integer("num_attention_heads", 1, 1 << 16);
   s.n_kv_heads = c.integer_or("num_key_value_heads", s.n_heads, 1, 1 << 16);
+  if (!fam.hf_kv_heads && s.n_kv_heads != s.n_heads)
+    c.bad("num_key_value_heads", std::string(fam.display) + "'s modeling gives every query head its own k/v head (" +
+                                     std::to_string(s.n_heads) + "), not " + std::to_string(s.n_kv_heads));
   if (s.n_heads % s.n_kv_heads != 0) c.bad("num_key_value_heads", std::to_string(s.n_kv_heads) + " does not divide num_attention_heads " + std::to_string(s.n_heads));
   if ((!fam.hf_head_dim || !c.present("head_dim")) && s.hidden_size % s.n_heads != 0)
     c.bad("num_attention_heads", "does not divide hidden_size" + std::string(fam.hf_head_dim ? " and no head_dim is given" : ""));
@@ -577,7 +595,7 @@ bool keyed_by_layer_type(const json& d) {
 
 // partial_rotary_factor: v5 may keep it inside rope_parameters (per layer type, too); ptn has one
 // rotary width per model.
-double partial_rotary(const Cfg& c, const json* d, bool nested) {
+double partial_rotary(const Cfg& c, const FamilyInfo& fam, const json* d, bool nested) {
   std::optional<double> found;
   std::string found_at;
   auto take = [&](const json& obj, const std::string& field) {
@@ -595,17 +613,20 @@ double partial_rotary(const Cfg& c, const json* d, bool nested) {
   } else if (d) {
     take(*d, "rope_parameters");
   }
-  if (c.present("partial_rotary_factor")) {
-    const double top = c.number_or("partial_rotary_factor", 1.0);
-    if (found && *found != top) c.bad("partial_rotary_factor", "differs from " + found_at + " (" + std::to_string(*found) + ")");
+  // The top-level key (GPT-NeoX 4.x: rotary_pct); the family's default for it only when
+  // rope_parameters does not say (transformers 5 moves it there).
+  const char* key = fam.hf_partial_rotary_key;
+  if (c.j.contains(key) || (!found && c.present(key))) {
+    const double top = c.number_or(key, 1.0);
+    if (found && *found != top) c.bad(key, "differs from " + found_at + " (" + std::to_string(*found) + ")");
     found = top;
   }
   return found.value_or(1.0);
 }
 
 RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
-  const double top_theta = c.number_or("rope_theta", 10000.0);
-  if (!(top_theta > 0)) c.bad("rope_theta", "must be positive");
+  const double top_theta = c.number_or(fam.hf_rope_theta_key, 10000.0);
+  if (!(top_theta > 0)) c.bad(fam.hf_rope_theta_key, "must be positive");
   // transformers 5 reads `rope_scaling` as an alias of `rope_parameters` and prefers it.
   auto non_empty = [&](const char* k) -> const json* {
     const json* v = c.find(k);
@@ -636,10 +657,10 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     if (fam.local_rope_base) rk.sliding = LayerRope{local_theta, {}};
     if (fam.sliding_rope_unscaled) rk.sliding = LayerRope{top_theta, {}};
   }
-  const double partial = partial_rotary(c, params && !scaling ? params : nullptr, rk.nested);
-  if (!(partial > 0 && partial <= 1)) c.bad("partial_rotary_factor", "must be in (0, 1]");
+  const double partial = partial_rotary(c, fam, params && !scaling ? params : nullptr, rk.nested);
+  if (!(partial > 0 && partial <= 1)) c.bad(fam.hf_partial_rotary_key, "must be in (0, 1]");
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
-  if (s.rope_dim % 2) c.bad("partial_rotary_factor", "gives an odd rotary dimension");
+  if (s.rope_dim % 2) c.bad(fam.hf_partial_rotary_key, "gives an odd rotary dimension");
   for (const LayerRope* lr : {&rk.full, &rk.sliding, &rk.chunked})
     if (lr->scaling.type == RopeScalingType::LongRope && static_cast<int64_t>(lr->scaling.freq_divisors.size()) != s.rope_dim / 2)
       fail(ErrorKind::Corrupt, c.where + ": field '" + field + ".short_factor'",
@@ -715,7 +736,9 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
   }
   s.layer_norm = fam.layer_norm;
   s.norm_bias = fam.layer_norm_bias;
+  if (fam.mlp_bias_always) s.mlp_bias = true;
   s.parallel_residual = fam.parallel_residual || (*fam.hf_parallel_key && c.boolean_or(fam.hf_parallel_key, false));
+  s.parallel_ffn_norm = s.parallel_residual && fam.parallel_ffn_norm;
   s.plain_mlp = fam.plain_mlp;
   s.rope_interleaved = fam.rope_interleaved;
   s.output_bias = fam.output_bias;

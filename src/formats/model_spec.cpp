@@ -79,8 +79,9 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.attn_output_bias) add("attn_output.bias");
     if (s.attn_sinks) add("attn_sinks.weight");
     if (s.sandwich_norms) add("post_attention_norm.weight");
-    if (s.pre_norms && !s.parallel_residual) add("ffn_norm.weight");
-    if (s.pre_norms && !s.parallel_residual && s.norm_bias) add("ffn_norm.bias");
+    const bool ffn_norm = s.pre_norms && (!s.parallel_residual || s.parallel_ffn_norm);
+    if (ffn_norm) add("ffn_norm.weight");
+    if (ffn_norm && s.norm_bias) add("ffn_norm.bias");
     if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
       add("ffn_gate_inp.weight");
       if (s.expert_bias) add("ffn_gate_inp.bias");
@@ -207,7 +208,7 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.attn_sinks, "attention sinks");
   feat(s.sandwich_norms && s.pre_norms, "sandwich norms");
   feat(s.layer_norm, s.norm_bias ? "LayerNorm with bias" : "LayerNorm");
-  feat(s.parallel_residual, "parallel attention and MLP");
+  feat(s.parallel_residual, s.parallel_ffn_norm ? "parallel attention and MLP, each on its own norm" : "parallel attention and MLP");
   feat(s.plain_mlp, "MLP without gate");
   feat(s.rope_interleaved, "interleaved RoPE pairs");
   feat(s.output_bias, "output bias");

@@ -90,6 +90,7 @@ struct ModelSpec {
   bool norm_bias = false;             // ... with biases: attn_norm.bias, ffn_norm.bias, output_norm.bias
   bool parallel_residual = false;     // x + attn(norm(x)) + ffn(norm(x)), one norm for both: no ffn_norm (Phi-2,
                                       // Cohere, StableLM's use_parallel_residual)
+  bool parallel_ffn_norm = false;     // with parallel_residual: the MLP on its own norm of x, ffn_norm (GPT-NeoX)
   bool plain_mlp = false;             // the MLP is down(act(up(x))), no gate (Phi-2, Starcoder2)
   bool rope_interleaved = false;      // RoPE rotates the pairs (2i, 2i+1), q/k rows as the source has them (Cohere);
                                       // else the half-split pairs (i, i + rope_dim/2)
@@ -141,7 +142,7 @@ struct ModelSpec {
 //   ffn_gate / ffn_up [ffn, hidden], ffn_down [hidden, ffn], ffn_gate.bias / ffn_up.bias [ffn] and
 //   ffn_down.bias [hidden] (mlp_bias), post_ffw_norm (sandwich)   (all ".weight" unless noted).
 // LayerNorm models with norm_bias add attn_norm.bias, ffn_norm.bias and output_norm.bias [hidden];
-//   parallel_residual drops ffn_norm, plain_mlp drops ffn_gate (and its bias), output_bias adds
+//   parallel_residual drops ffn_norm (unless parallel_ffn_norm), plain_mlp drops ffn_gate (and its bias), output_bias adds
 //   output.bias [vocab].
 // A mixture-of-experts layer has, instead of ffn_gate/up/down: the router ffn_gate_inp [E, hidden],
 //   for each expert e < E ffn_gate.e / ffn_up.e [expert_ffn, hidden] and ffn_down.e [hidden,

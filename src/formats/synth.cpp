@@ -109,7 +109,7 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
     auto it = s.tensor_sources.find(canon);
     if (it == s.tensor_sources.end()) fail(ErrorKind::InvalidArgument, dir, "no HF name for tensor " + canon);
     TensorSourceRef r = parse_tensor_source(it->second);
-    if (r.expert >= 0 || r.transposed || r.row_step != 1 || !r.mxfp4_scales.empty())
+    if (r.expert >= 0 || r.transposed || (r.row_step != 1 && r.row_block == 1) || !r.mxfp4_scales.empty())
       fail(ErrorKind::Unsupported, dir + ": " + r.name,
            "an HF tensor holding all experts of a layer (" + s.family + ") is not written by synth; write a GGUF, or export with --random-weights");
     if (!by_hf.count(r.name)) order.push_back(r.name);
@@ -120,16 +120,28 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
     std::vector<Piece> pieces = by_hf[hf];
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.ref.row_begin < b.ref.row_begin; });
     std::vector<int64_t> shape = canonical_tensor_shape(s, pieces[0].canon);
+    // Where row i of a piece lands in the fused tensor: its range, in blocks of row_block rows
+    // every row_step blocks (per-head q|k|v), or consecutively. The pieces must cover each row once.
+    auto dst_row = [](const TensorSourceRef& r, int64_t i) {
+      const int64_t b = r.row_block;
+      return std::max<int64_t>(r.row_begin, 0) + (i / b) * r.row_step * b + i % b;
+    };
     if (pieces.size() > 1 || pieces[0].ref.row_begin >= 0) {
-      int64_t expect = 0;
+      int64_t rows = 0;
+      for (const auto& p : pieces) rows = std::max(rows, p.ref.row_end);
+      std::vector<uint8_t> covered(static_cast<size_t>(rows), 0);
       for (const auto& p : pieces) {
-        if (p.ref.row_begin != expect) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
-        expect = p.ref.row_end;
+        const int64_t n = canonical_tensor_shape(s, p.canon)[0];
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t d = dst_row(p.ref, i);
+          if (d >= p.ref.row_end || covered[static_cast<size_t>(d)]++) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
+        }
       }
-      shape[0] = expect;
+      if (std::count(covered.begin(), covered.end(), 0)) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
+      shape[0] = rows;
     }
     const WeightSource* ws = &src;
-    entries.push_back({hf, dtype, shape, [ws, pieces, dtype, shape] {
+    entries.push_back({hf, dtype, shape, [ws, pieces, dtype, shape, dst_row] {
       Tensor out = Tensor::zeros(dtype, shape);
       uint8_t* dst = static_cast<uint8_t*>(out.data());
       for (const auto& p : pieces) {
@@ -137,8 +149,10 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
         if (p.ref.interleaved_heads > 0) t = interleave_heads(t, p.ref.interleaved_heads, p.canon);
         t = to_dtype(t, dtype);
         if (!t.contiguous()) t = t.copy();
-        std::memcpy(dst, t.data(), t.nbytes());
-        dst += t.nbytes();
+        const int64_t n = t.dim(0);
+        const size_t unit = t.nbytes() / static_cast<size_t>(n);  // one row (one element of a vector)
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(dst + static_cast<size_t>(dst_row(p.ref, i)) * unit, static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(i) * unit, unit);
       }
       return out;
     }});

@@ -25,7 +25,8 @@ std::string format_tensor_source(const TensorSourceRef& r) {
   std::string s = r.name;
   if (r.row_begin >= 0)
     s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) +
-         (r.row_step != 1 ? ":" + std::to_string(r.row_step) : "") + "]";
+         (r.row_step != 1 || r.row_block != 1 ? ":" + std::to_string(r.row_step) : "") +
+         (r.row_block != 1 ? ":" + std::to_string(r.row_block) : "") + "]";
   if (r.expert >= 0) s += "[expert " + std::to_string(r.expert) + "]";
   if (!r.mxfp4_scales.empty()) s += " (mxfp4 scales: " + r.mxfp4_scales + ")";
   if (r.transposed) s += " (transposed)";
@@ -69,12 +70,15 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     const size_t colon = range.find(':');
     if (colon == std::string::npos) bad();
     const size_t colon2 = range.find(':', colon + 1);
+    const size_t colon3 = colon2 == std::string::npos ? std::string::npos : range.find(':', colon2 + 1);
     try {
       r.row_begin = std::stoll(range.substr(0, colon));
       r.row_end = std::stoll(range.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1));
-      if (colon2 != std::string::npos) r.row_step = std::stoll(range.substr(colon2 + 1));
+      if (colon2 != std::string::npos)
+        r.row_step = std::stoll(range.substr(colon2 + 1, colon3 == std::string::npos ? std::string::npos : colon3 - colon2 - 1));
+      if (colon3 != std::string::npos) r.row_block = std::stoll(range.substr(colon3 + 1));
     } catch (...) { bad(); }
-    if (r.row_begin < 0 || r.row_end < r.row_begin || r.row_step < 1) bad();
+    if (r.row_begin < 0 || r.row_end < r.row_begin || r.row_step < 1 || r.row_block < 1 || (r.row_end - r.row_begin) % r.row_block) bad();
     s = s.substr(0, p);
   }
   if (s.empty()) bad();
@@ -118,18 +122,24 @@ Tensor interleave_heads(const Tensor& t, int64_t heads, const std::string& where
 namespace {
 
 // Rows begin, begin + step, ... below end (elements of a vector), copied whole.
-Tensor take_rows(const Tensor& t, int64_t begin, int64_t end, int64_t step, const std::string& where) {
+// The number of rows take_rows returns: the first row_block rows of every row_step blocks.
+int64_t taken_rows(int64_t begin, int64_t end, int64_t step, int64_t block) {
+  const int64_t blocks = (end - begin) / block;
+  return (blocks + step - 1) / step * block;
+}
+
+Tensor take_rows(const Tensor& t, int64_t begin, int64_t end, int64_t step, int64_t block, const std::string& where) {
   if (step == 1) return t.slice_rows(begin, end);
   if (t.ndim() < 1 || t.ndim() > 2 || !t.contiguous() || (t.ndim() == 1 && traits(t.dtype()).quantized))
     fail(ErrorKind::Corrupt, where, "strided rows need a matrix or a float vector, found " + t.describe());
   std::vector<int64_t> shape = t.shape();
-  shape[0] = (end - begin + step - 1) / step;
+  shape[0] = taken_rows(begin, end, step, block);
   const size_t unit = t.ndim() == 2 ? t.row_bytes() : traits(t.dtype()).block_bytes;
   Tensor out = Tensor::zeros(t.dtype(), shape);
   const uint8_t* src = static_cast<const uint8_t*>(t.data());
   uint8_t* dst = static_cast<uint8_t*>(out.data());
-  for (int64_t i = 0; i < shape[0]; ++i)
-    std::memcpy(dst + static_cast<size_t>(i) * unit, src + static_cast<size_t>(begin + i * step) * unit, unit);
+  for (int64_t i = 0; i < shape[0]; i += block)  // block i / block starts at row begin + (i / block) * step * block
+    std::memcpy(dst + static_cast<size_t>(i) * unit, src + static_cast<size_t>(begin + i * step) * unit, unit * static_cast<size_t>(block));
   return out;
 }
 
@@ -258,7 +268,7 @@ class MappedSource final : public WeightSource {
       t = mxfp4_from_openai(t, sc, where);
     }
     if (r.transposed) t = transposed(t, where);
-    if (r.row_begin >= 0) t = take_rows(t, r.row_begin, r.row_end, r.row_step, where);
+    if (r.row_begin >= 0) t = take_rows(t, r.row_begin, r.row_end, r.row_step, r.row_block, where);
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
     if (one_row_.count(name)) t = t.reshaped({1, t.dim(0)});
     return t;
@@ -322,7 +332,7 @@ class MappedSource final : public WeightSource {
       if (r.row_begin >= 0) {
         if (shape.empty() || r.row_end > shape[0])
           fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
-        shape[0] = (r.row_end - r.row_begin + r.row_step - 1) / r.row_step;
+        shape[0] = taken_rows(r.row_begin, r.row_end, r.row_step, r.row_block);
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
       // A one-row matrix stored as a vector (llama.cpp's ffn_gate_inp_shexp): the same bytes.
@@ -461,7 +471,7 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
   const FamilyInfo* fam = find_family(spec.family);
   const std::string tied_alias = fam ? fam->hf_names.output : "lm_head.weight";
   bool alias_left = false;
-  int64_t inv_freq = 0;
+  int64_t inv_freq = 0, masks = 0;
   UnusedTensors out;
   auto ends = [](const std::string& s, const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
   for (const std::string& n : unused) {
@@ -472,11 +482,14 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
       if (std::find(p.roots.begin(), p.roots.end(), root) != p.roots.end()) { ++p.count; known = true; }
     if (!known && spec.tie_word_embeddings && (n == tied_alias || n == "language_model." + tied_alias)) { alias_left = known = true; }
     if (!known && ends(n, ".rotary_emb.inv_freq")) { ++inv_freq; known = true; }
+    // GPT-NeoX checkpoints of older transformers: the causal mask and its fill value as buffers.
+    if (!known && spec.family == "gptneox" && (ends(n, ".attention.bias") || ends(n, ".attention.masked_bias"))) { ++masks; known = true; }
     if (!known) out.refused.push_back(n);
   }
   for (const Part& p : parts)
     if (p.count) out.notes.push_back(std::string(p.what) + " (" + std::to_string(p.count) + (p.count == 1 ? " tensor)" : " tensors)"));
   if (alias_left) out.notes.push_back(tied_alias + " left out: tie_word_embeddings is true, so the embedding is the classifier (as transformers ties them)");
+  if (masks) out.notes.push_back("attention.bias / masked_bias buffers left out: the causal mask is the runtime's (" + std::to_string(masks) + " tensors)");
   if (inv_freq) out.notes.push_back("rotary_emb.inv_freq buffers left out: recomputed from the config (" + std::to_string(inv_freq) + (inv_freq == 1 ? " tensor)" : " tensors)"));
   return out;
 }

@@ -77,7 +77,8 @@ struct TensorSourceRef {
   int64_t row_begin = -1, row_end = -1;  // -1: all rows
   int64_t interleaved_heads = 0;         // 0: no permutation
   int64_t expert = -1;                   // >= 0: matrix `expert` of a [E, rows, cols] tensor (GGUF's merged experts)
-  int64_t row_step = 1;                  // with row_begin: every row_step-th row
+  int64_t row_step = 1;                  // with row_begin: every row_step-th row ...
+  int64_t row_block = 1;                 // ... block of row_block rows (GPT-NeoX's per-head q|k|v)
   bool transposed = false;
   std::string mxfp4_scales;              // non-empty: `name` is MXFP4 blocks with these scales
 };

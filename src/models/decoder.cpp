@@ -76,6 +76,8 @@ struct Builder {
     if (!s.pre_norms && !s.sandwich_norms)
       fail(ErrorKind::InvalidArgument, "graph builder", "model spec has neither pre-norms nor post-norms");
     if (s.norm_bias && !s.layer_norm) fail(ErrorKind::InvalidArgument, "graph builder", "norm biases need LayerNorm norms");
+    if (s.parallel_ffn_norm && !s.parallel_residual)
+      fail(ErrorKind::InvalidArgument, "graph builder", "a second parallel norm needs a parallel residual");
     if (s.parallel_residual && (!s.pre_norms || s.sandwich_norms))
       fail(ErrorKind::InvalidArgument, "graph builder", "a parallel residual needs pre-norms and no sandwich norms");
     if (s.plain_mlp && s.activation == Activation::SiLU)
@@ -235,7 +237,8 @@ struct Builder {
     if (s.parallel_residual) {
       int32_t h = block_norm(x, layer_tensor(l, "attn_norm.weight"), p + "attn_in");
       int32_t a = attend(l, h);
-      int32_t f = mlp(l, h);
+      // GPT-NeoX: the MLP's own norm of the layer input; else the attention's.
+      int32_t f = mlp(l, s.parallel_ffn_norm ? block_norm(x, layer_tensor(l, "ffn_norm.weight"), p + "ffn_in") : h);
       x = g.add_node(OpType::Add, {x, residual_part(a, p + "attn_scaled")}, act(p + "resid_attn", H));
       return g.add_node(OpType::Add, {x, residual_part(f, p + "ffn_scaled")}, act(p + "resid_ffn", H));
     }

@@ -106,6 +106,7 @@ json spec_to_json(const ModelSpec& s) {
   if (s.layer_norm) j["layer_norm"] = true;
   if (s.norm_bias) j["norm_bias"] = true;
   if (s.parallel_residual) j["parallel_residual"] = true;
+  if (s.parallel_ffn_norm) j["parallel_ffn_norm"] = true;
   if (s.plain_mlp) j["plain_mlp"] = true;
   if (s.rope_interleaved) j["rope_interleaved"] = true;
   if (s.output_bias) j["output_bias"] = true;
@@ -169,6 +170,8 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
   s.layer_norm = get<bool>(j, "layer_norm", where, false);
   s.norm_bias = get<bool>(j, "norm_bias", where, false);
   s.parallel_residual = get<bool>(j, "parallel_residual", where, false);
+  s.parallel_ffn_norm = get<bool>(j, "parallel_ffn_norm", where, false);
+  if (s.parallel_ffn_norm && !s.parallel_residual) bad(where, "model.parallel_ffn_norm", "true needs parallel_residual");
   s.plain_mlp = get<bool>(j, "plain_mlp", where, false);
   s.rope_interleaved = get<bool>(j, "rope_interleaved", where, false);
   s.output_bias = get<bool>(j, "output_bias", where, false);

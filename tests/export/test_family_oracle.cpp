@@ -405,6 +405,15 @@ std::vector<Case> cases() {
     cohere.erase("tie_word_embeddings");  // CohereConfig ties by default
     c.push_back({"cohere", merged(cohere, {{"logit_scale", 0.25}}), DType::F32, {{{"logit_scale", 1.0}}, {{"layer_norm_eps", 0.5}}}});
     c.push_back({"cohere_bias", merged(cohere, {{"attention_bias", true}, {"rope_theta", 8000.0}}), DType::F32, {}});
+    // GPT-NeoX: 4.x keys (rotary_pct, rotary_emb_base), parallel with the MLP on its own norm,
+    // sequential, and (tanh GELU, as llama.cpp's gptneox runs it) through the GGUF writer.
+    json neox = ln("GPTNeoXForCausalLM", 2);
+    neox.erase("num_key_value_heads");
+    neox.erase("rope_theta");
+    neox = merged(neox, {{"rotary_pct", 0.5}, {"rotary_emb_base", 20000.0}, {"hidden_act", "gelu"}});
+    c.push_back({"gptneox", neox, DType::F32, {{{"rotary_pct", 1.0}}, {{"layer_norm_eps", 0.5}}, {{"hidden_act", "gelu_new"}}}});
+    c.push_back({"gptneox_seq", merged(neox, {{"use_parallel_residual", false}}), DType::F32, {{{"use_parallel_residual", true}}}});
+    c.push_back({"gptneox_gguf", merged(neox, {{"hidden_act", "gelu_new"}}), DType::F16, {{{"rotary_emb_base", 10000.0}}}});
   }
   c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),
                                         {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},

@@ -550,6 +550,52 @@ TEST(HfConfig, LayerNormFamilies) {
   expect_error(co, ErrorKind::Corrupt, "field 'logit_scale'");
 }
 
+// GPT-NeoX (Pythia): per-head fused q|k|v, 4.x RoPE keys or 5.x rope_parameters, the parallel
+// MLP on its own norm, biases everywhere, untied embed_out.
+TEST(HfConfig, GptNeoX) {
+  // pythia-160m's config (4.x keys).
+  nlohmann::json c = {{"architectures", {"GPTNeoXForCausalLM"}}, {"hidden_size", 768}, {"num_hidden_layers", 12},
+                      {"num_attention_heads", 12}, {"intermediate_size", 3072}, {"vocab_size", 50304},
+                      {"rotary_pct", 0.25}, {"rotary_emb_base", 10000}, {"hidden_act", "gelu"}, {"use_parallel_residual", true}};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "gptneox");
+  EXPECT_TRUE(s.layer_norm && s.norm_bias && s.parallel_residual && s.parallel_ffn_norm && s.plain_mlp);
+  EXPECT_TRUE(s.attn_bias && s.attn_output_bias && s.mlp_bias);
+  EXPECT_FALSE(s.tie_word_embeddings || s.output_bias);
+  EXPECT_EQ(s.activation, Activation::GeLU);
+  EXPECT_EQ(s.rope_dim, 16);  // 64 * 0.25
+  EXPECT_EQ(s.n_kv_heads, 12);
+  EXPECT_EQ(s.tensor_sources.at("token_embd.weight"), "gpt_neox.embed_in.weight");
+  EXPECT_EQ(s.tensor_sources.at("output.weight"), "embed_out.weight");
+  EXPECT_EQ(s.tensor_sources.at("output_norm.bias"), "gpt_neox.final_layer_norm.bias");
+  EXPECT_EQ(s.tensor_sources.at("blk.2.ffn_norm.weight"), "gpt_neox.layers.2.post_attention_layernorm.weight");
+  // Head h's rows: q at 192h, k at 192h + 64, v at 192h + 128: every third block of 64 rows.
+  EXPECT_EQ(s.tensor_sources.at("blk.2.attn_k.weight"), "gpt_neox.layers.2.attention.query_key_value.weight[rows 64:2304:3:64]");
+  EXPECT_EQ(s.tensor_sources.at("blk.2.attn_v.bias"), "gpt_neox.layers.2.attention.query_key_value.bias[rows 128:2304:3:64]");
+  const TensorSourceRef r = parse_tensor_source(s.tensor_sources.at("blk.2.attn_k.weight"));
+  EXPECT_EQ(r.row_step, 3);
+  EXPECT_EQ(r.row_block, 64);
+  // transformers 5 keeps both RoPE keys in rope_parameters; the family's 0.25 is then not used.
+  nlohmann::json v5 = c;
+  v5.erase("rotary_pct");
+  v5.erase("rotary_emb_base");
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 20000.0}, {"partial_rotary_factor", 0.5}};
+  s = model_spec_from_hf_config(v5, "cfg.json");
+  EXPECT_EQ(s.rope_dim, 32);
+  EXPECT_FLOAT_EQ(s.rope_theta, 20000.0f);
+  // Sequential layers keep ffn_norm as the MLP's pre-norm.
+  c["use_parallel_residual"] = false;
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_FALSE(s.parallel_residual || s.parallel_ffn_norm);
+  // attention_bias false drops the attention biases, never the MLP's.
+  c["attention_bias"] = false;
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_FALSE(s.attn_bias || s.attn_output_bias);
+  EXPECT_TRUE(s.mlp_bias);
+  c["num_key_value_heads"] = 4;  // GPTNeoXAttention has no grouped-query attention
+  expect_error(c, ErrorKind::Corrupt, "field 'num_key_value_heads'");
+}
+
 // OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the
 // MLP, the post-norms on their outputs, q/k norms over all heads; Olmo2Config's defaults.
 TEST(HfConfig, Olmo2PostNormsOnly) {

@@ -81,7 +81,7 @@ json small(const std::string& family) {
     base["logits_scaling"] = 8.0;
   }
   if (family.rfind("stablelm", 0) == 0 || family.rfind("phi2", 0) == 0 || family.rfind("starcoder2", 0) == 0 ||
-      family.rfind("cohere", 0) == 0) {
+      family.rfind("cohere", 0) == 0 || family.rfind("gptneox", 0) == 0) {
     base.erase("rms_norm_eps");
     base["layer_norm_eps"] = 1e-4;
     base["norm_epsilon"] = 1e-4;
@@ -94,6 +94,13 @@ json small(const std::string& family) {
   if (family == "starcoder2-window") { base["architectures"] = {"Starcoder2ForCausalLM"}; base["sliding_window"] = 32; }
   if (family == "cohere") base["architectures"] = {"CohereForCausalLM"};
   if (family == "cohere-bias") { base["architectures"] = {"CohereForCausalLM"}; base["attention_bias"] = true; }
+  if (family.rfind("gptneox", 0) == 0) {  // no GQA; the tanh GELU llama.cpp's gptneox runs
+    base["architectures"] = {"GPTNeoXForCausalLM"};
+    base.erase("num_key_value_heads");
+    base["hidden_act"] = "gelu_new";
+  }
+  if (family == "gptneox-seq") base["use_parallel_residual"] = false;
+  if (family == "gptneox-erf") base["hidden_act"] = "gelu";
   if (family == "qwen3_moe") {  // as its GGUF architecture expresses it: experts on every layer, renormalised
     base["architectures"] = {"Qwen3MoeForCausalLM"};
     base["num_experts"] = 6;
@@ -171,7 +178,9 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
       // stablelm requires output.weight; starcoder2 has no window; command-r no o_proj bias.
       {"stablelm-tied", "a tied embedding cannot be expressed in the 'stablelm' GGUF architecture"},
       {"starcoder2-window", "layer 0: a window layer cannot be expressed in the 'starcoder2' GGUF architecture"},
-      {"cohere-bias", "an o_proj bias cannot be expressed in the 'command-r' GGUF architecture"}};
+      {"cohere-bias", "an o_proj bias cannot be expressed in the 'command-r' GGUF architecture"},
+      // llama.cpp's gptneox runs the tanh GELU (Pythia's exact one is not written).
+      {"gptneox-erf", "activation 'gelu' cannot be expressed: the 'gptneox' GGUF architecture runs 'gelu_tanh'"}};
   if (auto r = refused.find(fam); r != refused.end()) {
     try {
       write_model_gguf(*src, path, {});
@@ -234,7 +243,7 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
                                            "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
-                                           "starcoder2", "starcoder2-window", "cohere", "cohere-bias"));
+                                           "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "gptneox", "gptneox-seq", "gptneox-erf"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

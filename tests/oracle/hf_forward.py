@@ -23,7 +23,8 @@ ptn's is used, and no code of transformers is copied):
   use_parallel_residual), PhiForCausalLM (one LayerNorm feeding attention and the fc1/fc2 MLP in
   parallel, biases everywhere and on lm_head), Starcoder2ForCausalLM (LayerNorms, use_bias, the
   c_fc/c_proj MLP, a window on every layer) and CohereForCausalLM (CohereLayerNorm without bias,
-  parallel attention and MLP, RoPE on interleaved pairs, logits times logit_scale); the masks
+  parallel attention and MLP, RoPE on interleaved pairs, logits times logit_scale),
+  GPTNeoXForCausalLM (q|k|v fused per head, rotary_pct, the parallel MLP on its own norm); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
   rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
@@ -129,6 +130,9 @@ FAMILY_DEFAULTS = {
     "phi": {"layer_norm_eps": 1e-5, "partial_rotary_factor": 0.5, "hidden_act": "gelu_new", "qk_layernorm": False},
     "starcoder2": {"norm_epsilon": 1e-5, "hidden_act": "gelu_pytorch_tanh", "use_bias": True, "tie_word_embeddings": True},
     "cohere": {"layer_norm_eps": 1e-5, "logit_scale": 0.0625, "tie_word_embeddings": True, "use_qk_norm": False},
+    # GPTNeoXConfig (4.x keys; transformers 5 moves the two RoPE ones into rope_parameters).
+    "gpt_neox": {"layer_norm_eps": 1e-5, "rotary_pct": 0.25, "rotary_emb_base": 10000.0, "hidden_act": "gelu",
+                 "use_parallel_residual": True, "attention_bias": True, "tie_word_embeddings": False},
     "gpt_oss": {"rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128, "head_dim": 64,
                 "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
@@ -142,9 +146,9 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss",
          "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite",
          "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
-         "CohereForCausalLM": "cohere"}
+         "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox"}
 LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
-                      "starcoder2": "norm_epsilon"}
+                      "starcoder2": "norm_epsilon", "gpt_neox": "layer_norm_eps"}
 
 
 class Config:
@@ -244,7 +248,7 @@ def rope_params_by_layer_type(cfg):
     if p:
         return {k: p for k in kinds}
     full = dict(cfg.get("rope_scaling") or {"rope_type": "default"})
-    full["rope_theta"] = cfg.get("rope_theta")
+    full["rope_theta"] = cfg.get("rotary_emb_base" if cfg.family == "gpt_neox" else "rope_theta")
     out = {k: full for k in kinds}
     if cfg.family == "gemma3":  # local layers: their own base, never scaled
         out["sliding_attention"] = {"rope_type": "default", "rope_theta": cfg.get("rope_local_base_freq")}
@@ -484,7 +488,8 @@ def forward(cfg, W, ids):
     eps = g(LAYER_NORM_EPS_KEY.get(fam, "rms_norm_eps"))
     if g("qk_layernorm") or (fam == "cohere" and g("use_qk_norm")):
         raise SystemExit(f"{fam}: per-head q/k LayerNorms not handled by the oracle")
-    parallel = fam in ("phi", "cohere") or (fam == "stablelm" and g("use_parallel_residual"))
+    parallel = fam in ("phi", "cohere") or (fam in ("stablelm", "gpt_neox") and g("use_parallel_residual"))
+    neox = fam == "gpt_neox"  # GPTNeoXForCausalLM: its own module names, q|k|v fused per head
     gemma = fam in ("gemma2", "gemma3")
     any_gemma = gemma or fam == "gemma"  # (1 + w) norms, sqrt(hidden) embedding, hidden_activation
     T = len(ids)
@@ -509,6 +514,8 @@ def forward(cfg, W, ids):
     types, use_rope = layer_plan(cfg, L)
     rope_by_type = rope_params_by_layer_type(cfg)
     rot = int(D * (g("partial_rotary_factor") or 1.0))
+    if neox:  # rotary_pct (4.x) or rope_parameters.partial_rotary_factor (5.x)
+        rot = int(D * (g("rope_parameters") or {}).get("partial_rotary_factor", g("rotary_pct")))
     act_name = g("hidden_activation") if any_gemma else g("hidden_act")
     scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
     if fam == "granite":  # GraniteAttention: the scaling is attention_multiplier itself
@@ -517,16 +524,19 @@ def forward(cfg, W, ids):
     rm = g("residual_multiplier") if fam == "granite" else 1.0
     cap = g("attn_logit_softcapping") if gemma else None
 
-    x = W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
+    x = W["gpt_neox.embed_in.weight"][ids] if neox else W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
     if any_gemma:
         x = x * math.sqrt(H)
     if fam == "granite":
         x = x * g("embedding_multiplier")
     for l in range(L):
-        p = f"model.layers.{l}."
+        p = f"gpt_neox.layers.{l}." if neox else f"model.layers.{l}."
         # Olmo2DecoderLayer: no norm on the way in; its two norms act on the sublayers' outputs.
         h = x if fam in ("olmo2", "olmo3") else block_norm(x, p + "input_layernorm")
-        if fam == "phi3":
+        if neox:  # query_key_value rows: per head, D of q, then k, then v
+            qkv = lin(h, p + "attention.query_key_value").reshape(T, Hq, 3 * D)
+            q, k, v = (qkv[:, :, i * D:(i + 1) * D].reshape(T, Hq * D) for i in range(3))
+        elif fam == "phi3":
             qkv = lin(h, p + "self_attn.qkv_proj")
             q, k, v = qkv[:, :Hq * D], qkv[:, Hq * D:(Hq + Hkv) * D], qkv[:, (Hq + Hkv) * D:]
         else:
@@ -570,13 +580,15 @@ def forward(cfg, W, ids):
                 s = np.exp(s - s.max(axis=-1, keepdims=True))
                 s = s / s.sum(axis=-1, keepdims=True)
             out[:, hq, :] = s @ v[:, kv, :]
-        a = lin(out.reshape(T, Hq * D), p + ("self_attn.dense" if fam == "phi" else "self_attn.o_proj"))
+        a = lin(out.reshape(T, Hq * D), p + ("self_attn.dense" if fam == "phi" else "attention.dense" if neox else "self_attn.o_proj"))
         if gemma:
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = norm(x + a, W[p + "pre_feedforward_layernorm.weight"])
         elif fam in ("olmo2", "olmo3"):
             a = norm(a, W[p + "post_attention_layernorm.weight"])
             f_in = x + a
+        elif parallel and neox:  # GPTNeoXLayer: the MLP on post_attention_layernorm of the layer input
+            f_in = block_norm(x, p + "post_attention_layernorm")
         elif parallel:  # attention and the MLP both on the input norm's output
             f_in = h
         else:
@@ -593,8 +605,8 @@ def forward(cfg, W, ids):
                 block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
                 x = x + experts_ffn(cfg, W, block, f_in, act_name)
             continue
-        if fam in ("phi", "starcoder2"):  # no gate: fc1 -> act -> fc2 (c_fc -> act -> c_proj)
-            up, down = ("fc1", "fc2") if fam == "phi" else ("c_fc", "c_proj")
+        if fam in ("phi", "starcoder2", "gpt_neox"):  # no gate: fc1 -> act -> fc2 (c_fc -> act -> c_proj)
+            up, down = {"phi": ("fc1", "fc2"), "starcoder2": ("c_fc", "c_proj"), "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h")}[fam]
             x = x + lin(act(act_name, lin(f_in, mlp + up)), mlp + down)
             continue
         if fam == "phi3":
@@ -607,10 +619,12 @@ def forward(cfg, W, ids):
         if gemma or fam in ("olmo2", "olmo3"):
             f = norm(f, W[p + "post_feedforward_layernorm.weight"])
         x = x + f * rm
-    x = block_norm(x, "model.final_layernorm" if fam == "phi" else "model.norm")
+    x = block_norm(x, "model.final_layernorm" if fam == "phi" else "gpt_neox.final_layer_norm" if neox else "model.norm")
     tied = g("tie_word_embeddings")
     # A tied embedding may be stored only under its alias lm_head.weight.
     head = W.get("model.embed_tokens.weight" if tied else "lm_head.weight", W.get("lm_head.weight"))
+    if neox:
+        head = W["gpt_neox.embed_in.weight" if tied else "embed_out.weight"]
     logits = x @ head.T
     if fam == "granite":  # GraniteForCausalLM
         logits = logits / g("logits_scaling")
