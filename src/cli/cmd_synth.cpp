@@ -20,6 +20,7 @@ namespace {
 struct Options {
   std::string preset, config, out_dir, gguf, type = "f32", hf_dtype = "f32", tokenizer, name;
   uint64_t seed = 0;
+  bool varied = false;
 };
 
 void copy_file(const std::string& from, const std::string& to) {
@@ -51,7 +52,7 @@ int run(const Options& o) {
     }
   }
   ModelSpec spec = model_spec_from_hf_config(cfg, where);
-  auto src = random_weights(spec, o.seed);
+  auto src = random_weights(spec, o.seed, o.varied ? RandomWeightSpread::varied() : RandomWeightSpread{});
   const GgufFileType ft = gguf_file_type_from_name(o.type);
   const bool tty = isatty(2);
   auto progress = [tty](const char* what) {
@@ -114,6 +115,8 @@ std::function<int()> setup(CLI::App& app) {
   sub->add_option(opt("type"), o->type, "GGUF weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k_m, q3_k_m, q2_k, tq1_0, tq2_0, iq4_nl, iq4_xs (llama-quantize's mixes, docs/cli.md)");
   sub->add_option(opt("tokenizer"), o->tokenizer, "take the tokenizer from this GGUF file or tokenizer.json");
   sub->add_option(opt("seed"), o->seed, "random seed (default 0)");
+  sub->add_flag(opt("varied"), o->varied,
+                "weights that test more: matrices N(0, 0.1), norm weights 1 + U(-0.5, 0.5), biases N(0, 0.2) (default: N(0, 0.02), unit norms, zero biases)");
   sub->add_option(opt("name"), o->name, "general.name of the GGUF");
   return [o] { return run(*o); };
 }

@@ -144,6 +144,26 @@ constexpr HfLayerTensor kGptNeoXLayer[] = {
     {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
 };
 
+// GLM (glm-4-9b-hf) and GLM-4 (GLM-4-0414): Llama's attention names with q/k/v biases, gate|up
+// fused in gate_up_proj; GLM-4 adds a norm on each sublayer's output (post_self_attn_layernorm,
+// post_mlp_layernorm), while post_attention_layernorm stays the norm before the MLP.
+constexpr HfLayerTensor kGlmLayer[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"post_attention_norm.weight", "post_self_attn_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
+    {"ffn_up.weight", "mlp.gate_up_proj.weight", RowPart::Up},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_mlp_layernorm.weight"},
+};
+
 // Llama 4 (dense text layers): the MLP is `feed_forward`.
 constexpr HfLayerTensor kLlama4Layer[] = {
     {"attn_norm.weight", "input_layernorm.weight"},
@@ -270,6 +290,12 @@ constexpr const char* kCohereDefaults = R"({"vocab_size": 256000, "hidden_size":
 constexpr const char* kGptNeoXDefaults = R"({"vocab_size": 50432, "hidden_size": 6144, "intermediate_size": 24576,
   "num_hidden_layers": 44, "num_attention_heads": 64, "hidden_act": "gelu", "max_position_embeddings": 2048,
   "layer_norm_eps": 1e-5, "rotary_emb_base": 10000.0, "rotary_pct": 0.25, "use_parallel_residual": true,
+  "attention_bias": true, "tie_word_embeddings": false})";
+// GlmConfig's and Glm4Config's defaults (glm-4-9b's shapes): half of each head rotated on
+// interleaved pairs, q/k/v biases, untied.
+constexpr const char* kGlmDefaults = R"({"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696,
+  "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "hidden_act": "silu",
+  "max_position_embeddings": 131072, "rms_norm_eps": 1.5625e-07, "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
   "attention_bias": true, "tie_word_embeddings": false})";
 // Llama4TextConfig's defaults, experts included (a config that names no moe_layers has experts on
 // every interleave_moe_layer_step-th layer, 16 of them, one used per token).
@@ -525,6 +551,26 @@ std::vector<FamilyInfo> make_table() {
     f.gguf_arch = "gptneox"; f.gguf_reads = true; f.gguf_fused_qkv = true; f.gguf_untied_only = true;
     f.gguf_activation = Activation::GeLUTanh;
     f.hf_config_defaults = kGptNeoXDefaults;
+  }
+  {
+    // GLM (GlmForCausalLM, glm-4-9b-hf): Llama's layer with q/k/v biases (attention_bias), gate|up
+    // fused, partial_rotary_factor (default 0.5) of each head rotated on interleaved pairs.
+    // llama.cpp's chatglm: the same graph (q/k/v or one attn_qkv, ffn_up = gate|up).
+    FamilyInfo& f = row(Family::Glm, "glm", "GLM", {"GlmForCausalLM"});
+    f.hf_names = names(kGlmLayer);
+    f.attn_bias = AttnBias::QkvFromAttentionBias; f.rope_interleaved = true;
+    f.gguf_arch = "chatglm"; f.gguf_reads = true; f.gguf_fused_gate_up = true; f.gguf_qkv_bias_only = true;
+    f.hf_config_defaults = kGlmDefaults;
+  }
+  {
+    // GLM-4 (Glm4ForCausalLM, GLM-4-0414): GLM's layer with plain RMSNorms on the attention's and
+    // the MLP's outputs before each residual add. llama.cpp's glm4: post_attention_norm and
+    // post_ffw_norm, otherwise as chatglm.
+    FamilyInfo& f = row(Family::Glm4, "glm4", "GLM-4", {"Glm4ForCausalLM"});
+    f.hf_names = names(kGlmLayer);
+    f.attn_bias = AttnBias::QkvFromAttentionBias; f.rope_interleaved = true; f.sandwich_norms = true;
+    f.gguf_arch = "glm4"; f.gguf_reads = true; f.gguf_fused_gate_up = true; f.gguf_qkv_bias_only = true;
+    f.hf_config_defaults = kGlmDefaults;
   }
   return t;
 }

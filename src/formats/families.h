@@ -22,7 +22,7 @@
 namespace ptn {
 
 enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
-                    StableLM, Phi2, Cohere, GptNeoX };
+                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4 };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -66,6 +66,7 @@ enum class AttnBias {
   QkvFromConfig,  // config `use_qkv_bias` (default false) puts one on q/k/v, never on o_proj (StableLM)
   All,         // q/k/v, the output projection and the MLP always (Phi-2)
   AllFromConfig,  // config `use_bias` (default true) puts one on q/k/v, o_proj and the MLP (Starcoder2)
+  QkvFromAttentionBias,  // config `attention_bias` (GLM's default true) puts one on q/k/v, never on o_proj (GLM)
 };
 
 // Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
@@ -110,6 +111,7 @@ struct FamilyInfo {
   bool gguf_qk_interleaved = false;  // GGUF attn_q/attn_k rows interleaved (llama.cpp permutes "llama" only)
   bool gguf_fused_qkv_gate_up = false;  // GGUF attn_qkv = q|k|v and ffn_up = gate|up (Phi-3)
   bool gguf_fused_qkv = false;       // GGUF attn_qkv = q|k|v (and its bias), the MLP unfused (gptneox)
+  bool gguf_fused_gate_up = false;   // GGUF ffn_up = gate|up, q/k/v unfused (glm4, chatglm)
   bool gguf_rope_freqs = false;      // llama3 RoPE scaling as a rope_freqs.weight tensor (llama)
   int64_t gguf_nope_step = 0;        // RoPE skipped on layer i when (i + 1) % step == 0, fixed by llama.cpp's graph (smollm3: 4)
   bool gguf_qkv_bias_only = false;   // the architecture loads q/k/v biases only, no o_proj or MLP biases (smollm3, gemma)

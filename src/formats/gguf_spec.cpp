@@ -297,7 +297,7 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
 
 // Canonical name -> GGUF tensor: fused tensors split, interleaved q/k rows noted.
 void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
-  const bool fused = fam.gguf_fused_qkv_gate_up, interleaved = fam.gguf_qk_interleaved;
+  const bool fused = fam.gguf_fused_qkv_gate_up || fam.gguf_fused_gate_up, interleaved = fam.gguf_qk_interleaved;
   for (const GgufTensorInfo& t : g.tensors()) {
     const std::string& n = t.name;
     if (n == "rope_freqs.weight") continue;
@@ -354,8 +354,9 @@ void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
     s.tensor_sources[n] = n;
   }
   if (interleaved) s.source_notes.push_back("attn_q/attn_k rows stored interleaved (llama.cpp layout); permuted back to half-split order on load");
-  if (fused) s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
+  if (fam.gguf_fused_qkv_gate_up) s.source_notes.push_back("fused attn_qkv and ffn_up (gate|up) split on load");
   else if (!interleaved && g.find_tensor("blk.0.attn_qkv.weight")) s.source_notes.push_back("fused attn_qkv split into attn_q, attn_k and attn_v on load");
+  if (fam.gguf_fused_gate_up) s.source_notes.push_back("fused ffn_up (gate|up) split into ffn_gate and ffn_up on load");
 }
 
 }  // namespace
@@ -375,6 +376,17 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   s.architecture = arch;
   s.family = fam->name;
   read_dimensions(g, arch, s);
+  // Parts llama.cpp's glm4 graph has that ptn does not run: multi-token-prediction layers counted
+  // in block_count (GLM-OCR) and M-RoPE sections (the vision-language GLM-4V).
+  if (const std::string k = arch + ".nextn_predict_layers"; g.has(k) && g.get_i64(k) != 0)
+    fail(ErrorKind::Unsupported, g.where_key(k), "multi-token-prediction layers are not supported");
+  if (const std::string k = arch + ".rope.dimension_sections"; g.has(k)) {
+    const GgufValue* v = g.find(k);
+    bool any = v->type != GgufType::Array;
+    if (!any)
+      for (int64_t x : g.get_int_array(k)) any = any || x != 0;
+    if (any) fail(ErrorKind::Unsupported, g.where_key(k), "M-RoPE (rotary sections per position axis, vision-language models) is not supported");
+  }
   int64_t moe_step = 1;  // experts on layer i when (i + 1) % moe_step == 0
   if (fam->hf_moe == HfMoe::Llama4 && s.n_experts == 0)
     fail(ErrorKind::Unsupported, g.where_key(arch + ".expert_count"), "a llama4 file without experts (llama.cpp's llama4 architecture requires them)");

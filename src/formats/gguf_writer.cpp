@@ -723,8 +723,8 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
       return t;
     });
   }
-  const bool interleave = layout.gguf_qk_interleaved, fused = layout.gguf_fused_qkv_gate_up;
-  const bool fused_qkv = fused || layout.gguf_fused_qkv;
+  const bool interleave = layout.gguf_qk_interleaved, fused = layout.gguf_fused_qkv_gate_up || layout.gguf_fused_gate_up;
+  const bool fused_qkv = layout.gguf_fused_qkv_gate_up || layout.gguf_fused_qkv;
   const bool plus_one = layout.norm_weight_plus_one && s.norm_weight_plus_one;
   for (const std::string& name : canonical_tensor_names(s)) {
     std::vector<int64_t> shape = canonical_tensor_shape(s, name);

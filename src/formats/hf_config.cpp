@@ -724,6 +724,9 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
   else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu_new" || act == "gelu_fast") s.activation = Activation::GeLUTanh;
   else if (act == "gelu") s.activation = Activation::GeLU;
   else fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'", "activation '" + act + "' is not supported");
+  if (fam.plain_mlp && s.activation == Activation::SiLU)
+    fail(ErrorKind::Unsupported, c.where + ": field 'hidden_act'",
+         "activation '" + act + "' in " + fam.display + "'s MLP without a gate is not supported (ptn runs GELU there, tanh or exact)");
 
   s.tie_word_embeddings = c.boolean_or("tie_word_embeddings", root.is_object() && root.contains("tie_word_embeddings") && root["tie_word_embeddings"].is_boolean() ? root["tie_word_embeddings"].get<bool>() : fam.tie_by_default);
   switch (fam.attn_bias) {
@@ -733,6 +736,7 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
     case AttnBias::QkvFromConfig: s.attn_bias = c.boolean_or("use_qkv_bias", false); break;
     case AttnBias::All: s.attn_bias = s.attn_output_bias = s.mlp_bias = true; break;
     case AttnBias::AllFromConfig: s.attn_bias = s.attn_output_bias = s.mlp_bias = c.boolean_or("use_bias", true); break;
+    case AttnBias::QkvFromAttentionBias: s.attn_bias = c.boolean_or("attention_bias", true); break;
   }
   s.layer_norm = fam.layer_norm;
   s.norm_bias = fam.layer_norm_bias;

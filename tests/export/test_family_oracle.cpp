@@ -415,6 +415,22 @@ std::vector<Case> cases() {
     c.push_back({"gptneox_seq", merged(neox, {{"use_parallel_residual", false}}), DType::F32, {{{"use_parallel_residual", true}}}});
     c.push_back({"gptneox_gguf", merged(neox, {{"hidden_act", "gelu_new"}}), DType::F16, {{{"rotary_emb_base", 10000.0}}}});
   }
+  // GLM: q/k/v biases by attention_bias's default (true), gate|up fused, half of each head rotated
+  // on interleaved pairs (config defaults). GLM-4 adds norms on both sublayers' outputs; its v5
+  // form keeps partial_rotary_factor in rope_parameters. All through GGUF (chatglm, glm4).
+  {
+    json glm = merged(base("GlmForCausalLM", 2), {{"rope_theta", 20000.0}});
+    glm.erase("rms_norm_eps");
+    c.push_back({"glm", glm, DType::F32, {{{"partial_rotary_factor", 1.0}}, {{"rms_norm_eps", 0.5}}}});
+    c.push_back({"glm_nobias", merged(glm, {{"attention_bias", false}, {"partial_rotary_factor", 0.25}}), DType::BF16,
+                 {{{"partial_rotary_factor", 0.5}}}});
+    json glm4 = merged(base("Glm4ForCausalLM", 3), {{"rope_theta", 20000.0}});
+    c.push_back({"glm4", glm4, DType::F32, {{{"partial_rotary_factor", 1.0}}, {{"rope_theta", 10000.0}}}});
+    glm4.erase("rope_theta");
+    c.push_back({"glm4_v5",
+                 merged(glm4, {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5000.0}, {"partial_rotary_factor", 0.25}}}}),
+                 DType::F16, {{{"rope_parameters", {{"partial_rotary_factor", 0.5}}}}}});
+  }
   c.push_back({"qwen2_moe_full", merged(base("Qwen2MoeForCausalLM", 2),
                                         {{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
                                          {"shared_expert_intermediate_size", 40}, {"rope_theta", 1000000.0}}),

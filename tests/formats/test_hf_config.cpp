@@ -521,6 +521,9 @@ TEST(HfConfig, LayerNormFamilies) {
   expect_error(hd, ErrorKind::Corrupt, "field 'head_dim'");
   hd["head_dim"] = 80;
   EXPECT_EQ(model_spec_from_hf_config(hd, "cfg.json").head_dim, 80);
+  nlohmann::json silu = phi;
+  silu["hidden_act"] = "silu";  // fc1 -> SiLU -> fc2: ptn's ungated MLP runs GELU only
+  expect_error(silu, ErrorKind::Unsupported, "field 'hidden_act'");
   // Starcoder2: use_bias (default true) on q/k/v/o and the MLP, tied, a window on every layer.
   nlohmann::json sc = {{"architectures", {"Starcoder2ForCausalLM"}}, {"hidden_size", 3072}, {"num_hidden_layers", 30},
                        {"num_attention_heads", 24}, {"num_key_value_heads", 2}, {"intermediate_size", 12288},
@@ -594,6 +597,34 @@ TEST(HfConfig, GptNeoX) {
   EXPECT_TRUE(s.mlp_bias);
   c["num_key_value_heads"] = 4;  // GPTNeoXAttention has no grouped-query attention
   expect_error(c, ErrorKind::Corrupt, "field 'num_key_value_heads'");
+}
+
+// GLM (glm-4-9b-hf) and GLM-4 (GLM-4-9B-0414): q/k/v biases from attention_bias (default true),
+// gate|up fused, half of each head rotated on interleaved pairs; GLM-4's post-sublayer norms.
+TEST(HfConfig, Glm) {
+  nlohmann::json c = {{"architectures", {"Glm4ForCausalLM"}}, {"hidden_size", 4096}, {"num_hidden_layers", 40},
+                      {"num_attention_heads", 32}, {"num_key_value_heads", 2}, {"head_dim", 128},
+                      {"intermediate_size", 13696}, {"vocab_size", 151552}, {"rms_norm_eps", 1e-5}};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "glm4");
+  EXPECT_TRUE(s.attn_bias && s.rope_interleaved && s.sandwich_norms && s.pre_norms);
+  EXPECT_FALSE(s.attn_output_bias || s.mlp_bias || s.tie_word_embeddings || s.layer_norm || s.norm_weight_plus_one);
+  EXPECT_EQ(s.rope_dim, 64);  // 128 * 0.5, Glm4Config's default
+  EXPECT_EQ(s.tensor_sources.at("blk.1.post_attention_norm.weight"), "model.layers.1.post_self_attn_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_norm.weight"), "model.layers.1.post_attention_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.post_ffw_norm.weight"), "model.layers.1.post_mlp_layernorm.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.1.ffn_up.weight"), "model.layers.1.mlp.gate_up_proj.weight[rows 13696:27392]");
+  // transformers 5: partial_rotary_factor inside rope_parameters.
+  nlohmann::json v5 = c;
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
+  EXPECT_EQ(model_spec_from_hf_config(v5, "cfg.json").rope_dim, 32);
+  c["attention_bias"] = false;
+  c["architectures"] = {"GlmForCausalLM"};
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "glm");
+  EXPECT_FALSE(s.attn_bias || s.sandwich_norms);
+  c["mlp_bias"] = true;  // GlmMLP has no biases
+  expect_error(c, ErrorKind::Unsupported, "field 'mlp_bias'");
 }
 
 // OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the

@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -94,6 +96,9 @@ json small(const std::string& family) {
   if (family == "starcoder2-window") { base["architectures"] = {"Starcoder2ForCausalLM"}; base["sliding_window"] = 32; }
   if (family == "cohere") base["architectures"] = {"CohereForCausalLM"};
   if (family == "cohere-bias") { base["architectures"] = {"CohereForCausalLM"}; base["attention_bias"] = true; }
+  if (family == "cohere-untied") { base["architectures"] = {"CohereForCausalLM"}; base["tie_word_embeddings"] = false; }
+  if (family == "glm") base["architectures"] = {"GlmForCausalLM"};  // q/k/v biases, gate|up fused, half rotated in pairs
+  if (family == "glm4") base["architectures"] = {"Glm4ForCausalLM"};  // ... and norms on the sublayers' outputs
   if (family.rfind("gptneox", 0) == 0) {  // no GQA; the tanh GELU llama.cpp's gptneox runs
     base["architectures"] = {"GPTNeoXForCausalLM"};
     base.erase("num_key_value_heads");
@@ -147,6 +152,40 @@ TEST(RandomWeights, DeterministicWithTheRightStatistics) {
   EXPECT_EQ(random_weights(g, 1)->get("blk.0.post_ffw_norm.weight").data_as<float>()[0], 0.0f);  // (1 + w) = 1
 }
 
+// `ptn synth --varied`: every norm weight and bias a value of its own, wider matrices; still
+// deterministic per seed and name.
+TEST(RandomWeights, VariedSpreadsNormsBiasesAndMatrices) {
+  ModelSpec s = model_spec_from_hf_config(small("qwen2"), "qwen2");
+  const RandomWeightSpread v = RandomWeightSpread::varied();
+  auto a = random_weights(s, 7, v), b = random_weights(s, 7, v);
+  EXPECT_TRUE(same_bytes(a->get("blk.1.attn_k.bias"), b->get("blk.1.attn_k.bias")));
+  auto stats = [](const Tensor& t, double* lo, double* hi) {
+    const float* p = t.data_as<float>();
+    double sum = 0, sq = 0;
+    *lo = *hi = p[0];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      sum += p[i];
+      sq += p[i] * p[i];
+      *lo = std::min<double>(*lo, p[i]);
+      *hi = std::max<double>(*hi, p[i]);
+    }
+    const double mean = sum / t.numel();
+    return std::make_pair(mean, std::sqrt(sq / t.numel() - mean * mean));
+  };
+  double lo, hi;
+  auto [m, sd] = stats(a->get("token_embd.weight"), &lo, &hi);
+  EXPECT_NEAR(m, 0.0, 0.01);
+  EXPECT_NEAR(sd, 0.1, 0.005);
+  std::tie(m, sd) = stats(a->get("blk.0.attn_norm.weight"), &lo, &hi);
+  EXPECT_GE(lo, 0.5);
+  EXPECT_LE(hi, 1.5);
+  EXPECT_GT(sd, 0.2);  // U(-0.5, 0.5) has sd 0.29
+  std::tie(m, sd) = stats(a->get("blk.0.attn_q.bias"), &lo, &hi);
+  EXPECT_GT(sd, 0.1);
+  EXPECT_LT(sd, 0.3);
+  EXPECT_THROW(random_weights(s, 7, {0.0, 0.5, 0.2}), Error);
+}
+
 class SynthFamily : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SynthFamily, HfDirectoryRoundTripsBitIdentically) {
@@ -179,6 +218,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
       {"stablelm-tied", "a tied embedding cannot be expressed in the 'stablelm' GGUF architecture"},
       {"starcoder2-window", "layer 0: a window layer cannot be expressed in the 'starcoder2' GGUF architecture"},
       {"cohere-bias", "an o_proj bias cannot be expressed in the 'command-r' GGUF architecture"},
+      // command-r's classifier is always token_embd.
+      {"cohere-untied", "an output matrix of its own cannot be expressed in the 'command-r' GGUF architecture"},
       // llama.cpp's gptneox runs the tanh GELU (Pythia's exact one is not written).
       {"gptneox-erf", "activation 'gelu' cannot be expressed: the 'gptneox' GGUF architecture runs 'gelu_tanh'"}};
   if (auto r = refused.find(fam); r != refused.end()) {
@@ -208,6 +249,7 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   EXPECT_FLOAT_EQ(g.attn_logit_softcap, s.attn_logit_softcap);
   EXPECT_FLOAT_EQ(g.final_logit_softcap, s.final_logit_softcap);
   EXPECT_EQ(g.pre_norms, s.pre_norms);
+  EXPECT_EQ(g.sandwich_norms, s.sandwich_norms);
   EXPECT_EQ(g.qk_norm_full, s.qk_norm_full);
   EXPECT_FLOAT_EQ(g.embed_scale, s.embed_scale);
   EXPECT_FLOAT_EQ(g.residual_scale, s.residual_scale);
@@ -243,7 +285,8 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
 INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
                                            "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
-                                           "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "gptneox", "gptneox-seq", "gptneox-erf"));
+                                           "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "cohere-untied", "gptneox", "gptneox-seq", "gptneox-erf",
+                                           "glm", "glm4"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

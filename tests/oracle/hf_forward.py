@@ -24,7 +24,9 @@ ptn's is used, and no code of transformers is copied):
   parallel, biases everywhere and on lm_head), Starcoder2ForCausalLM (LayerNorms, use_bias, the
   c_fc/c_proj MLP, a window on every layer) and CohereForCausalLM (CohereLayerNorm without bias,
   parallel attention and MLP, RoPE on interleaved pairs, logits times logit_scale),
-  GPTNeoXForCausalLM (q|k|v fused per head, rotary_pct, the parallel MLP on its own norm); the masks
+  GPTNeoXForCausalLM (q|k|v fused per head, rotary_pct, the parallel MLP on its own norm),
+  GlmForCausalLM and Glm4ForCausalLM (q/k/v biases, gate|up fused, RoPE on interleaved pairs of the
+  first partial_rotary_factor of each head; GLM-4's norms on the sublayers' outputs); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
   rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
@@ -133,6 +135,9 @@ FAMILY_DEFAULTS = {
     # GPTNeoXConfig (4.x keys; transformers 5 moves the two RoPE ones into rope_parameters).
     "gpt_neox": {"layer_norm_eps": 1e-5, "rotary_pct": 0.25, "rotary_emb_base": 10000.0, "hidden_act": "gelu",
                  "use_parallel_residual": True, "attention_bias": True, "tie_word_embeddings": False},
+    # GlmConfig and Glm4Config: half of each head rotated (interleaved pairs), q/k/v biases.
+    "glm": {"rms_norm_eps": 1.5625e-07, "partial_rotary_factor": 0.5, "head_dim": 128, "attention_bias": True},
+    "glm4": {"rms_norm_eps": 1.5625e-07, "partial_rotary_factor": 0.5, "head_dim": 128, "attention_bias": True},
     "gpt_oss": {"rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128, "head_dim": 64,
                 "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
@@ -146,7 +151,8 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Qwen2MoeForCausalLM": "qwen2_moe", "OlmoeForCausalLM": "olmoe", "GptOssForCausalLM": "gpt_oss",
          "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite",
          "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
-         "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox"}
+         "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox", "GlmForCausalLM": "glm",
+         "Glm4ForCausalLM": "glm4"}
 LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
                       "starcoder2": "norm_epsilon", "gpt_neox": "layer_norm_eps"}
 
@@ -336,13 +342,14 @@ def rotate_half_split(x, cos, sin, rot):
     return np.concatenate([a * c - b * s, b * c + a * s, rest], axis=-1)
 
 
-def rotate_interleaved(x, cos, sin):
-    """Llama 4: pairs (2i, 2i+1) as complex numbers times e^(i theta)."""
-    a, b = x[..., 0::2], x[..., 1::2]
+def rotate_interleaved(x, cos, sin, rot):
+    """x [T, H, D]: the first `rot` dims in pairs (2i, 2i+1) as complex numbers times e^(i theta)
+    (Llama 4, Cohere; GLM on part of each head)."""
+    out = x.copy()
+    a, b = x[..., 0:rot:2], x[..., 1:rot:2]
     c, s = cos[:, None, :], sin[:, None, :]
-    out = np.empty_like(x)
-    out[..., 0::2] = a * c - b * s
-    out[..., 1::2] = a * s + b * c
+    out[..., 0:rot:2] = a * c - b * s
+    out[..., 1:rot:2] = a * s + b * c
     return out
 
 
@@ -513,7 +520,10 @@ def forward(cfg, W, ids):
 
     types, use_rope = layer_plan(cfg, L)
     rope_by_type = rope_params_by_layer_type(cfg)
+    glm = fam in ("glm", "glm4")  # GlmAttention: rotary_dim = head_dim * partial_rotary_factor, interleaved pairs
     rot = int(D * (g("partial_rotary_factor") or 1.0))
+    if glm:  # transformers 5 keeps partial_rotary_factor in rope_parameters
+        rot = int(D * (g("rope_parameters") or {}).get("partial_rotary_factor", g("partial_rotary_factor")))
     if neox:  # rotary_pct (4.x) or rope_parameters.partial_rotary_factor (5.x)
         rot = int(D * (g("rope_parameters") or {}).get("partial_rotary_factor", g("rotary_pct")))
     act_name = g("hidden_activation") if any_gemma else g("hidden_act")
@@ -552,8 +562,8 @@ def forward(cfg, W, ids):
             inv, mult = inv_freq_and_scale(rope_by_type[types[l]], rot, cfg)
             ang = pos[:, None] * inv[None, :]
             cos, sin = np.cos(ang) * mult, np.sin(ang) * mult
-            if fam in ("llama4", "cohere"):  # CohereRotaryEmbedding: repeat-interleaved frequencies, pairs (2i, 2i+1)
-                q, k = rotate_interleaved(q, cos, sin), rotate_interleaved(k, cos, sin)
+            if fam in ("llama4", "cohere") or glm:  # repeat-interleaved frequencies, pairs (2i, 2i+1)
+                q, k = rotate_interleaved(q, cos, sin, rot), rotate_interleaved(k, cos, sin, rot)
                 if g("use_qk_norm"):  # Llama4TextL2Norm: no weight, on RoPE layers only
                     q, k = rms(q, eps), rms(k, eps)
             else:
@@ -591,6 +601,9 @@ def forward(cfg, W, ids):
             f_in = block_norm(x, p + "post_attention_layernorm")
         elif parallel:  # attention and the MLP both on the input norm's output
             f_in = h
+        elif fam == "glm4":  # Glm4DecoderLayer: the attention's output normed before the residual add
+            a = norm(a, W[p + "post_self_attn_layernorm.weight"])
+            f_in = block_norm(x + a, p + "post_attention_layernorm")
         else:
             f_in = block_norm(x + a * rm, p + "post_attention_layernorm")
         x = x + a * rm
@@ -609,7 +622,7 @@ def forward(cfg, W, ids):
             up, down = {"phi": ("fc1", "fc2"), "starcoder2": ("c_fc", "c_proj"), "gpt_neox": ("dense_h_to_4h", "dense_4h_to_h")}[fam]
             x = x + lin(act(act_name, lin(f_in, mlp + up)), mlp + down)
             continue
-        if fam == "phi3":
+        if fam == "phi3" or glm:
             gu = lin(f_in, mlp + "gate_up_proj")
             half = gu.shape[1] // 2
             gate, up = gu[:, :half], gu[:, half:]
@@ -618,6 +631,8 @@ def forward(cfg, W, ids):
         f = lin(act(act_name, gate) * up, mlp + "down_proj")
         if gemma or fam in ("olmo2", "olmo3"):
             f = norm(f, W[p + "post_feedforward_layernorm.weight"])
+        if fam == "glm4":
+            f = norm(f, W[p + "post_mlp_layernorm.weight"])
         x = x + f * rm
     x = block_norm(x, "model.final_layernorm" if fam == "phi" else "gpt_neox.final_layer_norm" if neox else "model.norm")
     tied = g("tie_word_embeddings")
