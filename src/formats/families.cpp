@@ -1,99 +1,68 @@
 #include "formats/families.h"
 
+#include <deque>
+#include <initializer_list>
+
 namespace ptn {
 
 namespace {
 
 // ---- where HF checkpoints keep each canonical per-layer tensor --------------------------------
 
-// Llama and the families that copied its layout (Mistral, Qwen2/3, SmolLM3).
-constexpr HfLayerTensor kLlamaLayer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
+// Pieces several families share; a family's table is a run of them (layer_table below).
+constexpr HfLayerTensor kInputNorm[] = {{"attn_norm.weight", "input_layernorm.weight"}};
+constexpr HfLayerTensor kInputNormBias[] = {{"attn_norm.bias", "input_layernorm.bias"}};  // LayerNorm families
+// Llama's attention: self_attn.{q,k,v}_proj with their biases, the per-head q/k norms, o_proj.
+constexpr HfLayerTensor kLlamaQkv[] = {
     {"attn_q.weight", "self_attn.q_proj.weight"},
     {"attn_k.weight", "self_attn.k_proj.weight"},
     {"attn_v.weight", "self_attn.v_proj.weight"},
     {"attn_q.bias", "self_attn.q_proj.bias"},
     {"attn_k.bias", "self_attn.k_proj.bias"},
     {"attn_v.bias", "self_attn.v_proj.bias"},
+};
+constexpr HfLayerTensor kQkNorms[] = {
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+};
+constexpr HfLayerTensor kOProj[] = {{"attn_output.weight", "self_attn.o_proj.weight"}};
+constexpr HfLayerTensor kOProjBias[] = {{"attn_output.bias", "self_attn.o_proj.bias"}};
+// post_attention_layernorm as Llama names it: the norm before the MLP.
+constexpr HfLayerTensor kFfnNorm[] = {{"ffn_norm.weight", "post_attention_layernorm.weight"}};
+constexpr HfLayerTensor kFfnNormBias[] = {{"ffn_norm.bias", "post_attention_layernorm.bias"}};
+// Norms on the sublayers' outputs, as Gemma 2/3 and OLMo 2 name them (post_attention_layernorm
+// is then the attention's output norm).
+constexpr HfLayerTensor kOutputNorms[] = {
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
+constexpr HfLayerTensor kLlamaMlp[] = {
     {"ffn_gate.weight", "mlp.gate_proj.weight"},
     {"ffn_up.weight", "mlp.up_proj.weight"},
     {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+constexpr HfLayerTensor kLlamaMlpBias[] = {
     {"ffn_gate.bias", "mlp.gate_proj.bias"},
     {"ffn_up.bias", "mlp.up_proj.bias"},
     {"ffn_down.bias", "mlp.down_proj.bias"},
-    {"attn_norm.bias", "input_layernorm.bias"},          // LayerNorm families (StableLM)
-    {"ffn_norm.bias", "post_attention_layernorm.bias"},
 };
-
-// Gemma 2/3: four norms per layer; HF's post_attention_layernorm is the sandwich norm.
-constexpr HfLayerTensor kGemmaLayer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
-};
-
-// OLMo 2: no norm before attention or the MLP; post_attention_layernorm and
-// post_feedforward_layernorm normalise their outputs; q/k norms over all heads.
-constexpr HfLayerTensor kOlmo2Layer[] = {
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
-};
-
-// Phi-3: q|k|v fused in qkv_proj, gate|up in gate_up_proj.
-constexpr HfLayerTensor kPhi3Layer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
-    {"attn_k.weight", "self_attn.qkv_proj.weight", RowPart::K},
-    {"attn_v.weight", "self_attn.qkv_proj.weight", RowPart::V},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+// gate|up in one gate_up_proj, gate rows first (Phi-3, GLM).
+constexpr HfLayerTensor kFusedGateUpMlp[] = {
     {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
     {"ffn_up.weight", "mlp.gate_up_proj.weight", RowPart::Up},
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 
-// Phi-2: LayerNorms with biases, the attention output `dense`, an MLP fc1 -> GELU -> fc2.
-constexpr HfLayerTensor kPhi2Layer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_norm.bias", "input_layernorm.bias"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
+// Phi-3: q|k|v fused in qkv_proj.
+constexpr HfLayerTensor kPhi3Qkv[] = {
+    {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
+    {"attn_k.weight", "self_attn.qkv_proj.weight", RowPart::K},
+    {"attn_v.weight", "self_attn.qkv_proj.weight", RowPart::V},
+};
+// Gemma 2/3: the norm before the MLP is pre_feedforward_layernorm.
+constexpr HfLayerTensor kPreFeedforwardNorm[] = {{"ffn_norm.weight", "pre_feedforward_layernorm.weight"}};
+// Phi-2: the attention output `dense`, an MLP fc1 -> GELU -> fc2, biases on all.
+constexpr HfLayerTensor kPhi2Rest[] = {
     {"attn_output.weight", "self_attn.dense.weight"},
     {"attn_output.bias", "self_attn.dense.bias"},
     {"ffn_up.weight", "mlp.fc1.weight"},
@@ -101,33 +70,17 @@ constexpr HfLayerTensor kPhi2Layer[] = {
     {"ffn_down.weight", "mlp.fc2.weight"},
     {"ffn_down.bias", "mlp.fc2.bias"},
 };
-
-// Starcoder2: Llama's attention names, LayerNorms with biases, an MLP c_fc -> GELU -> c_proj.
-constexpr HfLayerTensor kStarcoder2Layer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_norm.bias", "input_layernorm.bias"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_norm.bias", "post_attention_layernorm.bias"},
+// Starcoder2: an MLP c_fc -> GELU -> c_proj with biases.
+constexpr HfLayerTensor kStarcoder2Mlp[] = {
     {"ffn_up.weight", "mlp.c_fc.weight"},
     {"ffn_up.bias", "mlp.c_fc.bias"},
     {"ffn_down.weight", "mlp.c_proj.weight"},
     {"ffn_down.bias", "mlp.c_proj.bias"},
 };
-
-// GPT-NeoX (Pythia): q|k|v fused per head in query_key_value, LayerNorms with biases,
-// post_attention_layernorm the MLP's norm (of the layer input when parallel), dense_h_to_4h ->
-// GELU -> dense_4h_to_h, everything under gpt_neox.layers.N.
-constexpr HfLayerTensor kGptNeoXLayer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_norm.bias", "input_layernorm.bias"},
+// GPT-NeoX (Pythia): q|k|v fused per head in query_key_value, the output `dense`, dense_h_to_4h
+// -> GELU -> dense_4h_to_h, everything under gpt_neox.layers.N; post_attention_layernorm is the
+// MLP's norm (of the layer input when parallel).
+constexpr HfLayerTensor kGptNeoXAttnMlp[] = {
     {"attn_q.weight", "attention.query_key_value.weight", RowPart::HeadQ},
     {"attn_k.weight", "attention.query_key_value.weight", RowPart::HeadK},
     {"attn_v.weight", "attention.query_key_value.weight", RowPart::HeadV},
@@ -136,71 +89,40 @@ constexpr HfLayerTensor kGptNeoXLayer[] = {
     {"attn_v.bias", "attention.query_key_value.bias", RowPart::HeadV},
     {"attn_output.weight", "attention.dense.weight"},
     {"attn_output.bias", "attention.dense.bias"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_norm.bias", "post_attention_layernorm.bias"},
     {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
     {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
     {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
     {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
 };
-
-// GLM (glm-4-9b-hf) and GLM-4 (GLM-4-0414): Llama's attention names with q/k/v biases, gate|up
-// fused in gate_up_proj; GLM-4 adds a norm on each sublayer's output (post_self_attn_layernorm,
-// post_mlp_layernorm), while post_attention_layernorm stays the norm before the MLP.
-constexpr HfLayerTensor kGlmLayer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
+// GLM-4: norms on the sublayers' outputs under its own names (post_attention_layernorm stays
+// the MLP's pre-norm).
+constexpr HfLayerTensor kGlm4OutputNorms[] = {
     {"post_attention_norm.weight", "post_self_attn_layernorm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_up_proj.weight", RowPart::Gate},
-    {"ffn_up.weight", "mlp.gate_up_proj.weight", RowPart::Up},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
     {"post_ffw_norm.weight", "post_mlp_layernorm.weight"},
 };
-
 // Llama 4 (dense text layers): the MLP is `feed_forward`.
-constexpr HfLayerTensor kLlama4Layer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+constexpr HfLayerTensor kLlama4Mlp[] = {
     {"ffn_gate.weight", "feed_forward.gate_proj.weight"},
     {"ffn_up.weight", "feed_forward.up_proj.weight"},
     {"ffn_down.weight", "feed_forward.down_proj.weight"},
 };
+// gpt-oss: per-head sinks (its experts are mapped in hf_config.cpp, expert_sources).
+constexpr HfLayerTensor kSinks[] = {{"attn_sinks.weight", "self_attn.sinks"}};
 
-// gpt-oss: Llama's attention with biases and per-head sinks; its experts are mapped in
-// hf_config.cpp (expert_sources), the MLP module being `mlp` with `router` and `experts`.
-constexpr HfLayerTensor kGptOssLayer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_output.bias", "self_attn.o_proj.bias"},
-    {"attn_sinks.weight", "self_attn.sinks"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-};
-
-constexpr HfTensorNames names(std::span<const HfLayerTensor> layer) {
+// The names of a family whose layer table is `parts` in order. Called while the table is built
+// (once); the joined tables live as long as the program.
+HfTensorNames names(std::initializer_list<std::span<const HfLayerTensor>> parts) {
+  static std::deque<std::vector<HfLayerTensor>> joined;
+  std::vector<HfLayerTensor>& v = joined.emplace_back();
+  for (std::span<const HfLayerTensor> p : parts) v.insert(v.end(), p.begin(), p.end());
   HfTensorNames n;
-  n.layer = layer;
+  n.layer = v;
   return n;
+}
+
+// Llama and the families that copied its layout (Mistral, Qwen2/3, SmolLM3, Granite, ...).
+HfTensorNames llama_names() {
+  return names({kInputNorm, kLlamaQkv, kQkNorms, kOProj, kOProjBias, kFfnNorm, kLlamaMlp, kLlamaMlpBias, kInputNormBias, kFfnNormBias});
 }
 
 // Gemma3TextConfig's defaults (Gemma 3 4B+ configs omit many text_config fields).
@@ -310,7 +232,7 @@ std::vector<FamilyInfo> make_table() {
   // Each row is filled through the reference `row` returns, before the next row is added.
   auto row = [&](Family id, const char* name, const char* display, std::vector<std::string> hf) -> FamilyInfo& {
     FamilyInfo f{id, name, display, std::move(hf)};
-    f.hf_names = names(kLlamaLayer);
+    f.hf_names = llama_names();
     t.push_back(std::move(f));
     return t.back();
   };
@@ -352,7 +274,7 @@ std::vector<FamilyInfo> make_table() {
   {
     FamilyInfo& f = row(Family::Gemma2, "gemma2", "Gemma 2", {"Gemma2ForCausalLM"});
     f.gguf_arch = "gemma2"; f.gguf_reads = true;
-    f.hf_names = names(kGemmaLayer);
+    f.hf_names = names({kInputNorm, kLlamaQkv, kQkNorms, kOProj, kOProjBias, kOutputNorms, kPreFeedforwardNorm, kLlamaMlp});
     f.norm_weight_plus_one = true; f.sandwich_norms = true; f.embed_scale = EmbedScale::SqrtHidden;
     f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 46; f.logit_softcaps = true;
     f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
@@ -362,7 +284,7 @@ std::vector<FamilyInfo> make_table() {
   {
     FamilyInfo& f = row(Family::Gemma3, "gemma3", "Gemma 3", {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"});
     f.gguf_arch = "gemma3"; f.gguf_reads = true;
-    f.hf_names = names(kGemmaLayer);
+    f.hf_names = names({kInputNorm, kLlamaQkv, kQkNorms, kOProj, kOProjBias, kOutputNorms, kPreFeedforwardNorm, kLlamaMlp});
     f.norm_weight_plus_one = true; f.sandwich_norms = true; f.embed_scale = EmbedScale::SqrtHidden; f.qk_norm = true;
     f.query_pre_attn_scalar = true; f.gguf_wide_query_layers = 62; f.logit_softcaps = true;
     f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
@@ -373,7 +295,7 @@ std::vector<FamilyInfo> make_table() {
   {
     FamilyInfo& f = row(Family::Phi3, "phi3", "Phi-3", {"Phi3ForCausalLM"});
     f.gguf_arch = "phi3"; f.gguf_reads = true; f.gguf_fused_qkv_gate_up = true;
-    f.hf_names = names(kPhi3Layer);
+    f.hf_names = names({kInputNorm, kPhi3Qkv, kOProj, kFfnNorm, kFusedGateUpMlp});
     f.attn_bias = AttnBias::None;
     f.hf_window = f.gguf_window = WindowRule::AllLayers;
     f.hf_config_defaults = kPhi3Defaults;
@@ -389,7 +311,7 @@ std::vector<FamilyInfo> make_table() {
   }
   {
     FamilyInfo& f = row(Family::Llama4, "llama4", "Llama 4", {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"});
-    f.hf_names = names(kLlama4Layer); f.hf_qk_interleaved = true; f.hf_ffn_size_key = "intermediate_size_mlp";
+    f.hf_names = names({kInputNorm, kLlamaQkv, kOProj, kOProjBias, kFfnNorm, kLlama4Mlp}); f.hf_qk_interleaved = true; f.hf_ffn_size_key = "intermediate_size_mlp";
     f.block = Block::Moe; f.hf_moe = HfMoe::Llama4; f.hf_moe_block = "feed_forward";
     f.qk_l2_norm = true; f.attn_temperature = true; f.nope_layers = true;
     f.hf_window = WindowRule::ChunkOnRopeLayers;
@@ -446,7 +368,7 @@ std::vector<FamilyInfo> make_table() {
     // llama.cpp's "olmo2" also holds OLMo 3: with attention.sliding_window, the layers of
     // sliding_window_pattern (default: three of every four) are windowed, RoPE unscaled there.
     FamilyInfo& f = row(Family::Olmo2, "olmo2", "OLMo 2", {"Olmo2ForCausalLM"});
-    f.hf_names = names(kOlmo2Layer);
+    f.hf_names = names({kLlamaQkv, kQkNorms, kOProj, kOProjBias, kOutputNorms, kLlamaMlp});
     f.qk_norm = true; f.qk_norm_full = true; f.sandwich_norms = true; f.no_pre_norms = true;
     f.gguf_arch = "olmo2"; f.gguf_reads = true;
     f.gguf_window = WindowRule::EveryNthGlobal; f.window_pattern = 4; f.sliding_rope_unscaled = true;
@@ -457,7 +379,7 @@ std::vector<FamilyInfo> make_table() {
     // four), where RoPE is the plain one at the same base: the scaling (YaRN) is the full
     // layers' only, as OLMo-core trains it and llama.cpp and vLLM run it. Written as "olmo2".
     FamilyInfo& f = row(Family::Olmo3, "olmo3", "OLMo 3", {"Olmo3ForCausalLM"});
-    f.hf_names = names(kOlmo2Layer);
+    f.hf_names = names({kLlamaQkv, kQkNorms, kOProj, kOProjBias, kOutputNorms, kLlamaMlp});
     f.qk_norm = true; f.qk_norm_full = true; f.sandwich_norms = true; f.no_pre_norms = true;
     f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 4; f.sliding_rope_unscaled = true;
     f.gguf_arch = "olmo2";  // written as, and read back as, OLMo 2
@@ -480,7 +402,7 @@ std::vector<FamilyInfo> make_table() {
     f.block = Block::Moe; f.hf_moe = HfMoe::GptOss;
     f.gguf_arch = "gpt-oss"; f.gguf_reads = true; f.gguf_window = WindowRule::EveryNthGlobal;
     f.gguf_ffn_norm = "post_attention_norm";
-    f.hf_names = names(kGptOssLayer);
+    f.hf_names = names({kInputNorm, kLlamaQkv, kOProj, kOProjBias, kSinks, kFfnNorm});
     f.attn_sinks = true;
     f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;  // layer_types' default: sliding, full, ...
     f.hf_config_defaults = kGptOssDefaults;
@@ -503,7 +425,7 @@ std::vector<FamilyInfo> make_table() {
     // Phi-2 (PhiForCausalLM): one LayerNorm feeding attention and the MLP in parallel, biases on
     // every projection and on lm_head, half of each head rotated, fc1 -> tanh GELU -> fc2.
     FamilyInfo& f = row(Family::Phi2, "phi2", "Phi-2", {"PhiForCausalLM"});
-    f.hf_names = names(kPhi2Layer); f.hf_names.final_norm = "model.final_layernorm.weight";
+    f.hf_names = names({kInputNorm, kInputNormBias, kLlamaQkv, kPhi2Rest}); f.hf_names.final_norm = "model.final_layernorm.weight";
     f.hf_head_dim = false; f.hf_norm_eps_key = "layer_norm_eps"; f.layer_norm = f.layer_norm_bias = true;
     f.parallel_residual = true; f.plain_mlp = true; f.output_bias = true; f.hf_qk_layernorm_key = "qk_layernorm";
     f.attn_bias = AttnBias::All; f.gguf_activation = Activation::GeLUTanh;
@@ -515,7 +437,7 @@ std::vector<FamilyInfo> make_table() {
     // MLP with use_bias, c_fc -> tanh GELU -> c_proj, a window on every layer when the config
     // gives one (llama.cpp's starcoder2 has none: such a model is not written as GGUF).
     FamilyInfo& f = row(Family::Starcoder2, "starcoder2", "Starcoder2", {"Starcoder2ForCausalLM"});
-    f.hf_names = names(kStarcoder2Layer);
+    f.hf_names = names({kInputNorm, kInputNormBias, kLlamaQkv, kOProj, kOProjBias, kFfnNorm, kFfnNormBias, kStarcoder2Mlp});
     f.hf_head_dim = false; f.hf_norm_eps_key = "norm_epsilon"; f.layer_norm = f.layer_norm_bias = true; f.plain_mlp = true;
     f.attn_bias = AttnBias::AllFromConfig; f.tie_by_default = true; f.gguf_activation = Activation::GeLUTanh;
     f.hf_window = WindowRule::AllLayers;
@@ -541,7 +463,7 @@ std::vector<FamilyInfo> make_table() {
     // q|k|v rows regrouped into one attn_qkv, every bias required, use_parallel_residual, GELU
     // as ggml's tanh form.
     FamilyInfo& f = row(Family::GptNeoX, "gptneox", "GPT-NeoX", {"GPTNeoXForCausalLM"});
-    f.hf_names = names(kGptNeoXLayer);
+    f.hf_names = names({kInputNorm, kInputNormBias, kGptNeoXAttnMlp, kFfnNorm, kFfnNormBias});
     f.hf_names.layers = "gpt_neox.layers."; f.hf_names.embedding = "gpt_neox.embed_in.weight";
     f.hf_names.final_norm = "gpt_neox.final_layer_norm.weight"; f.hf_names.output = "embed_out.weight";
     f.hf_head_dim = false; f.hf_kv_heads = false; f.hf_norm_eps_key = "layer_norm_eps";
@@ -557,7 +479,7 @@ std::vector<FamilyInfo> make_table() {
     // fused, partial_rotary_factor (default 0.5) of each head rotated on interleaved pairs.
     // llama.cpp's chatglm: the same graph (q/k/v or one attn_qkv, ffn_up = gate|up).
     FamilyInfo& f = row(Family::Glm, "glm", "GLM", {"GlmForCausalLM"});
-    f.hf_names = names(kGlmLayer);
+    f.hf_names = names({kInputNorm, kLlamaQkv, kOProj, kGlm4OutputNorms, kFfnNorm, kFusedGateUpMlp});
     f.attn_bias = AttnBias::QkvFromAttentionBias; f.rope_interleaved = true;
     f.gguf_arch = "chatglm"; f.gguf_reads = true; f.gguf_fused_gate_up = true; f.gguf_qkv_bias_only = true;
     f.hf_config_defaults = kGlmDefaults;
@@ -567,7 +489,7 @@ std::vector<FamilyInfo> make_table() {
     // the MLP's outputs before each residual add. llama.cpp's glm4: post_attention_norm and
     // post_ffw_norm, otherwise as chatglm.
     FamilyInfo& f = row(Family::Glm4, "glm4", "GLM-4", {"Glm4ForCausalLM"});
-    f.hf_names = names(kGlmLayer);
+    f.hf_names = names({kInputNorm, kLlamaQkv, kOProj, kGlm4OutputNorms, kFfnNorm, kFusedGateUpMlp});
     f.attn_bias = AttnBias::QkvFromAttentionBias; f.rope_interleaved = true; f.sandwich_norms = true;
     f.gguf_arch = "glm4"; f.gguf_reads = true; f.gguf_fused_gate_up = true; f.gguf_qkv_bias_only = true;
     f.hf_config_defaults = kGlmDefaults;

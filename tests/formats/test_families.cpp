@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "formats/families.h"
 #include "formats/gguf.h"
 #include "formats/gguf_spec.h"
@@ -109,6 +111,51 @@ TEST(Families, UnknownArchitecturesAreRefusedByName) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("family 'deepseek_v2' has no GGUF writer"), std::string::npos) << e.what();
+  }
+}
+
+// llama.cpp's glm4 graph has parts ptn does not run: multi-token-prediction layers counted in
+// block_count (GLM-OCR) and M-RoPE sections (GLM-4V). Such files are refused by name.
+TEST(Families, Glm4FilesWithPartsPtnDoesNotRunAreRefused) {
+  const testing::ScratchDir dir("ptn_families_");
+  auto write = [&](const std::string& name, const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w;
+    w.set_string("general.architecture", "glm4");
+    w.set_u32("glm4.block_count", 2);
+    w.set_u32("glm4.embedding_length", 64);
+    w.set_u32("glm4.feed_forward_length", 128);
+    w.set_u32("glm4.attention.head_count", 4);
+    w.set_u32("glm4.attention.head_count_kv", 2);
+    w.set_u32("glm4.rope.dimension_count", 8);
+    extra(w);
+    w.add_tensor("token_embd.weight", Tensor::zeros(DType::F32, {32, 64}));
+    const std::string path = dir.path() + "/" + name + ".gguf";
+    w.write(path);
+    return path;
+  };
+  auto expect_refused = [](const std::string& path, const std::string& what) {
+    try {
+      model_spec_from_gguf(*GgufFile::open(path));
+      ADD_FAILURE() << "accepted " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(write("nextn", [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 1); }),
+                 "key 'glm4.nextn_predict_layers'");
+  expect_refused(write("mrope", [](GgufWriter& w) { w.set_i32_array("glm4.rope.dimension_sections", {8, 12, 12, 0}); }),
+                 "M-RoPE");
+  // Zero sections (what a converter writes for a text-only model) and no NextN layers pass this check.
+  const std::string plain = write("plain", [](GgufWriter& w) {
+    w.set_u32("glm4.nextn_predict_layers", 0);
+    w.set_i32_array("glm4.rope.dimension_sections", {0, 0, 0, 0});
+  });
+  try {
+    model_spec_from_gguf(*GgufFile::open(plain));
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("M-RoPE"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("nextn"), std::string::npos) << e.what();
   }
 }
 
