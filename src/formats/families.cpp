@@ -174,6 +174,11 @@ constexpr const char* kGraniteDefaults = R"({"vocab_size": 32000, "hidden_size":
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
   "residual_multiplier": 1.0, "attention_multiplier": 1.0})";
+// GraniteMoeConfig's defaults: Granite's, with 8 experts of intermediate_size, 2 per token.
+constexpr const char* kGraniteMoeDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
+  "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2})";
 // Olmo2Config's defaults (OLMo-2-1124-7B's shapes).
 constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
@@ -387,8 +392,8 @@ std::vector<FamilyInfo> make_table() {
   }
   {
     // Granite 3: Llama's layer with four scalars (embeddings, query scale, the sublayers' outputs
-    // before the residual add, logits). llama.cpp's "granite" (its Granite MoE and hybrid
-    // architectures are other rows, not run by ptn).
+    // before the residual add, logits). llama.cpp's "granite" (Granite MoE is the "granitemoe"
+    // row; the hybrid Mamba architecture is not run by ptn).
     FamilyInfo& f = row(Family::Granite, "granite", "Granite", {"GraniteForCausalLM"});
     f.hf_mlp_bias = true; f.granite_multipliers = true;
     f.gguf_arch = "granite"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
@@ -493,6 +498,17 @@ std::vector<FamilyInfo> make_table() {
     f.attn_bias = AttnBias::QkvFromAttentionBias; f.rope_interleaved = true; f.sandwich_norms = true;
     f.gguf_arch = "glm4"; f.gguf_reads = true; f.gguf_fused_gate_up = true; f.gguf_qkv_bias_only = true;
     f.hf_config_defaults = kGlmDefaults;
+  }
+  {
+    // Granite MoE (3.0 1B-A400M, 3B-A800M): Granite's layer and four multipliers, experts on every
+    // layer in stacked tensors (block_sparse_moe.input_linear / output_linear / router.layer),
+    // softmax over the top-k logits. llama.cpp's "granitemoe": merged experts, the multipliers as
+    // for granite (Granite MoE Shared, with ffn_*_shexp, is refused by name).
+    FamilyInfo& f = row(Family::GraniteMoe, "granitemoe", "Granite MoE", {"GraniteMoeForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::GraniteMoe; f.hf_moe_block = "block_sparse_moe";
+    f.granite_multipliers = true;
+    f.gguf_arch = "granitemoe"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+    f.hf_config_defaults = kGraniteMoeDefaults;
   }
   return t;
 }

@@ -22,7 +22,7 @@
 namespace ptn {
 
 enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
-                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4 };
+                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4, GraniteMoe };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -54,6 +54,8 @@ enum class HfMoe {
   Llama4,      // num_local_experts, num_experts_per_tok; the layers of moe_layers (or every
                // interleave_moe_layer_step-th); experts and an ungated shared expert of intermediate_size; sigmoid
                // scores scaling the experts' input; gate|up halves of one [E, H, 2F] tensor, down [E, F, H]
+  GraniteMoe,  // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size; softmax over
+               // the top-k logits; router.layer [E, H], input_linear [E, 2F, H] (gate rows, then up), output_linear [E, H, F]
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)

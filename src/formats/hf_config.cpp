@@ -289,12 +289,14 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     const json* ml = c.find("moe_layers");
     if (ml && ml->is_array() && ml->empty()) return;
   }
-  const char* count_key = fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::Llama4 ? "num_local_experts" : "num_experts";
+  const char* count_key =
+      fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::Llama4 || fam.hf_moe == HfMoe::GraniteMoe ? "num_local_experts" : "num_experts";
   // transformers 5 maps Qwen's num_experts onto num_local_experts: either spelling, not two values.
-  if (fam.hf_moe != HfMoe::Mixtral && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
+  if (fam.hf_moe != HfMoe::Mixtral && fam.hf_moe != HfMoe::GraniteMoe && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
   s.n_experts = c.integer(count_key, 1, 1024);
   s.n_experts_used = c.integer("num_experts_per_tok", 1, s.n_experts);
-  if (fam.hf_moe == HfMoe::Mixtral) {
+  if (fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::GraniteMoe) {
+    // Mixtral, Granite MoE (JetMoE's top-k gating: softmax over the k largest logits).
     s.expert_ffn_size = s.intermediate_size;  // every layer is sparse; its experts have the MLP's width
     s.norm_topk_prob = true;                  // top-k of the logits, softmax over the k
     for (LayerAttention& l : s.layers) l.moe = true;
@@ -449,12 +451,31 @@ void llama4_expert_sources(int64_t layer, const std::string& block, ModelSpec& s
   m[layer_tensor(layer, "ffn_down_shexp.weight")] = block + "shared_expert.down_proj.weight";
 }
 
+// Granite MoE's experts: router.layer.weight [E, H]; input_linear.weight [E, 2F, H] (gate the
+// first F rows of expert e, up the last F) and output_linear.weight [E, H, F].
+void granite_moe_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.layer.weight";
+  const int64_t F = s.expert_ffn_size;
+  for (int64_t e = 0; e < s.n_experts; ++e) {
+    for (int part = 0; part < 2; ++part) {
+      TensorSourceRef w{block + "input_linear.weight", part * F, (part + 1) * F};
+      w.expert = e;
+      m[expert_tensor(layer, part == 0 ? "ffn_gate" : "ffn_up", e)] = format_tensor_source(w);
+    }
+    TensorSourceRef d{block + "output_linear.weight"};
+    d.expert = e;
+    m[expert_tensor(layer, "ffn_down", e)] = format_tensor_source(d);
+  }
+}
+
 // The HF names of a mixture-of-experts layer's tensors.
 void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, bool mxfp4, ModelSpec& s) {
   auto& m = s.tensor_sources;
   const std::string block = p + fam.hf_moe_block + ".";
   if (fam.hf_moe == HfMoe::GptOss) return gpt_oss_expert_sources(layer, block, mxfp4, s);
   if (fam.hf_moe == HfMoe::Llama4) return llama4_expert_sources(layer, block, s);
+  if (fam.hf_moe == HfMoe::GraniteMoe) return granite_moe_expert_sources(layer, block, s);
   m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
   const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
                              {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},

@@ -109,9 +109,10 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
     auto it = s.tensor_sources.find(canon);
     if (it == s.tensor_sources.end()) fail(ErrorKind::InvalidArgument, dir, "no HF name for tensor " + canon);
     TensorSourceRef r = parse_tensor_source(it->second);
-    if (r.expert >= 0 || r.transposed || (r.row_step != 1 && r.row_block == 1) || !r.mxfp4_scales.empty())
+    if (r.transposed || (r.row_step != 1 && r.row_block == 1) || !r.mxfp4_scales.empty())
       fail(ErrorKind::Unsupported, dir + ": " + r.name,
-           "an HF tensor holding all experts of a layer (" + s.family + ") is not written by synth; write a GGUF, or export with --random-weights");
+           "an HF tensor holding all experts of a layer transposed or in MXFP4 (" + s.family +
+               ") is not written by synth; write a GGUF, or export with --random-weights");
     if (!by_hf.count(r.name)) order.push_back(r.name);
     by_hf[r.name].push_back({canon, r});
   }
@@ -121,27 +122,37 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.ref.row_begin < b.ref.row_begin; });
     std::vector<int64_t> shape = canonical_tensor_shape(s, pieces[0].canon);
     // Where row i of a piece lands in the fused tensor: its range, in blocks of row_block rows
-    // every row_step blocks (per-head q|k|v), or consecutively. The pieces must cover each row once.
-    auto dst_row = [](const TensorSourceRef& r, int64_t i) {
+    // every row_step blocks (per-head q|k|v), or consecutively; an expert's piece in that
+    // expert's slab of a tensor stacking all experts ([E, rows, cols], Granite MoE). The pieces
+    // must cover each row of each slab once.
+    int64_t slabs = 0;  // experts stacked (0: none)
+    for (const auto& p : pieces) slabs = std::max(slabs, p.ref.expert + 1);
+    if (slabs > 0)
+      for (const auto& p : pieces)
+        if (p.ref.expert < 0) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "mixes expert and non-expert pieces");
+    int64_t rows = shape[0];
+    auto dst_row = [](const TensorSourceRef& r, int64_t i, int64_t rows) {
       const int64_t b = r.row_block;
-      return std::max<int64_t>(r.row_begin, 0) + (i / b) * r.row_step * b + i % b;
+      return std::max<int64_t>(r.expert, 0) * rows + std::max<int64_t>(r.row_begin, 0) + (i / b) * r.row_step * b + i % b;
     };
     if (pieces.size() > 1 || pieces[0].ref.row_begin >= 0) {
-      int64_t rows = 0;
-      for (const auto& p : pieces) rows = std::max(rows, p.ref.row_end);
-      std::vector<uint8_t> covered(static_cast<size_t>(rows), 0);
+      rows = 0;
+      for (const auto& p : pieces) rows = std::max(rows, p.ref.row_end >= 0 ? p.ref.row_end : canonical_tensor_shape(s, p.canon)[0]);
+      std::vector<uint8_t> covered(static_cast<size_t>(rows * std::max<int64_t>(slabs, 1)), 0);
       for (const auto& p : pieces) {
         const int64_t n = canonical_tensor_shape(s, p.canon)[0];
+        const int64_t end = std::max<int64_t>(p.ref.expert, 0) * rows + (p.ref.row_end >= 0 ? p.ref.row_end : n);
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t d = dst_row(p.ref, i);
-          if (d >= p.ref.row_end || covered[static_cast<size_t>(d)]++) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
+          const int64_t d = dst_row(p.ref, i, rows);
+          if (d >= end || covered[static_cast<size_t>(d)]++) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
         }
       }
       if (std::count(covered.begin(), covered.end(), 0)) fail(ErrorKind::InvalidArgument, dir + ": " + hf, "row ranges of its pieces do not tile it");
       shape[0] = rows;
     }
+    if (slabs > 0) shape.insert(shape.begin(), slabs);
     const WeightSource* ws = &src;
-    entries.push_back({hf, dtype, shape, [ws, pieces, dtype, shape, dst_row] {
+    entries.push_back({hf, dtype, shape, [ws, pieces, dtype, shape, dst_row, rows] {
       Tensor out = Tensor::zeros(dtype, shape);
       uint8_t* dst = static_cast<uint8_t*>(out.data());
       for (const auto& p : pieces) {
@@ -152,7 +163,7 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
         const int64_t n = t.dim(0);
         const size_t unit = t.nbytes() / static_cast<size_t>(n);  // one row (one element of a vector)
         for (int64_t i = 0; i < n; ++i)
-          std::memcpy(dst + static_cast<size_t>(dst_row(p.ref, i)) * unit, static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(i) * unit, unit);
+          std::memcpy(dst + static_cast<size_t>(dst_row(p.ref, i, rows)) * unit, static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(i) * unit, unit);
       }
       return out;
     }});

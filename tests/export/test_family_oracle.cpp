@@ -378,6 +378,15 @@ std::vector<Case> cases() {
                  {{{"embedding_multiplier", 1.0}}, {{"attention_multiplier", 0.25}}, {{"residual_multiplier", 1.0}},
                   {{"logits_scaling", 1.0}}}});
   }
+  // Granite MoE: Granite's multipliers, 4 experts (stacked input_linear / output_linear) top-2
+  // with the softmax over the two. Also through GGUF (llama.cpp's granitemoe).
+  {
+    json gmoe = merged(base("GraniteMoeForCausalLM", 2), {{"embedding_multiplier", 12.0}, {"attention_multiplier", 0.03},
+                                                           {"residual_multiplier", 0.22}, {"logits_scaling", 8.0},
+                                                           {"num_local_experts", 4}, {"num_experts_per_tok", 2}});
+    c.push_back({"granitemoe", gmoe, DType::F32,
+                 {{{"num_experts_per_tok", 1}}, {{"residual_multiplier", 1.0}}, {{"attention_multiplier", 0.25}}}});
+  }
   // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
   // renormalised, a shared expert): also through ptn's GGUF writer and import.
   {

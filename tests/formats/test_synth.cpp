@@ -99,6 +99,12 @@ json small(const std::string& family) {
   if (family == "cohere-untied") { base["architectures"] = {"CohereForCausalLM"}; base["tie_word_embeddings"] = false; }
   if (family == "glm") base["architectures"] = {"GlmForCausalLM"};  // q/k/v biases, gate|up fused, half rotated in pairs
   if (family == "glm4") base["architectures"] = {"Glm4ForCausalLM"};  // ... and norms on the sublayers' outputs
+  if (family == "granitemoe") {  // stacked experts in the HF files, merged in the GGUF
+    base["architectures"] = {"GraniteMoeForCausalLM"};
+    base["num_local_experts"] = 4;
+    base["num_experts_per_tok"] = 2;
+    base["residual_multiplier"] = 0.5;
+  }
   if (family.rfind("gptneox", 0) == 0) {  // no GQA; the tanh GELU llama.cpp's gptneox runs
     base["architectures"] = {"GPTNeoXForCausalLM"};
     base.erase("num_key_value_heads");
@@ -286,7 +292,7 @@ INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
                                            "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
                                            "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "cohere-untied", "gptneox", "gptneox-seq", "gptneox-erf",
-                                           "glm", "glm4"));
+                                           "glm", "glm4", "granitemoe"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

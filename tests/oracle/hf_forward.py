@@ -19,7 +19,7 @@ ptn's is used, and no code of transformers is copied):
   norms over all heads), Olmo3ForCausalLM (OLMo 2's layer, windows on three layers of four by
   default, plain RoPE on the windowed layers: transformers 4.57's rotary_embs, OLMo-core's rule)
   and GraniteForCausalLM (embedding, attention, residual multipliers and
-  logits_scaling), StableLmForCausalLM (LayerNorms with biases, partial rotary, use_qkv_bias,
+  logits_scaling), GraniteMoeForCausalLM (the same with JetMoE-style stacked experts), StableLmForCausalLM (LayerNorms with biases, partial rotary, use_qkv_bias,
   use_parallel_residual), PhiForCausalLM (one LayerNorm feeding attention and the fc1/fc2 MLP in
   parallel, biases everywhere and on lm_head), Starcoder2ForCausalLM (LayerNorms, use_bias, the
   c_fc/c_proj MLP, a window on every layer) and CohereForCausalLM (CohereLayerNorm without bias,
@@ -114,6 +114,9 @@ FAMILY_DEFAULTS = {
     # GraniteConfig: the four multipliers default to 1 (attention_multiplier replaces 1/sqrt(d)).
     "granite": {"embedding_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
                 "attention_multiplier": 1.0},
+    # GraniteMoeConfig: Granite's multipliers, 8 experts of intermediate_size, 2 per token.
+    "granitemoe": {"embedding_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
+                   "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2},
     # Olmo2Config: no sliding window (Olmo3Config has them), attention_bias false.
     "olmo2": {"rms_norm_eps": 1e-5},
     # Olmo3Config: OLMo 2's, with layer_types defaulting to a window of 4096 on three layers of four.
@@ -152,7 +155,7 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite",
          "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
          "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox", "GlmForCausalLM": "glm",
-         "Glm4ForCausalLM": "glm4"}
+         "Glm4ForCausalLM": "glm4", "GraniteMoeForCausalLM": "granitemoe"}
 LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
                       "starcoder2": "norm_epsilon", "gpt_neox": "layer_norm_eps"}
 
@@ -355,7 +358,7 @@ def rotate_interleaved(x, cos, sin, rot):
 
 def sparse_layer(cfg, l):
     """Whether layer l's MLP is the sparse block of experts."""
-    if cfg.family in ("mixtral", "olmoe"):
+    if cfg.family in ("mixtral", "olmoe", "granitemoe"):
         return True
     if cfg.family in ("qwen3_moe", "qwen2_moe"):
         only = cfg.get("mlp_only_layers") or []
@@ -367,6 +370,25 @@ def sparse_layer(cfg, l):
             moe = range(step - 1, cfg.get("num_hidden_layers"), step)
         return l in moe
     return False
+
+
+def granite_moe(cfg, W, block, x, act_name):
+    """GraniteMoeMoE on x [T, H] (JetMoE's top-k gating): router.layer's logits, the k largest,
+    a softmax over those k; expert e's input_linear [E, 2F, H] gives gate (first F) and up (last
+    F), output_linear [E, H, F] the output."""
+    k = cfg.get("num_experts_per_tok")
+    logits = x @ W[block + "router.layer.weight"].T
+    w_in, w_out = W[block + "input_linear.weight"], W[block + "output_linear.weight"]
+    F = w_in.shape[1] // 2
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        chosen = sorted(range(logits.shape[1]), key=lambda e: (-logits[t, e], e))[:k]
+        z = np.exp(logits[t, chosen] - logits[t, chosen].max())
+        gates = z / z.sum()
+        for g, e in zip(gates, chosen):
+            h = w_in[e] @ x[t]
+            out[t] += g * (w_out[e] @ (act(act_name, h[:F]) * h[F:]))
+    return out
 
 
 def experts_ffn(cfg, W, block, x, act_name):
@@ -528,16 +550,17 @@ def forward(cfg, W, ids):
         rot = int(D * (g("rope_parameters") or {}).get("partial_rotary_factor", g("rotary_pct")))
     act_name = g("hidden_activation") if any_gemma else g("hidden_act")
     scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
-    if fam == "granite":  # GraniteAttention: the scaling is attention_multiplier itself
+    granite = fam in ("granite", "granitemoe")
+    if granite:  # GraniteAttention: the scaling is attention_multiplier itself
         scale = g("attention_multiplier")
     # GraniteDecoderLayer: each sublayer's output times residual_multiplier before the residual add.
-    rm = g("residual_multiplier") if fam == "granite" else 1.0
+    rm = g("residual_multiplier") if granite else 1.0
     cap = g("attn_logit_softcapping") if gemma else None
 
     x = W["gpt_neox.embed_in.weight"][ids] if neox else W.get("model.embed_tokens.weight", W.get("lm_head.weight"))[ids]
     if any_gemma:
         x = x * math.sqrt(H)
-    if fam == "granite":
+    if granite:
         x = x * g("embedding_multiplier")
     for l in range(L):
         p = f"gpt_neox.layers.{l}." if neox else f"model.layers.{l}."
@@ -614,6 +637,8 @@ def forward(cfg, W, ids):
         if sparse_layer(cfg, l):
             if fam == "llama4":
                 x = x + llama4_moe(cfg, W, mlp, f_in, act_name)
+            elif fam == "granitemoe":  # GraniteMoeDecoderLayer: the experts' output times residual_multiplier
+                x = x + granite_moe(cfg, W, p + "block_sparse_moe.", f_in, act_name) * rm
             else:
                 block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
                 x = x + experts_ffn(cfg, W, block, f_in, act_name)
@@ -641,7 +666,7 @@ def forward(cfg, W, ids):
     if neox:
         head = W["gpt_neox.embed_in.weight" if tied else "embed_out.weight"]
     logits = x @ head.T
-    if fam == "granite":  # GraniteForCausalLM
+    if granite:  # GraniteForCausalLM, GraniteMoeForCausalLM
         logits = logits / g("logits_scaling")
     if fam == "phi":  # lm_head has a bias
         logits = logits + W["lm_head.bias"]
