@@ -423,50 +423,41 @@ void gpt_oss_expert_sources(int64_t layer, const std::string& block, bool mxfp4,
   }
 }
 
-// Llama 4's experts: router.weight [E, H]; experts.gate_up_proj [E, H, 2F] (gate the first F
-// columns, up the last F; read transposed) and experts.down_proj [E, F, H] (transposed); the
-// shared expert as an MLP of its own.
-void llama4_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
+// Experts stacked in two tensors of a layer: gate|up halves of one (gate the first F rows of
+// expert e, up the last F) and down the other, each read transposed or as stored.
+void stacked_expert_sources(int64_t layer, const std::string& gate_up, const std::string& down, bool transposed, ModelSpec& s) {
   auto& m = s.tensor_sources;
-  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.weight";
   const int64_t F = s.expert_ffn_size;
   for (int64_t e = 0; e < s.n_experts; ++e) {
     for (int part = 0; part < 2; ++part) {
-      TensorSourceRef w;
-      w.name = block + "experts.gate_up_proj";
+      TensorSourceRef w{gate_up, part * F, (part + 1) * F};
       w.expert = e;
-      w.row_begin = part * F;
-      w.row_end = (part + 1) * F;
-      w.transposed = true;
+      w.transposed = transposed;
       m[expert_tensor(layer, part == 0 ? "ffn_gate" : "ffn_up", e)] = format_tensor_source(w);
     }
-    TensorSourceRef d;
-    d.name = block + "experts.down_proj";
+    TensorSourceRef d{down};
     d.expert = e;
-    d.transposed = true;
+    d.transposed = transposed;
     m[expert_tensor(layer, "ffn_down", e)] = format_tensor_source(d);
   }
+}
+
+// Llama 4's experts: router.weight [E, H]; experts.gate_up_proj [E, H, 2F] and experts.down_proj
+// [E, F, H], both read transposed; the shared expert as an MLP of its own.
+void llama4_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.weight";
+  stacked_expert_sources(layer, block + "experts.gate_up_proj", block + "experts.down_proj", true, s);
   m[layer_tensor(layer, "ffn_gate_shexp.weight")] = block + "shared_expert.gate_proj.weight";
   m[layer_tensor(layer, "ffn_up_shexp.weight")] = block + "shared_expert.up_proj.weight";
   m[layer_tensor(layer, "ffn_down_shexp.weight")] = block + "shared_expert.down_proj.weight";
 }
 
-// Granite MoE's experts: router.layer.weight [E, H]; input_linear.weight [E, 2F, H] (gate the
-// first F rows of expert e, up the last F) and output_linear.weight [E, H, F].
+// Granite MoE's experts: router.layer.weight [E, H]; input_linear.weight [E, 2F, H] and
+// output_linear.weight [E, H, F], as stored.
 void granite_moe_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
-  auto& m = s.tensor_sources;
-  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.layer.weight";
-  const int64_t F = s.expert_ffn_size;
-  for (int64_t e = 0; e < s.n_experts; ++e) {
-    for (int part = 0; part < 2; ++part) {
-      TensorSourceRef w{block + "input_linear.weight", part * F, (part + 1) * F};
-      w.expert = e;
-      m[expert_tensor(layer, part == 0 ? "ffn_gate" : "ffn_up", e)] = format_tensor_source(w);
-    }
-    TensorSourceRef d{block + "output_linear.weight"};
-    d.expert = e;
-    m[expert_tensor(layer, "ffn_down", e)] = format_tensor_source(d);
-  }
+  s.tensor_sources[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.layer.weight";
+  stacked_expert_sources(layer, block + "input_linear.weight", block + "output_linear.weight", false, s);
 }
 
 // The HF names of a mixture-of-experts layer's tensors.

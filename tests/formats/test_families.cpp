@@ -119,15 +119,16 @@ TEST(Families, UnknownArchitecturesAreRefusedByName) {
 // are refused by name.
 TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
   const testing::ScratchDir dir("ptn_families_");
-  auto write = [&](const std::string& name, const std::function<void(GgufWriter&)>& extra) {
+  // A file of `arch` with the dimensions the reader needs before these checks, and `extra` keys.
+  auto write = [&](const std::string& name, const std::string& arch, const std::function<void(GgufWriter&)>& extra) {
     GgufWriter w;
-    w.set_string("general.architecture", "glm4");
-    w.set_u32("glm4.block_count", 2);
-    w.set_u32("glm4.embedding_length", 64);
-    w.set_u32("glm4.feed_forward_length", 128);
-    w.set_u32("glm4.attention.head_count", 4);
-    w.set_u32("glm4.attention.head_count_kv", 2);
-    w.set_u32("glm4.rope.dimension_count", 8);
+    w.set_string("general.architecture", arch);
+    w.set_u32(arch + ".block_count", 2);
+    w.set_u32(arch + ".embedding_length", 64);
+    w.set_u32(arch + ".feed_forward_length", 128);
+    w.set_u32(arch + ".attention.head_count", 4);
+    w.set_u32(arch + ".attention.head_count_kv", 2);
+    w.set_u32(arch + ".rope.dimension_count", 8);
     extra(w);
     w.add_tensor("token_embd.weight", Tensor::zeros(DType::F32, {32, 64}));
     const std::string path = dir.path() + "/" + name + ".gguf";
@@ -143,27 +144,20 @@ TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };
-  expect_refused(write("nextn", [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 1); }),
+  expect_refused(write("nextn", "glm4", [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 1); }),
                  "key 'glm4.nextn_predict_layers'");
-  expect_refused(write("mrope", [](GgufWriter& w) { w.set_i32_array("glm4.rope.dimension_sections", {8, 12, 12, 0}); }),
+  expect_refused(write("mrope", "glm4", [](GgufWriter& w) { w.set_i32_array("glm4.rope.dimension_sections", {8, 12, 12, 0}); }),
                  "M-RoPE");
   // llama.cpp's granitemoe with a shared expert (Granite MoE Shared).
-  {
-    GgufWriter w;
-    w.set_string("general.architecture", "granitemoe");
-    w.set_u32("granitemoe.block_count", 2);
-    w.set_u32("granitemoe.embedding_length", 64);
-    w.set_u32("granitemoe.feed_forward_length", 32);
-    w.set_u32("granitemoe.attention.head_count", 4);
-    w.set_u32("granitemoe.expert_count", 4);
-    w.set_u32("granitemoe.expert_used_count", 2);
-    w.set_u32("granitemoe.expert_shared_feed_forward_length", 48);
-    w.add_tensor("token_embd.weight", Tensor::zeros(DType::F32, {32, 64}));
-    w.write(dir.path() + "/shexp.gguf");
-    expect_refused(dir.path() + "/shexp.gguf", "key 'granitemoe.expert_shared_feed_forward_length'");
-  }
+  expect_refused(write("shexp", "granitemoe",
+                       [](GgufWriter& w) {
+                         w.set_u32("granitemoe.expert_count", 4);
+                         w.set_u32("granitemoe.expert_used_count", 2);
+                         w.set_u32("granitemoe.expert_shared_feed_forward_length", 48);
+                       }),
+                 "key 'granitemoe.expert_shared_feed_forward_length'");
   // Zero sections (what a converter writes for a text-only model) and no NextN layers pass this check.
-  const std::string plain = write("plain", [](GgufWriter& w) {
+  const std::string plain = write("plain", "glm4", [](GgufWriter& w) {
     w.set_u32("glm4.nextn_predict_layers", 0);
     w.set_i32_array("glm4.rope.dimension_sections", {0, 0, 0, 0});
   });
