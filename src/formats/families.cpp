@@ -179,6 +179,12 @@ constexpr const char* kGraniteMoeDefaults = R"({"vocab_size": 32000, "hidden_siz
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
   "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2})";
+// GraniteMoeSharedConfig's: GraniteMoe's and shared_intermediate_size 0 (no shared MLP).
+constexpr const char* kGraniteMoeSharedDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
+  "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2,
+  "shared_intermediate_size": 0})";
 // Olmo2Config's defaults (OLMo-2-1124-7B's shapes).
 constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
@@ -508,7 +514,18 @@ std::vector<FamilyInfo> make_table() {
     f.block = Block::Moe; f.hf_moe = HfMoe::GraniteMoe; f.hf_moe_block = "block_sparse_moe";
     f.granite_multipliers = true;
     f.gguf_arch = "granitemoe"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+    f.gguf_shared_expert_ungated = true;
     f.hf_config_defaults = kGraniteMoeDefaults;
+  }
+  {
+    // Granite MoE Shared: Granite MoE with an ungated shared MLP (shared_intermediate_size wide,
+    // 0: none) added to the experts' output. Written as, and read back as, "granitemoe" with
+    // expert_shared_feed_forward_length and ffn_*_shexp.
+    FamilyInfo& f = row(Family::GraniteMoeShared, "granitemoeshared", "Granite MoE Shared", {"GraniteMoeSharedForCausalLM"});
+    f.block = Block::Moe; f.hf_moe = HfMoe::GraniteMoeShared; f.hf_moe_block = "block_sparse_moe";
+    f.granite_multipliers = true;
+    f.gguf_arch = "granitemoe";
+    f.hf_config_defaults = kGraniteMoeSharedDefaults;
   }
   return t;
 }

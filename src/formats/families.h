@@ -22,7 +22,7 @@
 namespace ptn {
 
 enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
-                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4, GraniteMoe };
+                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4, GraniteMoe, GraniteMoeShared };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -56,6 +56,8 @@ enum class HfMoe {
                // scores scaling the experts' input; gate|up halves of one [E, H, 2F] tensor, down [E, F, H]
   GraniteMoe,  // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size; softmax over
                // the top-k logits; router.layer [E, H], input_linear [E, 2F, H] (gate rows, then up), output_linear [E, H, F]
+  GraniteMoeShared,  // GraniteMoe + shared_intermediate_size (0: none): an ungated shared MLP beside the experts,
+                     // shared_mlp.input_linear [2Fs, H] (gate rows, then up) and output_linear [H, Fs]
 };
 
 enum class EmbedScale { One, SqrtHidden };  // embeddings times 1, or times sqrt(hidden_size) (Gemma)
@@ -124,6 +126,8 @@ struct FamilyInfo {
   // (qwen2moe: ffn_*_shexp, scaled by sigmoid(ffn_gate_inp_shexp . x)).
   bool gguf_moe_norm_topk = true;
   bool gguf_shared_expert = false;
+  bool gguf_shared_expert_ungated = false;  // ... or, with expert_shared_feed_forward_length > 0, an ungated one
+                                            // added to the experts' output (granitemoe: Granite MoE Shared)
   const char* gguf_ffn_norm = "ffn_norm";  // the GGUF name of the pre-FFN norm (gpt-oss: "post_attention_norm")
   const char* hf_ffn_size_key = "intermediate_size";  // Llama 4's dense MLP: intermediate_size_mlp
   HfMoe hf_moe = HfMoe::None;          // experts in the config (block == Block::Moe)

@@ -414,8 +414,11 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
       moe_step = positive(g, key, g.get_i64(key), s.n_layers);
       s.qk_l2_norm = s.n_experts != 128;
     } else if (const std::string shk = arch + ".expert_shared_feed_forward_length";
-               !moe->gguf_shared_expert && g.has(shk) && g.get_i64(shk) > 0) {
-      // llama.cpp's granitemoe with a shared expert (Granite MoE Shared).
+               moe->gguf_shared_expert_ungated && g.has(shk) && g.get_i64(shk) > 0) {
+      // llama.cpp's granitemoe with a shared expert (Granite MoE Shared): ungated, added to the experts' output.
+      s.shared_expert_ffn_size = positive(g, shk, g.get_i64(shk), int64_t{1} << 24);
+      s.shared_expert_gate = false;
+    } else if (!moe->gguf_shared_expert && g.has(shk) && g.get_i64(shk) > 0) {
       fail(ErrorKind::Unsupported, g.where_key(shk), std::string("a shared expert in a ") + fam->display + " file is not supported");
     } else if (moe->gguf_shared_expert) {
       const std::string key = arch + ".expert_shared_feed_forward_length";

@@ -435,7 +435,8 @@ std::string gguf_arch_for(const ModelSpec& s) {
              (s.expert_swiglu_limit > 0 ? "SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : std::string("plain SwiGLU")) +
              " cannot be expressed in the '" + arch + "' GGUF architecture");
   const bool llama4 = layout.hf_moe == HfMoe::Llama4;
-  if (s.n_experts > 0 && !llama4 && (s.expert_sigmoid || s.expert_weight_input || (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate)))
+  const bool ungated_ok = layout.gguf_shared_expert_ungated;  // granitemoe: an ungated shared expert, optional
+  if (s.n_experts > 0 && !llama4 && (s.expert_sigmoid || s.expert_weight_input || (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate && !ungated_ok)))
     fail(ErrorKind::Unsupported, "GGUF output",
          "Llama 4's experts (sigmoid scores applied to the expert's input, an ungated shared expert) cannot be expressed in the '" +
              arch + "' GGUF architecture");
@@ -451,7 +452,9 @@ std::string gguf_arch_for(const ModelSpec& s) {
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string("top-k expert weights that are ") + (s.norm_topk_prob ? "" : "not ") + "renormalised (norm_topk_prob " +
                (s.norm_topk_prob ? "true" : "false") + ") cannot be expressed in the '" + arch + "' GGUF architecture");
-    if ((s.shared_expert_ffn_size > 0) != layout.gguf_shared_expert)
+    if (ungated_ok && s.shared_expert_ffn_size > 0 && s.shared_expert_gate)
+      fail(ErrorKind::Unsupported, "GGUF output", "a gated shared expert cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (!ungated_ok && (s.shared_expert_ffn_size > 0) != layout.gguf_shared_expert)
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string(s.shared_expert_ffn_size > 0 ? "a shared expert cannot be expressed in" : "experts without a shared expert cannot be expressed in") +
                " the '" + arch + "' GGUF architecture");

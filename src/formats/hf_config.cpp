@@ -289,17 +289,21 @@ void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     const json* ml = c.find("moe_layers");
     if (ml && ml->is_array() && ml->empty()) return;
   }
-  const char* count_key =
-      fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::Llama4 || fam.hf_moe == HfMoe::GraniteMoe ? "num_local_experts" : "num_experts";
+  const bool granite = fam.hf_moe == HfMoe::GraniteMoe || fam.hf_moe == HfMoe::GraniteMoeShared;
+  const char* count_key = fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::Llama4 || granite ? "num_local_experts" : "num_experts";
   // transformers 5 maps Qwen's num_experts onto num_local_experts: either spelling, not two values.
-  if (fam.hf_moe != HfMoe::Mixtral && fam.hf_moe != HfMoe::GraniteMoe && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
+  if (fam.hf_moe != HfMoe::Mixtral && !granite && !c.j.contains("num_experts") && c.j.contains("num_local_experts")) count_key = "num_local_experts";
   s.n_experts = c.integer(count_key, 1, 1024);
   s.n_experts_used = c.integer("num_experts_per_tok", 1, s.n_experts);
-  if (fam.hf_moe == HfMoe::Mixtral || fam.hf_moe == HfMoe::GraniteMoe) {
+  if (fam.hf_moe == HfMoe::Mixtral || granite) {
     // Mixtral, Granite MoE (JetMoE's top-k gating: softmax over the k largest logits).
     s.expert_ffn_size = s.intermediate_size;  // every layer is sparse; its experts have the MLP's width
     s.norm_topk_prob = true;                  // top-k of the logits, softmax over the k
     for (LayerAttention& l : s.layers) l.moe = true;
+    if (fam.hf_moe == HfMoe::GraniteMoeShared) {  // GraniteMoeSharedMLP beside the experts, ungated; 0: none
+      s.shared_expert_ffn_size = c.integer_or("shared_intermediate_size", 0, 0, int64_t{1} << 24);
+      s.shared_expert_gate = false;
+    }
     return;
   }
   if (fam.hf_moe == HfMoe::GptOss) {
@@ -454,10 +458,17 @@ void llama4_expert_sources(int64_t layer, const std::string& block, ModelSpec& s
 }
 
 // Granite MoE's experts: router.layer.weight [E, H]; input_linear.weight [E, 2F, H] and
-// output_linear.weight [E, H, F], as stored.
-void granite_moe_expert_sources(int64_t layer, const std::string& block, ModelSpec& s) {
-  s.tensor_sources[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.layer.weight";
+// output_linear.weight [E, H, F], as stored. Granite MoE Shared's shared MLP, under the layer
+// (`p`): shared_mlp.input_linear [2Fs, H] (gate rows, then up) and output_linear [H, Fs].
+void granite_moe_expert_sources(int64_t layer, const std::string& p, const std::string& block, ModelSpec& s) {
+  auto& m = s.tensor_sources;
+  m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "router.layer.weight";
   stacked_expert_sources(layer, block + "input_linear.weight", block + "output_linear.weight", false, s);
+  if (const int64_t Fs = s.shared_expert_ffn_size; Fs > 0) {
+    m[layer_tensor(layer, "ffn_gate_shexp.weight")] = format_tensor_source({p + "shared_mlp.input_linear.weight", 0, Fs});
+    m[layer_tensor(layer, "ffn_up_shexp.weight")] = format_tensor_source({p + "shared_mlp.input_linear.weight", Fs, 2 * Fs});
+    m[layer_tensor(layer, "ffn_down_shexp.weight")] = p + "shared_mlp.output_linear.weight";
+  }
 }
 
 // The HF names of a mixture-of-experts layer's tensors.
@@ -466,7 +477,7 @@ void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, 
   const std::string block = p + fam.hf_moe_block + ".";
   if (fam.hf_moe == HfMoe::GptOss) return gpt_oss_expert_sources(layer, block, mxfp4, s);
   if (fam.hf_moe == HfMoe::Llama4) return llama4_expert_sources(layer, block, s);
-  if (fam.hf_moe == HfMoe::GraniteMoe) return granite_moe_expert_sources(layer, block, s);
+  if (fam.hf_moe == HfMoe::GraniteMoe || fam.hf_moe == HfMoe::GraniteMoeShared) return granite_moe_expert_sources(layer, p, block, s);
   m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
   const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
                              {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},

@@ -386,6 +386,11 @@ std::vector<Case> cases() {
                                                            {"num_local_experts", 4}, {"num_experts_per_tok", 2}});
     c.push_back({"granitemoe", gmoe, DType::F32,
                  {{{"num_experts_per_tok", 1}}, {{"residual_multiplier", 1.0}}, {{"attention_multiplier", 0.25}}}});
+    // Granite MoE Shared: the same with an ungated shared MLP of width 56 (through GGUF as
+    // granitemoe with ffn_*_shexp).
+    json shared = merged(gmoe, {{"shared_intermediate_size", 56}});
+    shared["architectures"] = {"GraniteMoeSharedForCausalLM"};
+    c.push_back({"granitemoeshared", shared, DType::BF16, {{{"num_experts_per_tok", 1}}}});
   }
   // Qwen2-MoE as llama.cpp's qwen2moe expresses it (experts on every layer, top-k not
   // renormalised, a shared expert): also through ptn's GGUF writer and import.

@@ -53,9 +53,9 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 }
 
 TEST(Families, TheListsNameWhatIsSupported) {
-  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, OLMo 3, Granite, gpt-oss, StableLM, Phi-2, Starcoder2, Cohere, GPT-NeoX, GLM, GLM-4, Granite MoE");
+  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, OLMo 3, Granite, gpt-oss, StableLM, Phi-2, Starcoder2, Cohere, GPT-NeoX, GLM, GLM-4, Granite MoE, Granite MoE Shared");
   EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss, stablelm, phi2, starcoder2, command-r, gptneox, chatglm, glm4, granitemoe");
-  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe, granitemoeshared");
 }
 
 TEST(Families, EveryHfTensorNameIsAnHfName) {
@@ -115,8 +115,8 @@ TEST(Families, UnknownArchitecturesAreRefusedByName) {
 }
 
 // llama.cpp's graphs have parts ptn does not run: glm4's multi-token-prediction layers counted
-// in block_count (GLM-OCR) and M-RoPE sections (GLM-4V), granitemoe's shared expert. Such files
-// are refused by name.
+// in block_count (GLM-OCR) and M-RoPE sections (GLM-4V); a shared expert where the architecture
+// has none (qwen3moe). Such files are refused by name.
 TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
   const testing::ScratchDir dir("ptn_families_");
   // A file of `arch` with the dimensions the reader needs before these checks, and `extra` keys.
@@ -148,14 +148,14 @@ TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
                  "key 'glm4.nextn_predict_layers'");
   expect_refused(write("mrope", "glm4", [](GgufWriter& w) { w.set_i32_array("glm4.rope.dimension_sections", {8, 12, 12, 0}); }),
                  "M-RoPE");
-  // llama.cpp's granitemoe with a shared expert (Granite MoE Shared).
-  expect_refused(write("shexp", "granitemoe",
+  // llama.cpp's qwen3moe has no shared expert (granitemoe's is read: Granite MoE Shared).
+  expect_refused(write("shexp", "qwen3moe",
                        [](GgufWriter& w) {
-                         w.set_u32("granitemoe.expert_count", 4);
-                         w.set_u32("granitemoe.expert_used_count", 2);
-                         w.set_u32("granitemoe.expert_shared_feed_forward_length", 48);
+                         w.set_u32("qwen3moe.expert_count", 4);
+                         w.set_u32("qwen3moe.expert_used_count", 2);
+                         w.set_u32("qwen3moe.expert_shared_feed_forward_length", 48);
                        }),
-                 "key 'granitemoe.expert_shared_feed_forward_length'");
+                 "key 'qwen3moe.expert_shared_feed_forward_length'");
   // Zero sections (what a converter writes for a text-only model) and no NextN layers pass this check.
   const std::string plain = write("plain", "glm4", [](GgufWriter& w) {
     w.set_u32("glm4.nextn_predict_layers", 0);

@@ -627,6 +627,37 @@ TEST(HfConfig, Glm) {
   expect_error(c, ErrorKind::Unsupported, "field 'mlp_bias'");
 }
 
+// Granite MoE (granite-3.0-1b-a400m's shapes): stacked experts, the multipliers; Granite MoE
+// Shared adds an ungated shared MLP.
+TEST(HfConfig, GraniteMoe) {
+  nlohmann::json c = {{"architectures", {"GraniteMoeForCausalLM"}}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
+                      {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"intermediate_size", 512},
+                      {"vocab_size", 49155}, {"num_local_experts", 32}, {"num_experts_per_tok", 8},
+                      {"embedding_multiplier", 12.0}, {"attention_multiplier", 0.015625}, {"residual_multiplier", 0.22},
+                      {"logits_scaling", 6.0}, {"tie_word_embeddings", true}};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "granitemoe");
+  EXPECT_EQ(s.n_experts, 32);
+  EXPECT_EQ(s.n_experts_used, 8);
+  EXPECT_EQ(s.expert_ffn_size, 512);
+  EXPECT_TRUE(s.norm_topk_prob);
+  EXPECT_EQ(s.shared_expert_ffn_size, 0);
+  EXPECT_FLOAT_EQ(s.residual_scale, 0.22f);
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_gate_inp.weight"), "model.layers.3.block_sparse_moe.router.layer.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_up.5.weight"), "model.layers.3.block_sparse_moe.input_linear.weight[rows 512:1024][expert 5]");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_down.5.weight"), "model.layers.3.block_sparse_moe.output_linear.weight[expert 5]");
+  c["architectures"] = {"GraniteMoeSharedForCausalLM"};
+  EXPECT_EQ(model_spec_from_hf_config(c, "cfg.json").shared_expert_ffn_size, 0);  // shared_intermediate_size 0: none
+  c["shared_intermediate_size"] = 1024;
+  s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "granitemoeshared");
+  EXPECT_EQ(s.shared_expert_ffn_size, 1024);
+  EXPECT_FALSE(s.shared_expert_gate);
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_up_shexp.weight"), "model.layers.0.shared_mlp.input_linear.weight[rows 1024:2048]");
+  EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_down_shexp.weight"), "model.layers.0.shared_mlp.output_linear.weight");
+  EXPECT_EQ(s.tensor_sources.count("blk.0.ffn_gate_inp_shexp.weight"), 0u);
+}
+
 // OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the
 // MLP, the post-norms on their outputs, q/k norms over all heads; Olmo2Config's defaults.
 TEST(HfConfig, Olmo2PostNormsOnly) {

@@ -105,6 +105,12 @@ json small(const std::string& family) {
     base["num_experts_per_tok"] = 2;
     base["residual_multiplier"] = 0.5;
   }
+  if (family == "granitemoeshared") {  // ... and an ungated shared MLP: shared_mlp.* in HF, ffn_*_shexp in the GGUF
+    base["architectures"] = {"GraniteMoeSharedForCausalLM"};
+    base["num_local_experts"] = 4;
+    base["num_experts_per_tok"] = 2;
+    base["shared_intermediate_size"] = 24;
+  }
   if (family.rfind("gptneox", 0) == 0) {  // no GQA; the tanh GELU llama.cpp's gptneox runs
     base["architectures"] = {"GPTNeoXForCausalLM"};
     base.erase("num_key_value_heads");
@@ -241,7 +247,10 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   auto back = open_weights(path);
   const ModelSpec& g = back->spec();
   expect_same_layers(s, g);
-  EXPECT_EQ(g.family, s.family);
+  // Granite MoE Shared is llama.cpp's granitemoe with a shared expert: it reads back as that.
+  EXPECT_EQ(g.family, fam == "granitemoeshared" ? std::string("granitemoe") : s.family);
+  EXPECT_EQ(g.shared_expert_ffn_size, s.shared_expert_ffn_size);
+  EXPECT_EQ(g.shared_expert_gate, s.shared_expert_gate);
   EXPECT_EQ(g.n_experts, s.n_experts);
   EXPECT_EQ(g.n_experts_used, s.n_experts_used);
   EXPECT_EQ(g.expert_ffn_size, s.expert_ffn_size);
@@ -292,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
                                            "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
                                            "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "cohere-untied", "gptneox", "gptneox-seq", "gptneox-erf",
-                                           "glm", "glm4", "granitemoe"));
+                                           "glm", "glm4", "granitemoe", "granitemoeshared"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

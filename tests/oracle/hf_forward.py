@@ -19,7 +19,8 @@ ptn's is used, and no code of transformers is copied):
   norms over all heads), Olmo3ForCausalLM (OLMo 2's layer, windows on three layers of four by
   default, plain RoPE on the windowed layers: transformers 4.57's rotary_embs, OLMo-core's rule)
   and GraniteForCausalLM (embedding, attention, residual multipliers and
-  logits_scaling), GraniteMoeForCausalLM (the same with JetMoE-style stacked experts), StableLmForCausalLM (LayerNorms with biases, partial rotary, use_qkv_bias,
+  logits_scaling), GraniteMoeForCausalLM (the same with JetMoE-style stacked experts),
+  GraniteMoeSharedForCausalLM (and an ungated shared MLP beside the experts), StableLmForCausalLM (LayerNorms with biases, partial rotary, use_qkv_bias,
   use_parallel_residual), PhiForCausalLM (one LayerNorm feeding attention and the fc1/fc2 MLP in
   parallel, biases everywhere and on lm_head), Starcoder2ForCausalLM (LayerNorms, use_bias, the
   c_fc/c_proj MLP, a window on every layer) and CohereForCausalLM (CohereLayerNorm without bias,
@@ -117,6 +118,10 @@ FAMILY_DEFAULTS = {
     # GraniteMoeConfig: Granite's multipliers, 8 experts of intermediate_size, 2 per token.
     "granitemoe": {"embedding_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
                    "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2},
+    # GraniteMoeSharedConfig: GraniteMoe's, and no shared MLP unless shared_intermediate_size > 0.
+    "granitemoeshared": {"embedding_multiplier": 1.0, "logits_scaling": 1.0, "residual_multiplier": 1.0,
+                         "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2,
+                         "shared_intermediate_size": 0},
     # Olmo2Config: no sliding window (Olmo3Config has them), attention_bias false.
     "olmo2": {"rms_norm_eps": 1e-5},
     # Olmo3Config: OLMo 2's, with layer_types defaulting to a window of 4096 on three layers of four.
@@ -155,7 +160,8 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2For
          "Olmo2ForCausalLM": "olmo2", "Olmo3ForCausalLM": "olmo3", "GraniteForCausalLM": "granite",
          "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
          "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox", "GlmForCausalLM": "glm",
-         "Glm4ForCausalLM": "glm4", "GraniteMoeForCausalLM": "granitemoe"}
+         "Glm4ForCausalLM": "glm4", "GraniteMoeForCausalLM": "granitemoe",
+         "GraniteMoeSharedForCausalLM": "granitemoeshared"}
 LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
                       "starcoder2": "norm_epsilon", "gpt_neox": "layer_norm_eps"}
 
@@ -358,7 +364,7 @@ def rotate_interleaved(x, cos, sin, rot):
 
 def sparse_layer(cfg, l):
     """Whether layer l's MLP is the sparse block of experts."""
-    if cfg.family in ("mixtral", "olmoe", "granitemoe"):
+    if cfg.family in ("mixtral", "olmoe", "granitemoe", "granitemoeshared"):
         return True
     if cfg.family in ("qwen3_moe", "qwen2_moe"):
         only = cfg.get("mlp_only_layers") or []
@@ -550,7 +556,7 @@ def forward(cfg, W, ids):
         rot = int(D * (g("rope_parameters") or {}).get("partial_rotary_factor", g("rotary_pct")))
     act_name = g("hidden_activation") if any_gemma else g("hidden_act")
     scale = g("query_pre_attn_scalar") ** -0.5 if gemma else D ** -0.5
-    granite = fam in ("granite", "granitemoe")
+    granite = fam in ("granite", "granitemoe", "granitemoeshared")
     if granite:  # GraniteAttention: the scaling is attention_multiplier itself
         scale = g("attention_multiplier")
     # GraniteDecoderLayer: each sublayer's output times residual_multiplier before the residual add.
@@ -637,8 +643,15 @@ def forward(cfg, W, ids):
         if sparse_layer(cfg, l):
             if fam == "llama4":
                 x = x + llama4_moe(cfg, W, mlp, f_in, act_name)
-            elif fam == "granitemoe":  # GraniteMoeDecoderLayer: the experts' output times residual_multiplier
-                x = x + granite_moe(cfg, W, p + "block_sparse_moe.", f_in, act_name) * rm
+            elif fam in ("granitemoe", "granitemoeshared"):  # the experts' output times residual_multiplier
+                y = granite_moe(cfg, W, p + "block_sparse_moe.", f_in, act_name)
+                if fam == "granitemoeshared" and g("shared_intermediate_size") > 0:
+                    # GraniteMoeSharedMLP on the same input, added ungated: input_linear's first
+                    # half the gate, the second the up.
+                    hs = lin(f_in, p + "shared_mlp.input_linear")
+                    Fs = hs.shape[1] // 2
+                    y = y + lin(act(act_name, hs[:, :Fs]) * hs[:, Fs:], p + "shared_mlp.output_linear")
+                x = x + y * rm
             else:
                 block = p + ("block_sparse_moe." if fam == "mixtral" else "mlp.")
                 x = x + experts_ffn(cfg, W, block, f_in, act_name)
