@@ -170,21 +170,18 @@ constexpr const char* kOlmoeDefaults = R"({"vocab_size": 50304, "hidden_size": 2
   "num_hidden_layers": 16, "num_attention_heads": 16, "max_position_embeddings": 4096, "rope_theta": 10000.0,
   "rms_norm_eps": 1e-5, "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": false})";
 // GraniteConfig's defaults: the multipliers are 1 (attention_multiplier replaces 1/sqrt(head_dim)).
-constexpr const char* kGraniteDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
-  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
-  "residual_multiplier": 1.0, "attention_multiplier": 1.0})";
-// GraniteMoeConfig's defaults: Granite's, with 8 experts of intermediate_size, 2 per token.
-constexpr const char* kGraniteMoeDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
-  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
-  "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2})";
-// GraniteMoeSharedConfig's: GraniteMoe's and shared_intermediate_size 0 (no shared MLP).
-constexpr const char* kGraniteMoeSharedDefaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-  "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
-  "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
-  "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2,
-  "shared_intermediate_size": 0})";
+// Granite MoE's add 8 experts of intermediate_size, 2 per token; Granite MoE Shared's also
+// shared_intermediate_size 0 (no shared MLP).
+#define PTN_GRANITE_DEFAULT_KEYS                                                                                   \
+  R"("vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,)"             \
+  R"( "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,)" \
+  R"( "tie_word_embeddings": false, "embedding_multiplier": 1.0, "logits_scaling": 1.0,)"                       \
+  R"( "residual_multiplier": 1.0, "attention_multiplier": 1.0)"
+constexpr const char* kGraniteDefaults = "{" PTN_GRANITE_DEFAULT_KEYS "}";
+constexpr const char* kGraniteMoeDefaults = "{" PTN_GRANITE_DEFAULT_KEYS R"(, "num_local_experts": 8, "num_experts_per_tok": 2})";
+constexpr const char* kGraniteMoeSharedDefaults =
+    "{" PTN_GRANITE_DEFAULT_KEYS R"(, "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 0})";
+#undef PTN_GRANITE_DEFAULT_KEYS
 // Olmo2Config's defaults (OLMo-2-1124-7B's shapes).
 constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
