@@ -182,6 +182,13 @@ constexpr const char* kGraniteMoeDefaults = "{" PTN_GRANITE_DEFAULT_KEYS R"(, "n
 constexpr const char* kGraniteMoeSharedDefaults =
     "{" PTN_GRANITE_DEFAULT_KEYS R"(, "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 0})";
 #undef PTN_GRANITE_DEFAULT_KEYS
+// Ministral3Config's defaults (Ministral-3-8B's shapes): no window; YaRN x16 from 16384 with the
+// query temperature beta 0.1.
+constexpr const char* kMinistral3Defaults = R"({"vocab_size": 131072, "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": 34, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+  "max_position_embeddings": 262144, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
+  "rope_parameters": {"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 16384,
+                      "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}})";
 // Olmo2Config's defaults (OLMo-2-1124-7B's shapes).
 constexpr const char* kOlmo2Defaults = R"({"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008,
   "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0,
@@ -523,6 +530,16 @@ std::vector<FamilyInfo> make_table() {
     f.granite_multipliers = true;
     f.gguf_arch = "granitemoe";
     f.hf_config_defaults = kGraniteMoeSharedDefaults;
+  }
+  {
+    // Ministral 3 (Ministral3ForCausalLM; the text model of Mistral3ForConditionalGeneration when
+    // its text_config is "ministral3"): Mistral's layer with a query temperature on every layer.
+    FamilyInfo& f = row(Family::Ministral3, "ministral3", "Ministral 3", {"Ministral3ForCausalLM", "Mistral3ForConditionalGeneration"});
+    f.gguf_arch = "mistral3"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
+    f.attn_bias = AttnBias::None;
+    f.hf_window = WindowRule::AllLayers;
+    f.rope_temperature = true;
+    f.hf_config_defaults = kMinistral3Defaults;
   }
   return t;
 }

@@ -22,7 +22,7 @@
 namespace ptn {
 
 enum class Family { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, SmolLM3, Llama4, Mixtral, Qwen2Moe, Qwen3Moe, Starcoder2, Olmoe, Olmo2, Olmo3, Granite, GptOss, DeepseekV2, DeepseekV3,
-                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4, GraniteMoe, GraniteMoeShared };
+                    StableLM, Phi2, Cohere, GptNeoX, Glm, Glm4, GraniteMoe, GraniteMoeShared, Ministral3 };
 
 // The kind of layer the graph builder makes for a family (models/decoder.cpp has one function
 // per kind). Unsupported: ptn recognises the architecture but cannot run it (`unsupported_why`).
@@ -147,6 +147,9 @@ struct FamilyInfo {
   bool mlp_bias_always = false;       // the MLP always has biases, whatever attention_bias says (GPT-NeoX)
   bool qk_l2_norm = false;            // weightless q/k head norm after RoPE, config `use_qk_norm` (Llama 4)
   bool attn_temperature = false;      // NoPE-layer query temperature, config `attn_temperature_tuning` (Llama 4)
+  bool rope_temperature = false;      // every layer's query temperature after RoPE, from the rope parameters'
+                                      // llama_4_scaling_beta and original_max_position_embeddings (Ministral 3);
+                                      // GGUF attention.temperature_scale with rope.scaling.original_context_length
   bool attn_sinks = false;            // a learned sink logit per query head on every layer (gpt-oss)
   EmbedScale embed_scale = EmbedScale::One;
   bool query_pre_attn_scalar = false; // query scale 1/sqrt(query_pre_attn_scalar), GGUF attention.scale (Gemma)

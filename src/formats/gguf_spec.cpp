@@ -132,11 +132,26 @@ void read_rope_scaling(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
       s.rope_scaling.original_max_position = g.opt_u64(key("rope.scaling.original_context_length")).value_or(0);
       s.rope_scaling.beta_fast = g.opt_f32(key("rope.scaling.yarn_beta_fast")).value_or(32.0f);
       s.rope_scaling.beta_slow = g.opt_f32(key("rope.scaling.yarn_beta_slow")).value_or(1.0f);
-      // llama.cpp's default mscale for yarn: 0.1 * ln(factor) + 1
-      s.rope_scaling.attn_factor = factor > 1 ? static_cast<float>(0.1 * std::log(factor) + 1.0) : 1.0f;
+      // llama.cpp's mscale for yarn: mscale(factor, 1) = 0.1 * ln(factor) + 1, or with
+      // yarn_log_multiplier m (transformers' mscale_all_dim, mscale taken as 1)
+      // mscale(factor, 1) / mscale(factor, m).
+      auto mscale = [&](double m) { return factor > 1 ? 0.1 * m * std::log(factor) + 1.0 : 1.0; };
+      const std::string lm = key("rope.scaling.yarn_log_multiplier");
+      const float log_mul = g.opt_f32(lm).value_or(0.0f);
+      if (!std::isfinite(log_mul) || log_mul < 0 || log_mul > 100) fail(ErrorKind::Corrupt, g.where_key(lm), "must be in [0, 100]");
+      s.rope_scaling.attn_factor = static_cast<float>(log_mul != 0 ? mscale(1.0) / mscale(log_mul) : mscale(1.0));
     } else if (*type != "none") {
       fail(ErrorKind::Unsupported, g.where_key(key("rope.scaling.type")), "rope scaling '" + *type + "' is not supported");
     }
+  }
+  // rope.scaling.attn_factor multiplies llama.cpp's rotation (cos and sin) whatever the scaling:
+  // ptn carries it for yarn only.
+  if (const std::string af = key("rope.scaling.attn_factor"); g.has(af)) {
+    const float f = g.opt_f32(af).value_or(1.0f);
+    if (!std::isfinite(f) || !(f > 0) || f > 100) fail(ErrorKind::Corrupt, g.where_key(af), "must be in (0, 100]");
+    if (f != 1.0f && s.rope_scaling.type != RopeScalingType::Yarn)
+      fail(ErrorKind::Unsupported, g.where_key(af), "an attention factor without yarn rope scaling is not supported");
+    s.rope_scaling.attn_factor *= f;
   }
   if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight"))
     fail(ErrorKind::Unsupported, g.path() + ": tensor 'rope_factors_long.weight'", "longrope (Phi-3 128k) is not supported");
@@ -188,6 +203,19 @@ void read_features(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   if (fam.norm_weight_plus_one) {
     s.norm_weight_plus_one = false;
     s.source_notes.push_back("GGUF Gemma norm weights already include +1 (added by llama.cpp's converter)");
+  }
+  if (fam.rope_temperature) {
+    // mistral3: q *= 1 + scale * log(1 + floor(pos / original_context_length)) on every layer.
+    const std::string tk = key("attention.temperature_scale");
+    const float t = g.opt_f32(tk).value_or(0.0f);
+    if (!std::isfinite(t) || t < 0 || t > 100) fail(ErrorKind::Corrupt, g.where_key(tk), "must be in [0, 100]");
+    if (t > 0) {
+      const std::string ok = key("rope.scaling.original_context_length");
+      if (!g.has(ok)) fail(ErrorKind::Corrupt, g.where_key(tk), "needs " + ok + " (the temperature's period)");
+      s.attn_temperature_scale = t;
+      s.attn_temperature_floor = positive(g, ok, g.get_i64(ok), int64_t{1} << 40);
+      s.attn_temperature_all_layers = true;
+    }
   }
   if (fam.logit_softcaps) {
     s.attn_logit_softcap = g.opt_f32(key("attn_logit_softcapping")).value_or(0.0f);

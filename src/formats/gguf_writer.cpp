@@ -421,7 +421,10 @@ std::string gguf_arch_for(const ModelSpec& s) {
       fail(ErrorKind::Unsupported, "GGUF output",
            std::string(s.mlp_bias ? "MLP biases" : "an o_proj bias") + " cannot be expressed in the '" + arch +
                "' GGUF architecture (llama.cpp loads q/k/v biases only)");
-    if (s.qk_l2_norm || s.attn_temperature_scale != 0) fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (s.qk_l2_norm || (s.attn_temperature_scale != 0 && !s.attn_temperature_all_layers))
+      fail(ErrorKind::Unsupported, "GGUF output", "Llama 4 features cannot be expressed in the '" + arch + "' GGUF architecture");
+    if (s.attn_temperature_scale != 0 && s.attn_temperature_all_layers && !layout.rope_temperature)
+      fail(ErrorKind::Unsupported, "GGUF output", "a query temperature on every layer (Ministral 3) cannot be expressed in the '" + arch + "' GGUF architecture");
   }
   // gpt-oss's sinks, expert biases and clamped SwiGLU exist in its own architecture only, and
   // that architecture has all of them.
@@ -620,11 +623,14 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
       // Only the keys ptn's GGUF import reads are written: refuse what they cannot carry.
       const RopeScaling& rs = s.rope_scaling;
       const double dflt = rs.factor > 1 ? 0.1 * std::log(static_cast<double>(rs.factor)) + 1.0 : 1.0;
-      if (std::fabs(rs.attn_factor - dflt) > 1e-6 || !rs.yarn_truncate || rs.beta_fast != 32.0f || rs.beta_slow != 1.0f)
-        fail(ErrorKind::Unsupported, path, "yarn with its own attention factor (mscale), beta_fast/beta_slow or truncate is not written as GGUF");
+      if (!rs.yarn_truncate || rs.beta_fast != 32.0f || rs.beta_slow != 1.0f)
+        fail(ErrorKind::Unsupported, path, "yarn with its own beta_fast/beta_slow or truncate is not written as GGUF");
       w.set_string(k("rope.scaling.type"), "yarn");
       w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
       u32("rope.scaling.original_context_length", s.rope_scaling.original_max_position);
+      // An attention factor of its own (mscale / mscale_all_dim): llama.cpp multiplies its
+      // default, mscale(factor), by rope.scaling.attn_factor.
+      if (std::fabs(rs.attn_factor - dflt) > 1e-6) w.set_f32(k("rope.scaling.attn_factor"), static_cast<float>(rs.attn_factor / dflt));
       break;
     }
     case RopeScalingType::Llama3:
@@ -632,6 +638,15 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
       break;
     case RopeScalingType::LongRope:
       fail(ErrorKind::Unsupported, path, "longrope scaling is not written as GGUF (llama.cpp keeps it as rope_factors tensors)");
+  }
+  if (s.attn_temperature_all_layers && s.attn_temperature_scale != 0) {
+    // mistral3: the temperature's period is llama.cpp's original context length (yarn's).
+    if (s.rope_scaling.type == RopeScalingType::Yarn && s.rope_scaling.original_max_position != s.attn_temperature_floor)
+      fail(ErrorKind::Unsupported, path, "a query temperature period (" + std::to_string(s.attn_temperature_floor) +
+                                             ") other than yarn's original context (" + std::to_string(s.rope_scaling.original_max_position) +
+                                             ") cannot be expressed in the '" + layout.gguf_arch + "' GGUF architecture");
+    if (s.rope_scaling.type != RopeScalingType::Yarn) u32("rope.scaling.original_context_length", s.attn_temperature_floor);
+    w.set_f32(k("attention.temperature_scale"), s.attn_temperature_scale);
   }
   int64_t window = 0;
   for (const auto& l : s.layers) if (l.kind == AttnKind::Window) window = l.span;

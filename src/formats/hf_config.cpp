@@ -567,6 +567,16 @@ const FamilyInfo& family_of(const json& root, const std::string& where, ModelSpe
     fail(ErrorKind::Unsupported, where + ": field 'architectures'",
          "architecture '" + s.architecture + "' is not supported (" + supported_family_list() + " are)");
   if (fam->block == Block::Unsupported) fail(ErrorKind::Unsupported, where + ": field 'architectures'", s.architecture + ": " + fam->unsupported_why);
+  if (s.architecture == "Mistral3ForConditionalGeneration") {
+    // Its text model is the text_config's: Ministral 3, or Mistral (Mistral Small 3.1 / 3.2).
+    const json* tc = root.contains("text_config") && root["text_config"].is_object() ? &root["text_config"] : nullptr;
+    const json* mt = tc && tc->contains("model_type") ? &(*tc)["model_type"] : nullptr;
+    const std::string type = mt && mt->is_string() ? mt->get<std::string>() : "";
+    if (type == "mistral") fam = &family_info(Family::Mistral);
+    else if (type != "ministral3")
+      fail(ErrorKind::Unsupported, where + ": field 'text_config.model_type'",
+           "Mistral3ForConditionalGeneration with a text model '" + type + "' is not supported ('ministral3' and 'mistral' are)");
+  }
   s.family = fam->name;
   return *fam;
 }
@@ -679,6 +689,23 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     // Gemma 3: the scaling is the global layers'; sliding layers keep their own base, unscaled.
     if (fam.local_rope_base) rk.sliding = LayerRope{local_theta, {}};
     if (fam.sliding_rope_unscaled) rk.sliding = LayerRope{top_theta, {}};
+  }
+  if (fam.rope_temperature) {
+    // Ministral 3: q *= 1 + beta * log(1 + floor(pos / original_max_position_embeddings)) on every
+    // layer, both read from the rope parameters (its modeling requires them: no defaults).
+    if (!d || rk.nested) fail(ErrorKind::Unsupported, c.where + ": field '" + field + "'", std::string(fam.display) + " needs one rope parameters dict with llama_4_scaling_beta");
+    const std::string w = c.where + ": field '" + field + ".";
+    const json* beta = d->contains("llama_4_scaling_beta") ? &(*d)["llama_4_scaling_beta"] : nullptr;
+    if (!beta || !beta->is_number() || !(beta->get<double>() >= 0) || beta->get<double>() > 100)
+      fail(ErrorKind::Corrupt, w + "llama_4_scaling_beta'", "missing or not a number in [0, 100]");
+    if (beta->get<double>() > 0) {
+      const json* orig = d->contains("original_max_position_embeddings") ? &(*d)["original_max_position_embeddings"] : nullptr;
+      if (!orig || !orig->is_number_integer() || orig->get<int64_t>() < 1 || orig->get<int64_t>() > (int64_t{1} << 40))
+        fail(ErrorKind::Corrupt, w + "original_max_position_embeddings'", "missing or not a positive integer (the query temperature's period)");
+      s.attn_temperature_scale = static_cast<float>(beta->get<double>());
+      s.attn_temperature_floor = orig->get<int64_t>();
+      s.attn_temperature_all_layers = true;
+    }
   }
   const double partial = partial_rotary(c, fam, params && !scaling ? params : nullptr, rk.nested);
   if (!(partial > 0 && partial <= 1)) c.bad(fam.hf_partial_rotary_key, "must be in (0, 1]");

@@ -219,7 +219,7 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.attn_logit_softcap != 0, "attn softcap " + std::to_string(s.attn_logit_softcap));
   feat(s.final_logit_softcap != 0, "final softcap " + std::to_string(s.final_logit_softcap));
   feat(s.embed_scale != 1.0f, "embed scale " + std::to_string(s.embed_scale));
-  feat(s.attn_temperature_scale != 0, "attn temperature tuning");
+  feat(s.attn_temperature_scale != 0, std::string("attn temperature tuning") + (s.attn_temperature_all_layers ? " (every layer)" : ""));
   if (s.n_experts > 0) {
     int64_t moe_layers = 0;
     for (const LayerAttention& l : s.layers) moe_layers += l.moe;

@@ -97,9 +97,11 @@ struct ModelSpec {
   bool output_bias = false;           // the classifier has a bias output.bias [vocab] (Phi-2)
   bool qk_l2_norm = false;            // Llama 4: weightless L2 norm of q and k heads on RoPE layers
   bool attn_sinks = false;            // gpt-oss: a learned sink logit per query head (attn_sinks [Hq]) on every layer
-  // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off
+  // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1; 0 = off. With
+  // attn_temperature_all_layers (Ministral 3): every layer, after RoPE, with pos instead of pos + 1.
   float attn_temperature_scale = 0;
   int64_t attn_temperature_floor = 0;
+  bool attn_temperature_all_layers = false;
 
   // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE); n_experts == 0 for a dense model. The
   // layers with LayerAttention::moe route each token to n_experts_used of n_experts SwiGLU

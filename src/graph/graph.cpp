@@ -28,6 +28,7 @@ constexpr OpInfo kOps[] = {
     {OpType::MoeFfn, "moe_ffn"},
     {OpType::LayerNorm, "layer_norm"},
     {OpType::Gelu, "gelu"},
+    {OpType::QueryTemperature, "query_temperature"},
 };
 
 const char* kind_name(ValueKind k) {

@@ -30,7 +30,7 @@ enum class OpType : uint16_t {
   SelectRows,       // x[T, H] -> [R, H]: the rows whose logits the step wants (step descriptor)
   CacheWrite,       // static cache only: buffer, x[T, Hkv*D], pos[T] -> (writes buffer rows at pos)
   StaticAttention,  // static cache only: q, k_buffer, v_buffer, pos -> [T, Hq*Dv]; attrs as UpdateAndAttend
-  AttnTemperature,  // x[T, N], pos[T] -> x * (log(floor((pos + 1) / floor) + 1) * scale + 1) (Llama 4)
+  AttnTemperature,  // x[T, N], pos[T] -> x * (log(floor((pos + 1) / floor) + 1) * scale + 1) (Llama 4's NoPE layers)
   MoeFfn,           // x[T, H] -> [T, H]: mixture of SwiGLU experts (kernels/moe.h); weights: router [E, H], then
                     // gate_e [F, H], up_e [F, H], down_e [H, F] for each e < E, then with attrs.shared the shared
                     // expert's router [1, H] (left out with shared_gate false), gate [Fs, H], up [Fs, H],
@@ -39,6 +39,8 @@ enum class OpType : uint16_t {
   LayerNorm,        // x[T, N] -> [T, N]: (x - mean) / sqrt(var + eps) * w + b per group of G  weights: w [G] and b [G],
                     // both optional (b only after w); attrs: eps, group (G; N % G == 0)
   Gelu,             // x -> gelu(x); attrs: activation ("gelu_tanh", the tanh approximation, or "gelu", exact erf)
+  QueryTemperature,  // x[T, N], pos[T] -> x * (log(floor(pos / floor) + 1) * scale + 1) (Ministral 3, every layer
+                     // after RoPE); attrs scale, floor as AttnTemperature's, whose position is pos + 1
 };
 
 const char* op_name(OpType op);

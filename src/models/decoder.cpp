@@ -128,9 +128,14 @@ struct Builder {
         k = g.add_node(OpType::RMSNorm, {k}, act(nm("k_l2"), Hkv * D), {},
                        {{"eps", s.norm_eps}, {"plus_one", false}, {"group", D}});
       }
-    } else if (s.attn_temperature_scale > 0) {
+    } else if (s.attn_temperature_scale > 0 && !s.attn_temperature_all_layers) {
       // Llama 4 NoPE layers: q *= log(floor((pos + 1) / floor) + 1) * scale + 1.
       q = g.add_node(OpType::AttnTemperature, {q, pos}, act(nm("q_temp"), Hq * D), {},
+                     {{"scale", s.attn_temperature_scale}, {"floor", s.attn_temperature_floor}});
+    }
+    if (s.attn_temperature_all_layers && s.attn_temperature_scale > 0) {
+      // Ministral 3: every layer, after RoPE: q *= 1 + scale * log(1 + floor(pos / floor)).
+      q = g.add_node(OpType::QueryTemperature, {q, pos}, act(nm("q_temp"), Hq * D), {},
                      {{"scale", s.attn_temperature_scale}, {"floor", s.attn_temperature_floor}});
     }
     const float scale = s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(D));

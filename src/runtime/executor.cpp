@@ -28,7 +28,7 @@ const std::set<OpType>& engine_ops() {
                                        OpType::Mul,       OpType::Scale,      OpType::Softcap,
                                        OpType::SwiGLU,    OpType::GeGLU,      OpType::SelectRows,
                                        OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature,
-                                       OpType::MoeFfn,    OpType::LayerNorm,  OpType::Gelu};
+                                       OpType::MoeFfn,    OpType::LayerNorm,  OpType::Gelu, OpType::QueryTemperature};
   return ops;
 }
 
@@ -64,6 +64,7 @@ struct NodePlan {
   bool plus_one = false;
   bool gelu_erf = false;  // GeGLU: exact GELU ("activation": "gelu") instead of the tanh approximation
   int64_t group = 0;
+  int64_t pos_offset = 1;  // AttnTemperature: pos + 1; QueryTemperature: pos
   int64_t heads = 0, kv_heads = 0, head_dim = 0, head_dim_v = 0, rope_dim = 0, layer = 0;
   RopeParams rope;
   std::unique_ptr<RopeTable> rope_table;
@@ -246,8 +247,9 @@ void plan_rope(const NodeCheck& c, NodePlan& np) {
   rp.beta_fast = c.attr<double>("beta_fast", 32.0);
   rp.beta_slow = c.attr<double>("beta_slow", 1.0);
   rp.yarn_truncate = c.attr<bool>("truncate", true);
-  const double af = c.attr<double>("attn_factor", 1.0);
-  rp.attn_factor = af == 1.0 ? 0.0 : af;
+  // An attention factor of exactly 1 is a value (yarn with mscale == mscale_all_dim, as Ministral 3
+  // and DeepSeek configs have it), not "unset": only an absent attribute lets yarn derive its default.
+  rp.attn_factor = c.n.attrs.contains("attn_factor") ? c.attr<double>("attn_factor", 1.0) : 0.0;
   if (rp.scaling != RopeFreqScaling::None && !(rp.factor > 0.0)) c.bad("scaling factor must be > 0");
   np.rope_table = std::make_unique<RopeTable>(rp, np.rope_dim);
 }
@@ -337,6 +339,7 @@ void plan_attn_temperature(const NodeCheck& c, NodePlan& np) {
   c.need_same_shape(c.n.inputs[0]);
   np.scalar = c.attr<float>("scale", 0.0f);
   np.group = c.attr<int64_t>("floor", 0);
+  np.pos_offset = c.n.op == OpType::AttnTemperature ? 1 : 0;
   if (!(np.scalar > 0.0f) || np.group < 1) c.bad("needs scale > 0 and floor >= 1");
 }
 
@@ -449,7 +452,8 @@ NodePlan plan_node(const NodeCheck& c) {
       break;
     case OpType::Scale:
     case OpType::Softcap: plan_scale_softcap(c, np); break;
-    case OpType::AttnTemperature: plan_attn_temperature(c, np); break;
+    case OpType::AttnTemperature:
+    case OpType::QueryTemperature: plan_attn_temperature(c, np); break;
     case OpType::SelectRows: plan_select_rows(c); break;
     case OpType::MoeFfn: plan_moe(c, np); break;
     case OpType::LayerNorm: plan_norm(c, np, true); break;
@@ -963,10 +967,11 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
       std::memcpy(out, f32(np.in[0]), static_cast<size_t>(n_el) * 4);
       op.softcap(out, n_el, np.cap, tp);
       break;
-    case OpType::AttnTemperature: {
+    case OpType::AttnTemperature:
+    case OpType::QueryTemperature: {
       const float* src = f32(np.in[0]);
       for (int64_t r = 0; r < T; ++r) {
-        const double f = std::floor(static_cast<double>(pos[r] + 1) / static_cast<double>(np.group));
+        const double f = std::floor(static_cast<double>(pos[r] + np.pos_offset) / static_cast<double>(np.group));
         const float t = static_cast<float>(std::log(f + 1.0) * np.scalar + 1.0);
         for (int64_t c = 0; c < wout; ++c) out[r * wout + c] = src[r * wout + c] * t;
       }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -53,9 +54,9 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 }
 
 TEST(Families, TheListsNameWhatIsSupported) {
-  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, OLMo 3, Granite, gpt-oss, StableLM, Phi-2, Starcoder2, Cohere, GPT-NeoX, GLM, GLM-4, Granite MoE, Granite MoE Shared");
-  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss, stablelm, phi2, starcoder2, command-r, gptneox, chatglm, glm4, granitemoe");
-  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe, granitemoeshared");
+  EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, OLMo 3, Granite, gpt-oss, StableLM, Phi-2, Starcoder2, Cohere, GPT-NeoX, GLM, GLM-4, Granite MoE, Granite MoE Shared, Ministral 3");
+  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss, stablelm, phi2, starcoder2, command-r, gptneox, chatglm, glm4, granitemoe, mistral3");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe, granitemoeshared, ministral3");
 }
 
 TEST(Families, EveryHfTensorNameIsAnHfName) {
@@ -156,6 +157,13 @@ TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
                          w.set_u32("qwen3moe.expert_shared_feed_forward_length", 48);
                        }),
                  "key 'qwen3moe.expert_shared_feed_forward_length'");
+  // llama.cpp's mistral3 with experts (Mistral Large 3) is refused by name.
+  expect_refused(write("m3moe", "mistral3",
+                       [](GgufWriter& w) {
+                         w.set_u32("mistral3.expert_count", 4);
+                         w.set_u32("mistral3.expert_used_count", 2);
+                       }),
+                 "mixture-of-experts Ministral 3 files");
   // Zero sections (what a converter writes for a text-only model) and no NextN layers pass this check.
   const std::string plain = write("plain", "glm4", [](GgufWriter& w) {
     w.set_u32("glm4.nextn_predict_layers", 0);
@@ -167,6 +175,47 @@ TEST(Families, GgufFilesWithPartsPtnDoesNotRunAreRefused) {
     EXPECT_EQ(std::string(e.what()).find("M-RoPE"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("nextn"), std::string::npos) << e.what();
   }
+}
+
+// llama.cpp's converter writes Ministral 3 as mistral3 with yarn_log_multiplier (transformers'
+// mscale_all_dim, mscale taken as 1) and the temperature's beta; the period is yarn's original
+// context. rope.scaling.attn_factor multiplies the factor that gives.
+TEST(Families, Mistral3GgufKeysAsLlamaCppWritesThem) {
+  const testing::ScratchDir dir("ptn_families_");
+  auto spec = [&](const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w;
+    w.set_string("general.architecture", "mistral3");
+    w.set_u32("mistral3.block_count", 1);
+    w.set_u32("mistral3.embedding_length", 64);
+    w.set_u32("mistral3.feed_forward_length", 128);
+    w.set_u32("mistral3.attention.head_count", 4);
+    w.set_u32("mistral3.attention.head_count_kv", 2);
+    w.set_string("mistral3.rope.scaling.type", "yarn");
+    w.set_f32("mistral3.rope.scaling.factor", 16.0f);
+    w.set_u32("mistral3.rope.scaling.original_context_length", 16384);
+    extra(w);
+    w.add_tensor("token_embd.weight", Tensor::zeros(DType::F32, {32, 64}));
+    w.add_tensor("output_norm.weight", Tensor::zeros(DType::F32, {64}));
+    const std::pair<const char*, std::vector<int64_t>> layer[] = {
+        {"attn_norm", {64}}, {"attn_q", {64, 64}}, {"attn_k", {32, 64}}, {"attn_v", {32, 64}}, {"attn_output", {64, 64}},
+        {"ffn_norm", {64}},  {"ffn_gate", {128, 64}}, {"ffn_up", {128, 64}}, {"ffn_down", {64, 128}}};
+    for (const auto& [n, shape] : layer) w.add_tensor(std::string("blk.0.") + n + ".weight", Tensor::zeros(DType::F32, shape));
+    const std::string path = dir.path() + "/m3.gguf";
+    w.write(path);
+    return model_spec_from_gguf(*GgufFile::open(path));
+  };
+  ModelSpec s = spec([](GgufWriter& w) {
+    w.set_f32("mistral3.rope.scaling.yarn_log_multiplier", 1.0f);
+    w.set_f32("mistral3.attention.temperature_scale", 0.1f);
+  });
+  EXPECT_EQ(s.family, "ministral3");
+  EXPECT_FLOAT_EQ(s.rope_scaling.attn_factor, 1.0f);  // mscale(16, 1) / mscale(16, 1)
+  EXPECT_FLOAT_EQ(s.attn_temperature_scale, 0.1f);
+  EXPECT_EQ(s.attn_temperature_floor, 16384);
+  EXPECT_TRUE(s.attn_temperature_all_layers);
+  s = spec([](GgufWriter& w) { w.set_f32("mistral3.rope.scaling.attn_factor", 0.5f); });
+  EXPECT_NEAR(s.rope_scaling.attn_factor, 0.5 * (0.1 * std::log(16.0) + 1.0), 1e-6);  // times yarn's default
+  EXPECT_EQ(s.attn_temperature_scale, 0.0f);
 }
 
 }  // namespace

@@ -241,6 +241,16 @@ nlohmann::json fixture(const std::string& name) {
 }
 
 // Every field of the spec that the graph or the cache reads, per layer too.
+// A spec of `family` with E experts, k per token, of width F, the top-k renormalised, no shared expert.
+void expect_routed_experts(const ModelSpec& s, const char* family, int64_t E, int64_t k, int64_t F) {
+  EXPECT_EQ(s.family, family);
+  EXPECT_EQ(s.n_experts, E);
+  EXPECT_EQ(s.n_experts_used, k);
+  EXPECT_EQ(s.expert_ffn_size, F);
+  EXPECT_TRUE(s.norm_topk_prob);
+  EXPECT_EQ(s.shared_expert_ffn_size, 0);
+}
+
 void expect_same_spec(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(describe_model_spec(a), describe_model_spec(b));
   EXPECT_EQ(a.rope_dim, b.rope_dim);
@@ -636,12 +646,7 @@ TEST(HfConfig, GraniteMoe) {
                       {"embedding_multiplier", 12.0}, {"attention_multiplier", 0.015625}, {"residual_multiplier", 0.22},
                       {"logits_scaling", 6.0}, {"tie_word_embeddings", true}};
   ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
-  EXPECT_EQ(s.family, "granitemoe");
-  EXPECT_EQ(s.n_experts, 32);
-  EXPECT_EQ(s.n_experts_used, 8);
-  EXPECT_EQ(s.expert_ffn_size, 512);
-  EXPECT_TRUE(s.norm_topk_prob);
-  EXPECT_EQ(s.shared_expert_ffn_size, 0);
+  expect_routed_experts(s, "granitemoe", 32, 8, 512);
   EXPECT_FLOAT_EQ(s.residual_scale, 0.22f);
   EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_gate_inp.weight"), "model.layers.3.block_sparse_moe.router.layer.weight");
   EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_up.5.weight"), "model.layers.3.block_sparse_moe.input_linear.weight[rows 512:1024][expert 5]");
@@ -656,6 +661,51 @@ TEST(HfConfig, GraniteMoe) {
   EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_up_shexp.weight"), "model.layers.0.shared_mlp.input_linear.weight[rows 1024:2048]");
   EXPECT_EQ(s.tensor_sources.at("blk.0.ffn_down_shexp.weight"), "model.layers.0.shared_mlp.output_linear.weight");
   EXPECT_EQ(s.tensor_sources.count("blk.0.ffn_gate_inp_shexp.weight"), 0u);
+}
+
+// Ministral 3 (Ministral-3-3B's text config in kind): YaRN with mscale == mscale_all_dim (an
+// attention factor of 1) and the query temperature on every layer from the rope parameters;
+// Mistral3ForConditionalGeneration's text model decides the family.
+TEST(HfConfig, Ministral3) {
+  const nlohmann::json rp = {{"type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 16.0}, {"original_max_position_embeddings", 16384},
+                             {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0},
+                             {"llama_4_scaling_beta", 0.1}, {"max_position_embeddings", 262144}};
+  nlohmann::json text = {{"model_type", "ministral3"}, {"hidden_size", 3072}, {"num_hidden_layers", 26}, {"num_attention_heads", 32},
+                         {"num_key_value_heads", 8}, {"head_dim", 128}, {"intermediate_size", 9216}, {"vocab_size", 131072},
+                         {"max_position_embeddings", 262144}, {"rope_parameters", rp}, {"sliding_window", nullptr},
+                         {"tie_word_embeddings", true}};
+  nlohmann::json c = text;
+  c["architectures"] = {"Ministral3ForCausalLM"};
+  ModelSpec s = model_spec_from_hf_config(c, "cfg.json");
+  EXPECT_EQ(s.family, "ministral3");
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Yarn);
+  EXPECT_FLOAT_EQ(s.rope_scaling.attn_factor, 1.0f);
+  EXPECT_FLOAT_EQ(s.attn_temperature_scale, 0.1f);
+  EXPECT_EQ(s.attn_temperature_floor, 16384);
+  EXPECT_TRUE(s.attn_temperature_all_layers);
+  for (const LayerAttention& l : s.layers) EXPECT_EQ(l.kind, AttnKind::Full);
+  // Ministral3Config's own defaults when the config leaves out rope_parameters.
+  nlohmann::json bare = c;
+  bare.erase("rope_parameters");
+  s = model_spec_from_hf_config(bare, "cfg.json");
+  EXPECT_EQ(s.rope_scaling.original_max_position, 16384);
+  EXPECT_FLOAT_EQ(s.attn_temperature_scale, 0.1f);
+  // beta 0: no temperature; no beta: refused by name (its modeling needs one).
+  c["rope_parameters"]["llama_4_scaling_beta"] = 0.0;
+  EXPECT_EQ(model_spec_from_hf_config(c, "cfg.json").attn_temperature_scale, 0.0f);
+  c["rope_parameters"].erase("llama_4_scaling_beta");
+  expect_error(c, ErrorKind::Corrupt, "rope_parameters.llama_4_scaling_beta");
+  // The multimodal form: text_config's model_type names the text model.
+  nlohmann::json mm = {{"architectures", {"Mistral3ForConditionalGeneration"}}, {"model_type", "mistral3"}, {"text_config", text}};
+  EXPECT_EQ(model_spec_from_hf_config(mm, "cfg.json").family, "ministral3");
+  mm["text_config"]["model_type"] = "mistral";  // Mistral Small 3.1 / 3.2
+  mm["text_config"].erase("rope_parameters");
+  mm["text_config"]["rope_theta"] = 1000000000.0;
+  s = model_spec_from_hf_config(mm, "cfg.json");
+  EXPECT_EQ(s.family, "mistral");
+  EXPECT_EQ(s.attn_temperature_scale, 0.0f);
+  mm["text_config"]["model_type"] = "pixtral";
+  expect_error(mm, ErrorKind::Unsupported, "text_config.model_type");
 }
 
 // OLMo 2 (OLMo-2-1124-7B's config as Olmo2Config defaults it): no norm before attention or the
@@ -686,12 +736,7 @@ TEST(HfConfig, Olmo2PostNormsOnly) {
 TEST(HfConfig, MixtralExperts) {
   const nlohmann::json j = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
   const ModelSpec s = model_spec_from_hf_config(j, "cfg.json");
-  EXPECT_EQ(s.family, "mixtral");
-  EXPECT_EQ(s.n_experts, 8);
-  EXPECT_EQ(s.n_experts_used, 2);
-  EXPECT_EQ(s.expert_ffn_size, 14336);
-  EXPECT_TRUE(s.norm_topk_prob);
-  EXPECT_EQ(s.shared_expert_ffn_size, 0);
+  expect_routed_experts(s, "mixtral", 8, 2, 14336);
   for (const LayerAttention& l : s.layers) EXPECT_TRUE(l.moe);
   EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_gate_inp.weight"), "model.layers.3.block_sparse_moe.gate.weight");
   EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_down.7.weight"), "model.layers.3.block_sparse_moe.experts.7.w2.weight");

@@ -105,6 +105,11 @@ json small(const std::string& family) {
     base["num_experts_per_tok"] = 2;
     base["residual_multiplier"] = 0.5;
   }
+  if (family == "ministral3") {  // YaRN with an attention factor of 1, the temperature on every layer
+    base["architectures"] = {"Ministral3ForCausalLM"};
+    base["rope_parameters"] = {{"type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+                               {"mscale", 1.0}, {"mscale_all_dim", 1.0}, {"llama_4_scaling_beta", 0.1}};
+  }
   if (family == "granitemoeshared") {  // ... and an ungated shared MLP: shared_mlp.* in HF, ffn_*_shexp in the GGUF
     base["architectures"] = {"GraniteMoeSharedForCausalLM"};
     base["num_local_experts"] = 4;
@@ -251,6 +256,10 @@ TEST_P(SynthFamily, GgufRoundTripsAndKeepsTheLayerStructure) {
   EXPECT_EQ(g.family, fam == "granitemoeshared" ? std::string("granitemoe") : s.family);
   EXPECT_EQ(g.shared_expert_ffn_size, s.shared_expert_ffn_size);
   EXPECT_EQ(g.shared_expert_gate, s.shared_expert_gate);
+  EXPECT_FLOAT_EQ(g.rope_scaling.attn_factor, s.rope_scaling.attn_factor);
+  EXPECT_FLOAT_EQ(g.attn_temperature_scale, s.attn_temperature_scale);
+  EXPECT_EQ(g.attn_temperature_floor, s.attn_temperature_floor);
+  EXPECT_EQ(g.attn_temperature_all_layers, s.attn_temperature_all_layers);
   EXPECT_EQ(g.n_experts, s.n_experts);
   EXPECT_EQ(g.n_experts_used, s.n_experts_used);
   EXPECT_EQ(g.expert_ffn_size, s.expert_ffn_size);
@@ -301,7 +310,7 @@ INSTANTIATE_TEST_SUITE_P(Families, SynthFamily,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "llama4", "smollm3", "smollm3-every3", "smollm3-bias", "llama-bias", "mixtral",
                                            "qwen3_moe", "olmo2", "granite", "stablelm", "stablelm-parallel", "stablelm-tied", "phi2",
                                            "starcoder2", "starcoder2-window", "cohere", "cohere-bias", "cohere-untied", "gptneox", "gptneox-seq", "gptneox-erf",
-                                           "glm", "glm4", "granitemoe", "granitemoeshared"));
+                                           "glm", "glm4", "granitemoe", "granitemoeshared", "ministral3"));
 
 TEST(Synth, PresetsHaveTheRealShapes) {
   for (const auto& name : synth_preset_names()) {

@@ -4,7 +4,7 @@
 Written for ptn's tests from the math of Hugging Face transformers' modeling classes (nothing of
 ptn's is used, and no code of transformers is copied):
   LlamaForCausalLM (LlamaAttention, LlamaMLP, LlamaRMSNorm, RoPE init functions default /
-  linear / llama3 / yarn / longrope), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+  linear / llama3 / yarn / longrope), MistralForCausalLM, Ministral3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
   GemmaForCausalLM (its MLP's activation as transformers 4 reads it: hidden_activation, default
   the tanh GELU), Gemma2ForCausalLM, Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration,
   Phi3ForCausalLM, SmolLM3ForCausalLM, Llama4ForCausalLM and the text model of
@@ -85,6 +85,10 @@ COMMON = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu", "at
 FAMILY_DEFAULTS = {
     "llama": {},
     "mistral": {"sliding_window": 4096},
+    # Ministral3Config: no window; YaRN x16 from 16384 with the query temperature beta.
+    "ministral3": {"rms_norm_eps": 1e-5, "sliding_window": None, "rope_parameters": {
+        "type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 16384,
+        "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0, "llama_4_scaling_beta": 0.1}},
     "qwen2": {"sliding_window": 4096, "max_window_layers": 28, "use_sliding_window": False},
     "qwen3": {"sliding_window": 4096, "max_window_layers": 28, "use_sliding_window": False},
     "smollm3": {"sliding_window": None, "max_window_layers": 28, "use_sliding_window": False,
@@ -150,7 +154,9 @@ FAMILY_DEFAULTS = {
                 "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
 }
-ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Ministral3ForCausalLM": "ministral3",
+         "Mistral3ForConditionalGeneration": None,
+         "Qwen2ForCausalLM": "qwen2",
          "Qwen3ForCausalLM": "qwen3", "SmolLM3ForCausalLM": "smollm3", "GemmaForCausalLM": "gemma",
          "Gemma2ForCausalLM": "gemma2",
          "Gemma3ForCausalLM": "gemma3", "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3",
@@ -169,6 +175,8 @@ LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "co
 class Config:
     def __init__(self, root):
         self.family = ARCHS[root["architectures"][0]]
+        if root["architectures"][0] == "Mistral3ForConditionalGeneration":  # the text model's type decides
+            self.family = {"ministral3": "ministral3", "mistral": "mistral"}[root["text_config"]["model_type"]]
         self.raw = dict(root.get("text_config", root))
         if "tie_word_embeddings" not in self.raw and "tie_word_embeddings" in root:
             self.raw["tie_word_embeddings"] = root["tie_word_embeddings"]
@@ -300,7 +308,7 @@ def layer_plan(cfg, n):
             types = ["full_attention"] * n
         elif fam == "olmo3":
             types = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
-        elif fam in ("mistral", "phi3", "mixtral", "starcoder2"):
+        elif fam in ("mistral", "ministral3", "phi3", "mixtral", "starcoder2"):
             types = ["sliding_attention" if window is not None else "full_attention"] * n
         elif fam in ("gemma2", "gpt_oss"):
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
@@ -597,6 +605,10 @@ def forward(cfg, W, ids):
                     q, k = rms(q, eps), rms(k, eps)
             else:
                 q, k = rotate_half_split(q, cos, sin, rot), rotate_half_split(k, cos, sin, rot)
+            if fam == "ministral3":  # Ministral3Attention: every layer, after RoPE, at pos (not pos + 1)
+                rp = rope_by_type[types[l]]
+                temp = 1 + rp["llama_4_scaling_beta"] * np.log1p(np.floor(pos / rp["original_max_position_embeddings"]))
+                q = q * temp[:, None, None]
         elif fam == "llama4" and g("attn_temperature_tuning"):
             temp = np.log1p(np.floor((pos + 1) / g("floor_scale"))) * g("attn_scale") + 1
             q = q * temp[:, None, None]
