@@ -138,6 +138,30 @@ struct BlockIQ4XS {
 };
 static_assert(sizeof(BlockIQ4XS) == 136);
 
+// IQ3_XXS: 256 weights in 8 sub-blocks of 32, each 8 groups of 4 from a 256-entry codebook
+// (core/iq_grids.h). Sub-block j: grid indices qs[8j..8j+7] (group g = qs[8j + g]); the 32-bit
+// little-endian word w at qs[64 + 4j] holds four 7-bit sign fields (bits 7l..7l+6 for the 8
+// weights of groups 2l, 2l+1; the 8th sign makes the count of minus signs even) and the scale
+// in bits 28..31: x = d * (2 * (w >> 28) + 1) / 4 * magnitude * sign.
+struct BlockIQ3XXS {
+  uint16_t d;
+  uint8_t qs[3 * QK_K / 8];
+};
+static_assert(sizeof(BlockIQ3XXS) == 98);
+
+// IQ3_S: 256 weights in 8 sub-blocks of 32, each 8 groups of 4 from a 512-entry codebook.
+// Sub-block j: group g's 9-bit index is qs[8j + g] with bit g of qh[j] as bit 8; the 32 signs
+// are the bits of signs[4j..4j+3] (bit i of byte l: weight 8l + i); its scale is nibble j % 2
+// (low first) of scales[j / 2]: x = d * (2 * nibble + 1) * magnitude * sign.
+struct BlockIQ3S {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t qh[QK_K / 32];
+  uint8_t signs[QK_K / 8];
+  uint8_t scales[QK_K / 64];
+};
+static_assert(sizeof(BlockIQ3S) == 110);
+
 // TQ1_0 (ternary, BitNet b1.58 / TriLM): 256 weights x = d * (t - 1), t in 0..2 (a trit).
 // Five trits per byte, most significant first, stored as ceil(value * 256 / 243) so that trit n
 // of byte b is ((uint8_t)(b * 3^n) * 3) >> 8. Elements 0..159: trit e/32 of qs[e%32]; 160..239:

@@ -28,6 +28,8 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::Q2_K: return DTypeTraits{"q2_k", QK_K, sizeof(BlockQ2K), true};
     case DType::Q3_K: return DTypeTraits{"q3_k", QK_K, sizeof(BlockQ3K), true};
     case DType::IQ4_XS: return DTypeTraits{"iq4_xs", QK_K, sizeof(BlockIQ4XS), true};
+    case DType::IQ3_XXS: return DTypeTraits{"iq3_xxs", QK_K, sizeof(BlockIQ3XXS), true};
+    case DType::IQ3_S: return DTypeTraits{"iq3_s", QK_K, sizeof(BlockIQ3S), true};
     case DType::Q4_K: return DTypeTraits{"q4_k", QK_K, sizeof(BlockQ4K), true};
     case DType::Q5_K: return DTypeTraits{"q5_k", QK_K, sizeof(BlockQ5K), true};
     case DType::Q6_K: return DTypeTraits{"q6_k", QK_K, sizeof(BlockQ6K), true};

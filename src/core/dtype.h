@@ -22,7 +22,9 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,  // activation format of the K-quant integer kernels (not a weight type)
+  IQ3_XXS = 18,
   IQ4_NL = 20,
+  IQ3_S = 21,
   IQ4_XS = 23,
   I8 = 24,
   I16 = 25,

@@ -1,7 +1,7 @@
 // Dispatch of the row conversions by dtype, plain (non-block) types, whole matrices and
 // type-to-type conversion. The block formats live in quant_legacy.cpp (the 32-element types) and
 // quant_k.cpp (Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/Q8_K), quant_nonlinear.cpp (IQ4_XS, MXFP4),
-// quant_ternary.cpp (TQ1_0, TQ2_0).
+// quant_ternary.cpp (TQ1_0, TQ2_0), quant_iq.cpp (IQ3_XXS, IQ3_S: dequantization only).
 #include "core/quant.h"
 
 #include <algorithm>
@@ -54,6 +54,7 @@ bool can_quantize(DType t) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
+    case DType::IQ3_XXS: case DType::IQ3_S:  // read from llama.cpp's files, never written
       return true;
     default:
       return can_quantize(t);
@@ -96,6 +97,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::MXFP4: dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
     case DType::TQ1_0: dequantize_tq1_0(static_cast<const BlockTQ1_0*>(src), dst, nb); return;
     case DType::TQ2_0: dequantize_tq2_0(static_cast<const BlockTQ2_0*>(src), dst, nb); return;
+    case DType::IQ3_XXS: dequantize_iq3_xxs(static_cast<const BlockIQ3XXS*>(src), dst, nb); return;
+    case DType::IQ3_S: dequantize_iq3_s(static_cast<const BlockIQ3S*>(src), dst, nb); return;
   }
   fail(ErrorKind::Unsupported, "dequantize_row", std::string("cannot read ") + dtype_name(t) + " as floats");
 }

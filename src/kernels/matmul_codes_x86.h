@@ -248,7 +248,62 @@ void row_tq(const void* row, int64_t k, const RA& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-// The row kernel of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0 or TQ2_0 (false for any other type).
+// IQ3_XXS (S false) / IQ3_S (S true): a sub-block's 8 groups gathered from the codebook, one
+// 32-bit entry of four magnitudes each, the signs applied as a byte mask expanded from the 32
+// sign bits; dotted by the sign trick, then madd with the sub-block's odd integer scale L
+// (x = d * L * q, IQ3_XXS's d taken as d / 4).
+inline __m256i sign_mask32(uint32_t bits) {  // byte i all ones where bit i of bits is set
+  const __m256i pick = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+template <int R, bool S, class RA>
+void row_iq3(const void* row, int64_t k, const RA& ra, float* out) {
+  using Block = std::conditional_t<S, BlockIQ3S, BlockIQ3XXS>;
+  const Block* b = static_cast<const Block*>(row);
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + 1024, _MM_HINT_T0);
+    __m256i isum[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      uint32_t e[8], bits;
+      int L;
+      if constexpr (S) {
+        for (int g = 0; g < 8; ++g) e[g] = kIq3sGrid[blk.qs[8 * s + g] | (((blk.qh[s] >> g) & 1) << 8)];
+        std::memcpy(&bits, blk.signs + 4 * s, 4);
+        L = 2 * ((blk.scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
+      } else {
+        uint32_t w;
+        std::memcpy(&w, blk.qs + 64 + 4 * s, 4);
+        for (int g = 0; g < 8; ++g) e[g] = kIq3xxsGrid[blk.qs[8 * s + g]];
+        bits = 0;
+        for (int l = 0; l < 4; ++l) bits |= static_cast<uint32_t>(iq_even_signs((w >> (7 * l)) & 127)) << (8 * l);
+        L = 2 * static_cast<int>(w >> 28) + 1;
+      }
+      const __m256i mag = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e));
+      const __m256i mask = sign_mask32(bits);
+      const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, mask), mask);
+      const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(L));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(dot_signed16(q, codes_load32(ra.a(r) + i * 256 + 32 * s)), ls));
+    }
+    const float d = fp16_to_f32(blk.d) * (S ? 1.0f : 0.25f);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+}
+
+// The row kernel of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0, TQ2_0, IQ3_XXS or IQ3_S (false for any other type).
 template <int R, class RA>
 bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float* out) {
   switch (t) {
@@ -258,6 +313,8 @@ bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float
     case DType::MXFP4: row_mxfp4<R>(row, k, ra, out); return true;
     case DType::TQ1_0: row_tq<R, true>(row, k, ra, out); return true;
     case DType::TQ2_0: row_tq<R, false>(row, k, ra, out); return true;
+    case DType::IQ3_XXS: row_iq3<R, false>(row, k, ra, out); return true;
+    case DType::IQ3_S: row_iq3<R, true>(row, k, ra, out); return true;
     default: return false;
   }
 }

@@ -6,6 +6,7 @@
 
 #include "core/blocks.h"
 #include "core/fp16.h"
+#include "core/iq_grids.h"
 #include "core/quant.h"
 #include "kernels/matmul.h"
 
@@ -75,6 +76,9 @@ template <> struct WTraits<DType::MXFP4> { using Block = BlockMXFP4; static cons
 // The ternary types: codes 0..2 (the trit), offset 1, one scale per 256.
 template <> struct WTraits<DType::TQ1_0> { using Block = BlockTQ1_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::TQ2_0> { using Block = BlockTQ2_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
+// The IQ3 codebook types: signed magnitudes plus 128 (66..190 for IQ3_XXS, 113..143 for IQ3_S).
+template <> struct WTraits<DType::IQ3_XXS> { using Block = BlockIQ3XXS; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::IQ3_S> { using Block = BlockIQ3S; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
 
 // Decodes 32-element sub-block `s` (0..kSub-1) of block `b` into c.
 template <DType T>
@@ -232,6 +236,22 @@ inline void decode_sub<DType::TQ2_0>(const BlockTQ2_0& b, int s, Codes& c) {
   c.ws[0] = c.ws[1] = fp16_to_f32(b.d);
   c.wm = 0;
 }
+
+// The IQ3 types: the sub-block's signed magnitudes plus 128, its scale d * L (IQ3_XXS: d * L / 4).
+template <DType T, class Block>
+inline void decode_iq3_sub(const Block& b, int s, Codes& c) {
+  int8_t q[32];
+  int L;
+  if constexpr (T == DType::IQ3_S) iq3s_sub_codes(b, s, q, &L);
+  else iq3xxs_sub_codes(b, s, q, &L);
+  for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(q[i] + 128);
+  c.ws[0] = c.ws[1] = fp16_to_f32(b.d) * static_cast<float>(L) * (T == DType::IQ3_S ? 1.0f : 0.25f);
+  c.wm = 0;
+}
+template <>
+inline void decode_sub<DType::IQ3_XXS>(const BlockIQ3XXS& b, int s, Codes& c) { decode_iq3_sub<DType::IQ3_XXS>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ3_S>(const BlockIQ3S& b, int s, Codes& c) { decode_iq3_sub<DType::IQ3_S>(b, s, c); }
 
 // The correction of half h (0, 1) of a decoded sub-block: w = ws[h] * u - half_correction, so
 // sum(w * a) = ws[h] * dot(u, a) - half_correction * sum(a) over the half's 16 elements.

@@ -421,6 +421,34 @@ void row_tq(const void* row, int64_t k, const NeonRows& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
 }
 
+// IQ3_XXS (S false) / IQ3_S (S true): each sub-block decoded to its 32 signed magnitudes through
+// the codebook (core/iq_grids.h), dotted with SDOT / the widening multiplies, times its odd
+// integer scale L (x = d * L * q, IQ3_XXS's d taken as d / 4).
+template <int R, bool S>
+void row_iq3(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  using Block = std::conditional_t<S, BlockIQ3S, BlockIQ3XXS>;
+  const Block* b = static_cast<const Block*>(row);
+  float32x4_t acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0);
+  for (int64_t i = 0; i < k / 256; ++i) {
+    const Block& blk = b[i];
+    __builtin_prefetch(reinterpret_cast<const char*>(&blk) + 1024);
+    int32x4_t isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = vdupq_n_s32(0);
+    for (int s = 0; s < 8; ++s) {
+      alignas(16) int8_t q[32];
+      int L;
+      if constexpr (S) iq3s_sub_codes(blk, s, q, &L);
+      else iq3xxs_sub_codes(blk, s, q, &L);
+      const int8x16_t w0 = vld1q_s8(q), w1 = vld1q_s8(q + 16);
+      for (int r = 0; r < R; ++r) isum[r] = vmlaq_n_s32(isum[r], dot32(w0, w1, ra.a[r] + i * 256 + 32 * s), L);
+    }
+    const float d = fp16_to_f32(blk.d) * (S ? 1.0f : 0.25f);
+    for (int r = 0; r < R; ++r) acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(isum[r]), d * ra.d[r][i]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
+}
+
 template <int R>
 void row_dispatch(const WeightView& w, const void* row, const float* x, const NeonRows& ra, float* out) {
   const int64_t k = w.cols;
@@ -440,6 +468,8 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ne
     case DType::MXFP4: return row_mxfp4<R>(row, k, ra, out);
     case DType::TQ1_0: return row_tq<R, true>(row, k, ra, out);
     case DType::TQ2_0: return row_tq<R, false>(row, k, ra, out);
+    case DType::IQ3_XXS: return row_iq3<R, false>(row, k, ra, out);
+    case DType::IQ3_S: return row_iq3<R, true>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
     default: fail(ErrorKind::Internal, "matmul", std::string("no NEON row kernel for ") + dtype_name(w.type));
   }

@@ -839,6 +839,19 @@ TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want[dtype_name(t)]) << dtype_name(t);
 }
 
+// The types ptn reads but does not write (IQ3_XXS, IQ3_S: seeds 117, 118 of the same file).
+TEST(GgmlDequant, ReadOnlyTypesAreBitIdenticalToGgml) {
+  const auto want = read_hashes("dequant_fnv1a.txt");
+  for (const auto& [t, seed] : std::map<DType, uint32_t>{{DType::IQ3_XXS, 117}, {DType::IQ3_S, 118}}) {
+    ASSERT_EQ(want.count(dtype_name(t)), 1u) << dtype_name(t);
+    EXPECT_TRUE(can_dequantize(t));
+    EXPECT_FALSE(can_quantize(t));
+    const auto q = random_blocks(t, 64, seed);
+    const auto y = dequantize(t, q, 64 * traits(t).block_size);
+    EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want.at(dtype_name(t))) << dtype_name(t);
+  }
+}
+
 TEST_P(GgmlFixture, WholeStories260KBytesEqualGgmlReference) {
   // tests/data/quant/model_fnv1a.txt: FNV-1a of the bytes ggml's reference quantizer writes for
   // every stories260K tensor whose size is a multiple of 256 (37 tensors, 292096 floats),

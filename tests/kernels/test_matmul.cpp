@@ -45,6 +45,22 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
         w.source[i * k + j] = static_cast<float>(trit(rng)) * (0.5f + 0.25f * static_cast<float>(i % 4));
   }
   w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
+  if (!can_quantize(t)) {
+    // A type ptn only reads (IQ3_XXS, IQ3_S): random blocks, every byte a valid code, with the
+    // f16 scale d at the block's start set to 2^-6; the source is what they dequantize to.
+    std::uniform_int_distribution<int> byte(0, 255);
+    const size_t bb = traits(t).block_bytes;
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t* row = w.bytes.data() + i * w.stride;
+      for (size_t j = 0; j < row_bytes(t, k); ++j) row[j] = static_cast<uint8_t>(byte(rng));
+      for (int64_t b = 0; b < k / traits(t).block_size; ++b) {
+        const uint16_t d = f32_to_fp16(1.0f / 64);
+        std::memcpy(row + b * bb, &d, 2);
+      }
+      dequantize_row(t, row, w.source.data() + i * k, k);
+    }
+    return w;
+  }
   for (int64_t i = 0; i < n; ++i) quantize_row(t, w.source.data() + i * k, w.bytes.data() + i * w.stride, k);
   return w;
 }
@@ -93,7 +109,8 @@ struct SimdCapReset {
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,   DType::Q8_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1,   DType::IQ4_NL,
-                           DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4, DType::TQ1_0, DType::TQ2_0};
+                           DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4, DType::TQ1_0, DType::TQ2_0,
+                           DType::IQ3_XXS, DType::IQ3_S};
 
 // ---- reference ------------------------------------------------------------------------------
 
@@ -137,9 +154,10 @@ TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
 
 TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
   // The quantized weights differ from their source floats by the format's rounding only.
-  // (TQ1_0's and TQ2_0's source floats are ternary: only the accumulation differs.)
+  // (TQ1_0's and TQ2_0's source floats are ternary, IQ3_XXS's and IQ3_S's the dequantized random
+  // blocks: only the accumulation differs.)
   const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1.2e-2,
-                        0.25, 0.05, 1.2e-2, 0.03, 1e-12, 1e-12};  // IQ4_NL 0.0069, Q2_K 0.150, Q3_K 0.0263, IQ4_XS 0.0082, MXFP4 0.0151 measured
+                        0.25, 0.05, 1.2e-2, 0.03, 1e-12, 1e-12, 1e-12, 1e-12};  // IQ4_NL 0.0069, Q2_K 0.150, Q3_K 0.0263, IQ4_XS 0.0082, MXFP4 0.0151 measured
   int idx = 0;
   for (DType t : kAllTypes) {
     const int64_t k = 512, n = 8, m = 2;
@@ -160,7 +178,7 @@ double threshold(DType t) {
     case DType::F32: case DType::F16: return 1e-10;
     case DType::BF16: return 1e-4;  // AVX-512 BF16 dot products round activations to bf16
     case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
-    case DType::TQ1_0: case DType::TQ2_0:
+    case DType::TQ1_0: case DType::TQ2_0: case DType::IQ3_XXS: case DType::IQ3_S:
       return 1.5e-3;  // 8-bit activations, one scale per 256 (the x rows have 8x outliers)
     default: return 5e-4;  // 8-bit activations, one scale per 32
   }
@@ -232,6 +250,8 @@ TEST(Matmul, IQ4_XS) { check_type(DType::IQ4_XS, {256, 768}); }
 TEST(Matmul, MXFP4) { check_type(DType::MXFP4, {32, 160, 512}); }
 TEST(Matmul, TQ1_0) { check_type(DType::TQ1_0, {256, 768}); }
 TEST(Matmul, TQ2_0) { check_type(DType::TQ2_0, {256, 768}); }
+TEST(Matmul, IQ3_XXS) { check_type(DType::IQ3_XXS, {256, 768}); }
+TEST(Matmul, IQ3_S) { check_type(DType::IQ3_S, {256, 768}); }
 
 TEST(Matmul, LargerPrefillShapeEveryType) {
   // Enough rows and columns for the blocked paths to use several K chunks and row tiles, with

@@ -99,6 +99,8 @@ static void dequant_hashes(void){
   H("mxfp4",dequantize_row_mxfp4,32,17,o0,0,-1,114u)
   H("tq1_0",dequantize_row_tq1_0,256,54,ot1,1,-1,115u)
   H("tq2_0",dequantize_row_tq2_0,256,66,ot2,1,-1,116u)
+  H("iq3_xxs",dequantize_row_iq3_xxs,256,98,o0,1,-1,117u)
+  H("iq3_s",dequantize_row_iq3_s,256,110,o0,1,-1,118u)
   fclose(f);
 }
 // Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
