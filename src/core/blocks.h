@@ -138,6 +138,62 @@ struct BlockIQ4XS {
 };
 static_assert(sizeof(BlockIQ4XS) == 136);
 
+// IQ2_XXS: 256 weights in 8 sub-blocks of 32, each 4 groups of 8 from a 256-entry codebook of
+// magnitudes 8, 25, 43 (core/iq_grids.h). Sub-block j is the 64-bit little-endian pair of words at
+// qs[8j]: the first word's bytes are the 4 grid indices, the second holds four 7-bit sign fields
+// (bits 7l..7l+6 for group l; the 8th sign makes the count of minus signs even) and the scale in
+// bits 28..31: x = d * (2 * (w >> 28) + 1) / 8 * magnitude * sign.
+struct BlockIQ2XXS {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+};
+static_assert(sizeof(BlockIQ2XXS) == 66);
+
+// IQ2_XS: as IQ2_XXS, but each group has its own 16-bit little-endian word at qs[2 * (4j + l)]:
+// a 9-bit index into a 512-entry codebook and a 7-bit sign field above it; sub-block j's two
+// halves of 16 have the scales nibble h (low first) of scales[j]: x = d * (2 * nibble + 1) / 8 * ...
+struct BlockIQ2XS {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t scales[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ2XS) == 74);
+
+// IQ2_S: a 1024-entry codebook. Group l of sub-block j: index qs[4j + l] with bits 2l, 2l+1 of
+// qh[j] as bits 8, 9; its 8 signs are the bits of qs[32 + 4j + l] (bit i: weight i); scales as
+// IQ2_XS.
+struct BlockIQ2S {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t qh[QK_K / 32];
+  uint8_t scales[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ2S) == 82);
+
+// IQ1_S: 256 weights in 8 sub-blocks of 32, each 4 groups of 8 from a 2048-entry codebook of
+// values -1, 0, 1 (core/iq_grids.h), shifted by a delta of +-1/8 per sub-block. Sub-block j's
+// 16-bit little-endian word h at qh[2j]: bits 3l..3l+2 are bits 8..10 of group l's index (low
+// bits qs[4j + l]), bits 12..14 the scale, bit 15 the delta's sign:
+// x = d * (2 * ((h >> 12) & 7) + 1) * (value + delta).
+struct BlockIQ1S {
+  uint16_t d;
+  uint8_t qs[QK_K / 8];
+  uint8_t qh[QK_K / 16];
+};
+static_assert(sizeof(BlockIQ1S) == 50);
+
+// IQ1_M: the IQ1_S codebook with a delta per group of 8 and a 3-bit scale per 16 weights.
+// Sub-block j, group l: index qs[4j + l] with bits 8..10 from the nibble l % 2 (low first) of
+// qh[2j + l / 2], whose top bit is the delta's sign. The scales are four 16-bit little-endian
+// words; bits 6(j % 2)..+2 and +3..+5 of word j / 2 are the scales of sub-block j's two halves,
+// and the words' top nibbles (word 0 lowest) form the f16 block scale d.
+struct BlockIQ1M {
+  uint8_t qs[QK_K / 8];
+  uint8_t qh[QK_K / 16];
+  uint8_t scales[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ1M) == 56);
+
 // IQ3_XXS: 256 weights in 8 sub-blocks of 32, each 8 groups of 4 from a 256-entry codebook
 // (core/iq_grids.h). Sub-block j: grid indices qs[8j..8j+7] (group g = qs[8j + g]); the 32-bit
 // little-endian word w at qs[64 + 4j] holds four 7-bit sign fields (bits 7l..7l+6 for the 8

@@ -28,6 +28,11 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::Q2_K: return DTypeTraits{"q2_k", QK_K, sizeof(BlockQ2K), true};
     case DType::Q3_K: return DTypeTraits{"q3_k", QK_K, sizeof(BlockQ3K), true};
     case DType::IQ4_XS: return DTypeTraits{"iq4_xs", QK_K, sizeof(BlockIQ4XS), true};
+    case DType::IQ1_S: return DTypeTraits{"iq1_s", QK_K, sizeof(BlockIQ1S), true};
+    case DType::IQ1_M: return DTypeTraits{"iq1_m", QK_K, sizeof(BlockIQ1M), true};
+    case DType::IQ2_XXS: return DTypeTraits{"iq2_xxs", QK_K, sizeof(BlockIQ2XXS), true};
+    case DType::IQ2_XS: return DTypeTraits{"iq2_xs", QK_K, sizeof(BlockIQ2XS), true};
+    case DType::IQ2_S: return DTypeTraits{"iq2_s", QK_K, sizeof(BlockIQ2S), true};
     case DType::IQ3_XXS: return DTypeTraits{"iq3_xxs", QK_K, sizeof(BlockIQ3XXS), true};
     case DType::IQ3_S: return DTypeTraits{"iq3_s", QK_K, sizeof(BlockIQ3S), true};
     case DType::Q4_K: return DTypeTraits{"q4_k", QK_K, sizeof(BlockQ4K), true};

@@ -1,7 +1,8 @@
 // Dispatch of the row conversions by dtype, plain (non-block) types, whole matrices and
 // type-to-type conversion. The block formats live in quant_legacy.cpp (the 32-element types) and
 // quant_k.cpp (Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/Q8_K), quant_nonlinear.cpp (IQ4_XS, MXFP4),
-// quant_ternary.cpp (TQ1_0, TQ2_0), quant_iq.cpp (IQ3_XXS, IQ3_S: dequantization only).
+// quant_ternary.cpp (TQ1_0, TQ2_0), quant_iq.cpp (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+// IQ3_S: dequantization only).
 #include "core/quant.h"
 
 #include <algorithm>
@@ -54,6 +55,7 @@ bool can_quantize(DType t) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
+    case DType::IQ1_S: case DType::IQ1_M: case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S:
     case DType::IQ3_XXS: case DType::IQ3_S:  // read from llama.cpp's files, never written
       return true;
     default:
@@ -97,6 +99,11 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::MXFP4: dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
     case DType::TQ1_0: dequantize_tq1_0(static_cast<const BlockTQ1_0*>(src), dst, nb); return;
     case DType::TQ2_0: dequantize_tq2_0(static_cast<const BlockTQ2_0*>(src), dst, nb); return;
+    case DType::IQ1_S: dequantize_iq1_s(static_cast<const BlockIQ1S*>(src), dst, nb); return;
+    case DType::IQ1_M: dequantize_iq1_m(static_cast<const BlockIQ1M*>(src), dst, nb); return;
+    case DType::IQ2_XXS: dequantize_iq2_xxs(static_cast<const BlockIQ2XXS*>(src), dst, nb); return;
+    case DType::IQ2_XS: dequantize_iq2_xs(static_cast<const BlockIQ2XS*>(src), dst, nb); return;
+    case DType::IQ2_S: dequantize_iq2_s(static_cast<const BlockIQ2S*>(src), dst, nb); return;
     case DType::IQ3_XXS: dequantize_iq3_xxs(static_cast<const BlockIQ3XXS*>(src), dst, nb); return;
     case DType::IQ3_S: dequantize_iq3_s(static_cast<const BlockIQ3S*>(src), dst, nb); return;
   }

@@ -45,7 +45,12 @@ void dequantize_iq4_xs(const BlockIQ4XS* x, float* y, int64_t nb);
 void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb);
 void dequantize_tq1_0(const BlockTQ1_0* x, float* y, int64_t nb);
 void dequantize_tq2_0(const BlockTQ2_0* x, float* y, int64_t nb);
-void dequantize_iq3_xxs(const BlockIQ3XXS* x, float* y, int64_t nb);  // quant_iq.cpp (read only)
+void dequantize_iq1_s(const BlockIQ1S* x, float* y, int64_t nb);  // quant_iq.cpp (read only)
+void dequantize_iq1_m(const BlockIQ1M* x, float* y, int64_t nb);
+void dequantize_iq2_xxs(const BlockIQ2XXS* x, float* y, int64_t nb);
+void dequantize_iq2_xs(const BlockIQ2XS* x, float* y, int64_t nb);
+void dequantize_iq2_s(const BlockIQ2S* x, float* y, int64_t nb);
+void dequantize_iq3_xxs(const BlockIQ3XXS* x, float* y, int64_t nb);
 void dequantize_iq3_s(const BlockIQ3S* x, float* y, int64_t nb);
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb);

@@ -27,11 +27,6 @@ const char* unsupported_tensor_type_name(uint32_t id) {
   switch (id) {
     case 9: return "Q8_1";
     case 15: return "Q8_K";  // an activation format, never a weight
-    case 16: return "IQ2_XXS";
-    case 17: return "IQ2_XS";
-    case 19: return "IQ1_S";
-    case 22: return "IQ2_S";
-    case 29: return "IQ1_M";
     default: return nullptr;
   }
 }
@@ -298,7 +293,7 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
       fail(ErrorKind::Unsupported, r.where(f),
            name ? std::string("tensor type ") + name + " (GGUF type " + std::to_string(type) +
                       ") is not supported by ptn; it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                      "MXFP4, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0 and TQ2_0"
+                      "MXFP4, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, TQ1_0 and TQ2_0"
                 : "unknown tensor type " + std::to_string(type));
     }
     t.dtype = static_cast<DType>(type);

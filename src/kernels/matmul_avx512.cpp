@@ -116,6 +116,11 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::MXFP4:
     case DType::TQ1_0:
     case DType::TQ2_0:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
     case DType::IQ3_XXS:
     case DType::IQ3_S:
       if (cpu_features().avx512vnni && cpu_features().avx512vl) return qpanel_range_vnni_evex(w, qa, m, n0, n1, y);

@@ -248,10 +248,11 @@ void row_tq(const void* row, int64_t k, const RA& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-// IQ3_XXS (S false) / IQ3_S (S true): a sub-block's 8 groups gathered from the codebook, one
-// 32-bit entry of four magnitudes each, the signs applied as a byte mask expanded from the 32
-// sign bits; dotted by the sign trick, then madd with the sub-block's odd integer scale L
-// (x = d * L * q, IQ3_XXS's d taken as d / 4).
+// The codebook types IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S. Sub-block s of a block
+// as 32 signed codes q and the odd integer scales L0, L1 of its halves, x = d * kIqScale * L * q:
+// the groups gathered from the codebook (a 64-bit entry of 8 per IQ1/IQ2 group, a 32-bit entry of
+// 4 per IQ3 group); IQ2/IQ3 signed by a byte mask expanded from the 32 sign bits, IQ1 as
+// q = 8 * value + the delta's sign, per sub-block (IQ1_S) or group (IQ1_M).
 inline __m256i sign_mask32(uint32_t bits) {  // byte i all ones where bit i of bits is set
   const __m256i pick = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
   const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
@@ -259,9 +260,78 @@ inline __m256i sign_mask32(uint32_t bits) {  // byte i all ones where bit i of b
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
 }
 
-template <int R, bool S, class RA>
-void row_iq3(const void* row, int64_t k, const RA& ra, float* out) {
-  using Block = std::conditional_t<S, BlockIQ3S, BlockIQ3XXS>;
+template <DType T, class Block>
+inline __m256i iq_sub_codes_x86(const Block& blk, int s, int* L0, int* L1) {
+  alignas(32) uint64_t e[4];  // IQ1/IQ2: one entry per group of 8
+  alignas(32) uint32_t e4[8];  // IQ3: one entry per group of 4
+  uint32_t bits = 0;
+  if constexpr (T == DType::IQ1_S || T == DType::IQ1_M) {
+    alignas(32) int64_t delta[4];  // per group: 8 bytes of +1 or -1
+    if constexpr (T == DType::IQ1_S) {
+      const uint32_t h = blk.qh[2 * s] | (static_cast<uint32_t>(blk.qh[2 * s + 1]) << 8);
+      for (int l = 0; l < 4; ++l) {
+        e[l] = kIq1sGrid[blk.qs[4 * s + l] | (((h >> (3 * l)) & 7) << 8)];
+        delta[l] = (h & 0x8000) ? -1 : 0x0101010101010101LL;
+      }
+      *L0 = *L1 = 2 * static_cast<int>((h >> 12) & 7) + 1;
+    } else {
+      const uint16_t w = iq1m_word(blk, s / 2);
+      for (int l = 0; l < 4; ++l) {
+        const int nib = (blk.qh[2 * s + l / 2] >> (4 * (l % 2))) & 15;
+        e[l] = kIq1sGrid[blk.qs[4 * s + l] | ((nib & 7) << 8)];
+        delta[l] = (nib & 8) ? -1 : 0x0101010101010101LL;
+      }
+      *L0 = 2 * ((w >> (6 * (s % 2))) & 7) + 1;
+      *L1 = 2 * ((w >> (6 * (s % 2) + 3)) & 7) + 1;
+    }
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
+    return _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), v), _mm256_load_si256(reinterpret_cast<const __m256i*>(delta)));
+  } else {
+    if constexpr (T == DType::IQ2_XXS) {
+      uint32_t w;
+      std::memcpy(&w, blk.qs + 8 * s + 4, 4);
+      for (int l = 0; l < 4; ++l) {
+        e[l] = kIq2xxsGrid[blk.qs[8 * s + l]];
+        bits |= static_cast<uint32_t>(iq_even_signs((w >> (7 * l)) & 127)) << (8 * l);
+      }
+      *L0 = *L1 = 2 * static_cast<int>(w >> 28) + 1;
+    } else if constexpr (T == DType::IQ2_XS || T == DType::IQ2_S) {
+      if constexpr (T == DType::IQ2_XS) {
+        for (int l = 0; l < 4; ++l) {
+          const uint32_t v = blk.qs[8 * s + 2 * l] | (static_cast<uint32_t>(blk.qs[8 * s + 2 * l + 1]) << 8);
+          e[l] = kIq2xsGrid[v & 511];
+          bits |= static_cast<uint32_t>(iq_even_signs(v >> 9)) << (8 * l);
+        }
+      } else {
+        for (int l = 0; l < 4; ++l) e[l] = kIq2sGrid[blk.qs[4 * s + l] | (((blk.qh[s] >> (2 * l)) & 3) << 8)];
+        std::memcpy(&bits, blk.qs + 32 + 4 * s, 4);
+      }
+      *L0 = 2 * (blk.scales[s] & 15) + 1;
+      *L1 = 2 * (blk.scales[s] >> 4) + 1;
+    } else {
+      if constexpr (T == DType::IQ3_S) {
+        for (int g = 0; g < 8; ++g) e4[g] = kIq3sGrid[blk.qs[8 * s + g] | (((blk.qh[s] >> g) & 1) << 8)];
+        std::memcpy(&bits, blk.signs + 4 * s, 4);
+        *L0 = *L1 = 2 * ((blk.scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
+      } else {
+        uint32_t w;
+        std::memcpy(&w, blk.qs + 64 + 4 * s, 4);
+        for (int g = 0; g < 8; ++g) e4[g] = kIq3xxsGrid[blk.qs[8 * s + g]];
+        for (int l = 0; l < 4; ++l) bits |= static_cast<uint32_t>(iq_even_signs((w >> (7 * l)) & 127)) << (8 * l);
+        *L0 = *L1 = 2 * static_cast<int>(w >> 28) + 1;
+      }
+    }
+    constexpr bool iq3 = T == DType::IQ3_XXS || T == DType::IQ3_S;
+    const __m256i mag = _mm256_load_si256(iq3 ? reinterpret_cast<const __m256i*>(e4) : reinterpret_cast<const __m256i*>(e));
+    const __m256i mask = sign_mask32(bits);
+    return _mm256_sub_epi8(_mm256_xor_si256(mag, mask), mask);
+  }
+}
+
+// Dotted by the sign trick, then madd with the halves' scales.
+template <int R, DType T, class RA>
+void row_iq(const void* row, int64_t k, const RA& ra, float* out) {
+  using Block = typename WTraits<T>::Block;
   const Block* b = static_cast<const Block*>(row);
   __m256 acc[R];
 #pragma GCC unroll 8
@@ -273,29 +343,14 @@ void row_iq3(const void* row, int64_t k, const RA& ra, float* out) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
-      uint32_t e[8], bits;
-      int L;
-      if constexpr (S) {
-        for (int g = 0; g < 8; ++g) e[g] = kIq3sGrid[blk.qs[8 * s + g] | (((blk.qh[s] >> g) & 1) << 8)];
-        std::memcpy(&bits, blk.signs + 4 * s, 4);
-        L = 2 * ((blk.scales[s / 2] >> (4 * (s % 2))) & 15) + 1;
-      } else {
-        uint32_t w;
-        std::memcpy(&w, blk.qs + 64 + 4 * s, 4);
-        for (int g = 0; g < 8; ++g) e[g] = kIq3xxsGrid[blk.qs[8 * s + g]];
-        bits = 0;
-        for (int l = 0; l < 4; ++l) bits |= static_cast<uint32_t>(iq_even_signs((w >> (7 * l)) & 127)) << (8 * l);
-        L = 2 * static_cast<int>(w >> 28) + 1;
-      }
-      const __m256i mag = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e));
-      const __m256i mask = sign_mask32(bits);
-      const __m256i q = _mm256_sub_epi8(_mm256_xor_si256(mag, mask), mask);
-      const __m256i ls = _mm256_set1_epi16(static_cast<int16_t>(L));
+      int L0, L1;
+      const __m256i q = iq_sub_codes_x86<T>(blk, s, &L0, &L1);
+      const __m256i ls = _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(L0)), _mm_set1_epi16(static_cast<int16_t>(L1)));
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(dot_signed16(q, codes_load32(ra.a(r) + i * 256 + 32 * s)), ls));
     }
-    const float d = fp16_to_f32(blk.d) * (S ? 1.0f : 0.25f);
+    const float d = iq_block_d(blk) * kIqScale<T>;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
   }
@@ -303,7 +358,8 @@ void row_iq3(const void* row, int64_t k, const RA& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
-// The row kernel of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0, TQ2_0, IQ3_XXS or IQ3_S (false for any other type).
+// The row kernel of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0, TQ2_0, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS or IQ3_S (false for any other type).
 template <int R, class RA>
 bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float* out) {
   switch (t) {
@@ -313,8 +369,13 @@ bool row_codes_dispatch(DType t, const void* row, int64_t k, const RA& ra, float
     case DType::MXFP4: row_mxfp4<R>(row, k, ra, out); return true;
     case DType::TQ1_0: row_tq<R, true>(row, k, ra, out); return true;
     case DType::TQ2_0: row_tq<R, false>(row, k, ra, out); return true;
-    case DType::IQ3_XXS: row_iq3<R, false>(row, k, ra, out); return true;
-    case DType::IQ3_S: row_iq3<R, true>(row, k, ra, out); return true;
+    case DType::IQ1_S: row_iq<R, DType::IQ1_S>(row, k, ra, out); return true;
+    case DType::IQ1_M: row_iq<R, DType::IQ1_M>(row, k, ra, out); return true;
+    case DType::IQ2_XXS: row_iq<R, DType::IQ2_XXS>(row, k, ra, out); return true;
+    case DType::IQ2_XS: row_iq<R, DType::IQ2_XS>(row, k, ra, out); return true;
+    case DType::IQ2_S: row_iq<R, DType::IQ2_S>(row, k, ra, out); return true;
+    case DType::IQ3_XXS: row_iq<R, DType::IQ3_XXS>(row, k, ra, out); return true;
+    case DType::IQ3_S: row_iq<R, DType::IQ3_S>(row, k, ra, out); return true;
     default: return false;
   }
 }

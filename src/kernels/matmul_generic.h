@@ -132,6 +132,11 @@ inline void generic_matmul_range(const WeightView& w, const float* x, const Quan
     case DType::MXFP4: return generic_quant_range<DType::MXFP4>(w, qa, m, n0, n1, y);
     case DType::TQ1_0: return generic_quant_range<DType::TQ1_0>(w, qa, m, n0, n1, y);
     case DType::TQ2_0: return generic_quant_range<DType::TQ2_0>(w, qa, m, n0, n1, y);
+    case DType::IQ1_S: return generic_quant_range<DType::IQ1_S>(w, qa, m, n0, n1, y);
+    case DType::IQ1_M: return generic_quant_range<DType::IQ1_M>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XXS: return generic_quant_range<DType::IQ2_XXS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XS: return generic_quant_range<DType::IQ2_XS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_S: return generic_quant_range<DType::IQ2_S>(w, qa, m, n0, n1, y);
     case DType::IQ3_XXS: return generic_quant_range<DType::IQ3_XXS>(w, qa, m, n0, n1, y);
     case DType::IQ3_S: return generic_quant_range<DType::IQ3_S>(w, qa, m, n0, n1, y);
     case DType::F32: case DType::F16: case DType::BF16: return generic_float_range(w, x, m, n0, n1, y);

@@ -37,7 +37,7 @@ inline int64_t act_group(DType t) { return traits(t).block_size; }
 //   w[i] = ws[i / 16] * (u[i] - off) - (i < 16 || kMins < 2 ? wm : wm_hi)
 // off is a constant of the type (128 for Q8_0, IQ4_NL, IQ4_XS and MXFP4, 8 for Q4_0, 16 for
 // Q5_0, 32 for Q6_K, 4 for Q3_K, 1 for TQ1_0/TQ2_0, 0 for Q4_1/Q5_1/Q2_K/Q4_K/Q5_K); ws[0] == ws[1] except for the
-// types whose scales are per 16 (Q2_K, Q3_K, Q6_K: kSplit); wm != 0 only for the types with mins
+// types whose scales are per 16 (Q2_K, Q3_K, Q6_K, IQ2_XS, IQ2_S, IQ1_M: kSplit); wm != 0 only for the types with mins
 // (Q4_K/Q5_K: wm = dmin * m_j; Q4_1/Q5_1: wm = -m, their x = d*q + m; Q2_K: a min per 16, wm for
 // the first 16 elements and wm_hi for the second, kMins == 2). IQ4_NL's and IQ4_XS's codes are
 // their table's levels plus 128 (1..241), MXFP4's its doubled E2M1 values plus 128 (116..140).
@@ -76,6 +76,13 @@ template <> struct WTraits<DType::MXFP4> { using Block = BlockMXFP4; static cons
 // The ternary types: codes 0..2 (the trit), offset 1, one scale per 256.
 template <> struct WTraits<DType::TQ1_0> { using Block = BlockTQ1_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::TQ2_0> { using Block = BlockTQ2_0; static constexpr int kSub = 8, kOff = 1, kSplit = 0, kMins = 0; };
+// The IQ1 and IQ2 codebook types: codes 8 * value +- 1 (IQ1) or signed magnitudes 8, 25, 43 (IQ2)
+// plus 128, a scale per half.
+template <> struct WTraits<DType::IQ1_S> { using Block = BlockIQ1S; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::IQ1_M> { using Block = BlockIQ1M; static constexpr int kSub = 8, kOff = 128, kSplit = 1, kMins = 0; };
+template <> struct WTraits<DType::IQ2_XXS> { using Block = BlockIQ2XXS; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
+template <> struct WTraits<DType::IQ2_XS> { using Block = BlockIQ2XS; static constexpr int kSub = 8, kOff = 128, kSplit = 1, kMins = 0; };
+template <> struct WTraits<DType::IQ2_S> { using Block = BlockIQ2S; static constexpr int kSub = 8, kOff = 128, kSplit = 1, kMins = 0; };
 // The IQ3 codebook types: signed magnitudes plus 128 (66..190 for IQ3_XXS, 113..143 for IQ3_S).
 template <> struct WTraits<DType::IQ3_XXS> { using Block = BlockIQ3XXS; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
 template <> struct WTraits<DType::IQ3_S> { using Block = BlockIQ3S; static constexpr int kSub = 8, kOff = 128, kSplit = 0, kMins = 0; };
@@ -237,21 +244,61 @@ inline void decode_sub<DType::TQ2_0>(const BlockTQ2_0& b, int s, Codes& c) {
   c.wm = 0;
 }
 
-// The IQ3 types: the sub-block's signed magnitudes plus 128, its scale d * L (IQ3_XXS: d * L / 4).
+// The codebook types' (IQ1, IQ2, IQ3) sub-block s as signed codes q and the halves' odd integer
+// scales L, x = d * kIqScale * L[h] * q, and their blocks' scale d.
+template <DType T>
+constexpr float kIqScale = T == DType::IQ3_S ? 1.0f : T == DType::IQ3_XXS ? 0.25f : 0.125f;
+
 template <DType T, class Block>
-inline void decode_iq3_sub(const Block& b, int s, Codes& c) {
+inline void iq_sub_codes(const Block& b, int s, int8_t q[32], int L[2]) {
+  if constexpr (T == DType::IQ3_S) {
+    iq3s_sub_codes(b, s, q, L);
+    L[1] = L[0];
+  } else if constexpr (T == DType::IQ3_XXS) {
+    iq3xxs_sub_codes(b, s, q, L);
+    L[1] = L[0];
+  } else if constexpr (T == DType::IQ1_S) {
+    iq1s_sub_codes(b, s, q, L);
+  } else if constexpr (T == DType::IQ1_M) {
+    iq1m_sub_codes(b, s, q, L);
+  } else if constexpr (T == DType::IQ2_XXS) {
+    iq2xxs_sub_codes(b, s, q, L);
+  } else if constexpr (T == DType::IQ2_XS) {
+    iq2xs_sub_codes(b, s, q, L);
+  } else {
+    iq2s_sub_codes(b, s, q, L);
+  }
+}
+template <class Block>
+inline float iq_block_d(const Block& b) { return fp16_to_f32(b.d); }
+inline float iq_block_d(const BlockIQ1M& b) { return fp16_to_f32(iq1m_d_bits(b)); }
+
+// The codebook types: the sub-block's codes plus 128, each half's scale d * kIqScale * L[h].
+template <DType T, class Block>
+inline void decode_iq_sub(const Block& b, int s, Codes& c) {
   int8_t q[32];
-  int L;
-  if constexpr (T == DType::IQ3_S) iq3s_sub_codes(b, s, q, &L);
-  else iq3xxs_sub_codes(b, s, q, &L);
+  int L[2];
+  iq_sub_codes<T>(b, s, q, L);
   for (int i = 0; i < 32; ++i) c.u[i] = static_cast<uint8_t>(q[i] + 128);
-  c.ws[0] = c.ws[1] = fp16_to_f32(b.d) * static_cast<float>(L) * (T == DType::IQ3_S ? 1.0f : 0.25f);
+  const float d = iq_block_d(b) * kIqScale<T>;
+  c.ws[0] = d * static_cast<float>(L[0]);
+  c.ws[1] = d * static_cast<float>(L[1]);
   c.wm = 0;
 }
 template <>
-inline void decode_sub<DType::IQ3_XXS>(const BlockIQ3XXS& b, int s, Codes& c) { decode_iq3_sub<DType::IQ3_XXS>(b, s, c); }
+inline void decode_sub<DType::IQ1_S>(const BlockIQ1S& b, int s, Codes& c) { decode_iq_sub<DType::IQ1_S>(b, s, c); }
 template <>
-inline void decode_sub<DType::IQ3_S>(const BlockIQ3S& b, int s, Codes& c) { decode_iq3_sub<DType::IQ3_S>(b, s, c); }
+inline void decode_sub<DType::IQ1_M>(const BlockIQ1M& b, int s, Codes& c) { decode_iq_sub<DType::IQ1_M>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ2_XXS>(const BlockIQ2XXS& b, int s, Codes& c) { decode_iq_sub<DType::IQ2_XXS>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ2_XS>(const BlockIQ2XS& b, int s, Codes& c) { decode_iq_sub<DType::IQ2_XS>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ2_S>(const BlockIQ2S& b, int s, Codes& c) { decode_iq_sub<DType::IQ2_S>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ3_XXS>(const BlockIQ3XXS& b, int s, Codes& c) { decode_iq_sub<DType::IQ3_XXS>(b, s, c); }
+template <>
+inline void decode_sub<DType::IQ3_S>(const BlockIQ3S& b, int s, Codes& c) { decode_iq_sub<DType::IQ3_S>(b, s, c); }
 
 // The correction of half h (0, 1) of a decoded sub-block: w = ws[h] * u - half_correction, so
 // sum(w * a) = ws[h] * dot(u, a) - half_correction * sum(a) over the half's 16 elements.

@@ -421,12 +421,13 @@ void row_tq(const void* row, int64_t k, const NeonRows& ra, float* out) {
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
 }
 
-// IQ3_XXS (S false) / IQ3_S (S true): each sub-block decoded to its 32 signed magnitudes through
-// the codebook (core/iq_grids.h), dotted with SDOT / the widening multiplies, times its odd
-// integer scale L (x = d * L * q, IQ3_XXS's d taken as d / 4).
-template <int R, bool S>
-void row_iq3(const void* row, int64_t k, const NeonRows& ra, float* out) {
-  using Block = std::conditional_t<S, BlockIQ3S, BlockIQ3XXS>;
+// The codebook types IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S: each sub-block decoded
+// to its 32 signed codes through the codebook (core/iq_grids.h), dotted with SDOT / the widening
+// multiplies (each half of 16 apart where the scales are per half), times its odd integer scales
+// (x = d * kIqScale * L[h] * q).
+template <int R, DType T>
+void row_iq(const void* row, int64_t k, const NeonRows& ra, float* out) {
+  using Block = typename WTraits<T>::Block;
   const Block* b = static_cast<const Block*>(row);
   float32x4_t acc[R];
   for (int r = 0; r < R; ++r) acc[r] = vdupq_n_f32(0);
@@ -437,13 +438,20 @@ void row_iq3(const void* row, int64_t k, const NeonRows& ra, float* out) {
     for (int r = 0; r < R; ++r) isum[r] = vdupq_n_s32(0);
     for (int s = 0; s < 8; ++s) {
       alignas(16) int8_t q[32];
-      int L;
-      if constexpr (S) iq3s_sub_codes(blk, s, q, &L);
-      else iq3xxs_sub_codes(blk, s, q, &L);
+      int L[2];
+      iq_sub_codes<T>(blk, s, q, L);
       const int8x16_t w0 = vld1q_s8(q), w1 = vld1q_s8(q + 16);
-      for (int r = 0; r < R; ++r) isum[r] = vmlaq_n_s32(isum[r], dot32(w0, w1, ra.a[r] + i * 256 + 32 * s), L);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = ra.a[r] + i * 256 + 32 * s;
+        if constexpr (WTraits<T>::kSplit) {
+          isum[r] = vmlaq_n_s32(isum[r], dot16(vdupq_n_s32(0), w0, vld1q_s8(a)), L[0]);
+          isum[r] = vmlaq_n_s32(isum[r], dot16(vdupq_n_s32(0), w1, vld1q_s8(a + 16)), L[1]);
+        } else {
+          isum[r] = vmlaq_n_s32(isum[r], dot32(w0, w1, a), L[0]);
+        }
+      }
     }
-    const float d = fp16_to_f32(blk.d) * (S ? 1.0f : 0.25f);
+    const float d = iq_block_d(blk) * kIqScale<T>;
     for (int r = 0; r < R; ++r) acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(isum[r]), d * ra.d[r][i]);
   }
   for (int r = 0; r < R; ++r) out[r] = vaddvq_f32(acc[r]);
@@ -468,8 +476,13 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ne
     case DType::MXFP4: return row_mxfp4<R>(row, k, ra, out);
     case DType::TQ1_0: return row_tq<R, true>(row, k, ra, out);
     case DType::TQ2_0: return row_tq<R, false>(row, k, ra, out);
-    case DType::IQ3_XXS: return row_iq3<R, false>(row, k, ra, out);
-    case DType::IQ3_S: return row_iq3<R, true>(row, k, ra, out);
+    case DType::IQ1_S: return row_iq<R, DType::IQ1_S>(row, k, ra, out);
+    case DType::IQ1_M: return row_iq<R, DType::IQ1_M>(row, k, ra, out);
+    case DType::IQ2_XXS: return row_iq<R, DType::IQ2_XXS>(row, k, ra, out);
+    case DType::IQ2_XS: return row_iq<R, DType::IQ2_XS>(row, k, ra, out);
+    case DType::IQ2_S: return row_iq<R, DType::IQ2_S>(row, k, ra, out);
+    case DType::IQ3_XXS: return row_iq<R, DType::IQ3_XXS>(row, k, ra, out);
+    case DType::IQ3_S: return row_iq<R, DType::IQ3_S>(row, k, ra, out);
     case DType::F32: case DType::F16: case DType::BF16: return row_float<R>(w.type, row, k, x + ra.r0 * k, out);
     default: fail(ErrorKind::Internal, "matmul", std::string("no NEON row kernel for ") + dtype_name(w.type));
   }

@@ -264,6 +264,11 @@ void PTN_PANEL_ENTRY(const WeightView& w, const QuantActs& qa, int64_t m, int64_
     case DType::MXFP4: return panel_range_of<DType::MXFP4>(w, qa, m, n0, n1, y);
     case DType::TQ1_0: return panel_range_of<DType::TQ1_0>(w, qa, m, n0, n1, y);
     case DType::TQ2_0: return panel_range_of<DType::TQ2_0>(w, qa, m, n0, n1, y);
+    case DType::IQ1_S: return panel_range_of<DType::IQ1_S>(w, qa, m, n0, n1, y);
+    case DType::IQ1_M: return panel_range_of<DType::IQ1_M>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XXS: return panel_range_of<DType::IQ2_XXS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XS: return panel_range_of<DType::IQ2_XS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_S: return panel_range_of<DType::IQ2_S>(w, qa, m, n0, n1, y);
     case DType::IQ3_XXS: return panel_range_of<DType::IQ3_XXS>(w, qa, m, n0, n1, y);
     case DType::IQ3_S: return panel_range_of<DType::IQ3_S>(w, qa, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", std::string("no AVX2 quantized panels for ") + dtype_name(w.type));

@@ -16,6 +16,7 @@ bool matmul_supports(DType t) {
     case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL: case DType::Q4_K:
     case DType::Q5_K: case DType::Q6_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
     case DType::MXFP4: case DType::TQ1_0: case DType::TQ2_0: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ1_S: case DType::IQ1_M:
       return true;
     default:
       return false;

@@ -782,7 +782,7 @@ std::vector<uint8_t> random_blocks(DType t, int nblocks, uint32_t seed) {
   else if (t == DType::Q3_K) halves = {offsetof(BlockQ3K, d)};
   else if (t == DType::TQ1_0) halves = {offsetof(BlockTQ1_0, d)};
   else if (t == DType::TQ2_0) halves = {offsetof(BlockTQ2_0, d)};
-  else if (t != DType::Q8_K && t != DType::MXFP4) halves = {0};  // (MXFP4's E8M0 byte is any exponent)
+  else if (t != DType::Q8_K && t != DType::MXFP4 && t != DType::IQ1_M) halves = {0};  // (MXFP4's E8M0 byte is any exponent)
   for (int i = 0; i < nblocks; ++i) {
     uint8_t* blk = q.data() + bb * static_cast<size_t>(i);
     for (size_t off : halves) {
@@ -791,6 +791,7 @@ std::vector<uint8_t> random_blocks(DType t, int nblocks, uint32_t seed) {
       if (((h >> 10) & 31) == 31) h = static_cast<uint16_t>(h & ~0x4000u);
       std::memcpy(blk + off, &h, 2);
     }
+    if (t == DType::IQ1_M) blk[55] = static_cast<uint8_t>(blk[55] & ~0x40u);  // d's exponent bit 14: d finite
     if (t == DType::Q8_K) {
       uint32_t u;
       std::memcpy(&u, blk, 4);
@@ -839,10 +840,13 @@ TEST_P(GgmlFixture, DequantizedFloatsAreBitIdenticalToGgml) {
   EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), want[dtype_name(t)]) << dtype_name(t);
 }
 
-// The types ptn reads but does not write (IQ3_XXS, IQ3_S: seeds 117, 118 of the same file).
+// The types ptn reads but does not write (IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M:
+// seeds 117..123 of the same file).
 TEST(GgmlDequant, ReadOnlyTypesAreBitIdenticalToGgml) {
   const auto want = read_hashes("dequant_fnv1a.txt");
-  for (const auto& [t, seed] : std::map<DType, uint32_t>{{DType::IQ3_XXS, 117}, {DType::IQ3_S, 118}}) {
+  for (const auto& [t, seed] : std::map<DType, uint32_t>{
+           {DType::IQ3_XXS, 117}, {DType::IQ3_S, 118}, {DType::IQ2_XXS, 119}, {DType::IQ2_XS, 120}, {DType::IQ2_S, 121},
+           {DType::IQ1_S, 122}, {DType::IQ1_M, 123}}) {
     ASSERT_EQ(want.count(dtype_name(t)), 1u) << dtype_name(t);
     EXPECT_TRUE(can_dequantize(t));
     EXPECT_FALSE(can_quantize(t));

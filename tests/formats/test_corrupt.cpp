@@ -179,9 +179,9 @@ TEST(CorruptGguf, TensorInfos) {
   B type;
   type.header(1, 0).tensor("a", {4}, 99, 0).pad(32).zeros(32);
   expect_gguf_error("type.gguf", type.s, {"tensor 'a'", "tensor type 99"});
-  B iq2;  // a type ggml has and ptn does not read is named
-  iq2.header(1, 0).tensor("a", {256}, 16, 0).pad(32).zeros(96);
-  expect_gguf_error("iq2.gguf", iq2.s, {"tensor 'a'", "tensor type IQ2_XXS (GGUF type 16) is not supported"});
+  B q81;  // a type ggml has and ptn does not read is named
+  q81.header(1, 0).tensor("a", {256}, 9, 0).pad(32).zeros(288);
+  expect_gguf_error("q8_1.gguf", q81.s, {"tensor 'a'", "tensor type Q8_1 (GGUF type 9) is not supported"});
   B block;
   block.header(1, 0).tensor("q", {33, 2}, 2 /* q4_0 */, 0).pad(32).zeros(128);
   expect_gguf_error("block.gguf", block.s, {"tensor 'q'", "not a multiple of the q4_0 block"});

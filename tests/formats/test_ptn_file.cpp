@@ -628,8 +628,8 @@ TEST(PtnFileCorrupt, TensorTableErrorsNameTheTensorAndField) {
   expect_error(edit([&](json& x) { x[T][2]["name"] = 7; }), ErrorKind::Corrupt, {"tensors[2]", "'name'", "string"});
 
   // Dtype, shape and size.
-  expect_error(edit([&](json& x) { x[T][2]["dtype"] = "iq2_xxs"; }), ErrorKind::Unsupported,
-               {"('c')", "'dtype'", "unknown dtype \"iq2_xxs\""});
+  expect_error(edit([&](json& x) { x[T][2]["dtype"] = "q8_1"; }), ErrorKind::Unsupported,
+               {"('c')", "'dtype'", "unknown dtype \"q8_1\""});
   expect_error(edit([&](json& x) { x[T][2]["dtype"] = 26; }), ErrorKind::Corrupt, {"('c')", "'dtype'"});
   expect_error(edit([&](json& x) { x[T][2]["shape"] = {2}; }), ErrorKind::Corrupt,
                {"('c')", "'nbytes'", "i32[2] needs 8"});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -46,7 +47,7 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
   }
   w.bytes.assign(w.stride * static_cast<size_t>(n) + 1, 0xEE);
   if (!can_quantize(t)) {
-    // A type ptn only reads (IQ3_XXS, IQ3_S): random blocks, every byte a valid code, with the
+    // A type ptn only reads (the IQ2 and IQ3 types): random blocks, every byte a valid code, with the
     // f16 scale d at the block's start set to 2^-6; the source is what they dequantize to.
     std::uniform_int_distribution<int> byte(0, 255);
     const size_t bb = traits(t).block_bytes;
@@ -55,7 +56,12 @@ Matrix make_weights(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad = 0
       for (size_t j = 0; j < row_bytes(t, k); ++j) row[j] = static_cast<uint8_t>(byte(rng));
       for (int64_t b = 0; b < k / traits(t).block_size; ++b) {
         const uint16_t d = f32_to_fp16(1.0f / 64);
-        std::memcpy(row + b * bb, &d, 2);
+        if (t == DType::IQ1_M) {  // d is the top nibbles of the four scale words (bytes 49, 51, 53, 55)
+          uint8_t* top = row + b * bb + offsetof(BlockIQ1M, scales) + 1;
+          for (int w = 0; w < 4; ++w) top[2 * w] = static_cast<uint8_t>((top[2 * w] & 0x0F) | (((d >> (4 * w)) & 15) << 4));
+        } else {
+          std::memcpy(row + b * bb, &d, 2);
+        }
       }
       dequantize_row(t, row, w.source.data() + i * k, k);
     }
@@ -110,7 +116,7 @@ struct SimdCapReset {
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q5_0,   DType::Q8_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_1,   DType::IQ4_NL,
                            DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4, DType::TQ1_0, DType::TQ2_0,
-                           DType::IQ3_XXS, DType::IQ3_S};
+                           DType::IQ3_XXS, DType::IQ3_S, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ1_S, DType::IQ1_M};
 
 // ---- reference ------------------------------------------------------------------------------
 
@@ -154,10 +160,10 @@ TEST(MatmulRef, Q8_0MatchesHandDecodedBlocks) {
 
 TEST(MatmulRef, EveryTypeApproximatesTheFloatProduct) {
   // The quantized weights differ from their source floats by the format's rounding only.
-  // (TQ1_0's and TQ2_0's source floats are ternary, IQ3_XXS's and IQ3_S's the dequantized random
+  // (TQ1_0's and TQ2_0's source floats are ternary, the IQ2 and IQ3 types' the dequantized random
   // blocks: only the accumulation differs.)
   const double tol[] = {1e-12, 1e-6, 1e-4, 2e-2, 8e-3, 1e-4, 2e-2, 8e-3, 2e-3, 2e-2, 8e-3, 1.2e-2,
-                        0.25, 0.05, 1.2e-2, 0.03, 1e-12, 1e-12, 1e-12, 1e-12};  // IQ4_NL 0.0069, Q2_K 0.150, Q3_K 0.0263, IQ4_XS 0.0082, MXFP4 0.0151 measured
+                        0.25, 0.05, 1.2e-2, 0.03, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12};  // IQ4_NL 0.0069, Q2_K 0.150, Q3_K 0.0263, IQ4_XS 0.0082, MXFP4 0.0151 measured
   int idx = 0;
   for (DType t : kAllTypes) {
     const int64_t k = 512, n = 8, m = 2;
@@ -178,7 +184,8 @@ double threshold(DType t) {
     case DType::F32: case DType::F16: return 1e-10;
     case DType::BF16: return 1e-4;  // AVX-512 BF16 dot products round activations to bf16
     case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_XS:
-    case DType::TQ1_0: case DType::TQ2_0: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::TQ1_0: case DType::TQ2_0: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ2_XXS:
+    case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ1_S: case DType::IQ1_M:
       return 1.5e-3;  // 8-bit activations, one scale per 256 (the x rows have 8x outliers)
     default: return 5e-4;  // 8-bit activations, one scale per 32
   }
@@ -252,6 +259,11 @@ TEST(Matmul, TQ1_0) { check_type(DType::TQ1_0, {256, 768}); }
 TEST(Matmul, TQ2_0) { check_type(DType::TQ2_0, {256, 768}); }
 TEST(Matmul, IQ3_XXS) { check_type(DType::IQ3_XXS, {256, 768}); }
 TEST(Matmul, IQ3_S) { check_type(DType::IQ3_S, {256, 768}); }
+TEST(Matmul, IQ2_XXS) { check_type(DType::IQ2_XXS, {256, 768}); }
+TEST(Matmul, IQ2_XS) { check_type(DType::IQ2_XS, {256, 768}); }
+TEST(Matmul, IQ2_S) { check_type(DType::IQ2_S, {256, 768}); }
+TEST(Matmul, IQ1_S) { check_type(DType::IQ1_S, {256, 768}); }
+TEST(Matmul, IQ1_M) { check_type(DType::IQ1_M, {256, 768}); }
 
 TEST(Matmul, LargerPrefillShapeEveryType) {
   // Enough rows and columns for the blocked paths to use several K chunks and row tiles, with

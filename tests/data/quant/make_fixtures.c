@@ -101,6 +101,14 @@ static void dequant_hashes(void){
   H("tq2_0",dequantize_row_tq2_0,256,66,ot2,1,-1,116u)
   H("iq3_xxs",dequantize_row_iq3_xxs,256,98,o0,1,-1,117u)
   H("iq3_s",dequantize_row_iq3_s,256,110,o0,1,-1,118u)
+  H("iq2_xxs",dequantize_row_iq2_xxs,256,66,o0,1,-1,119u)
+  H("iq2_xs",dequantize_row_iq2_xs,256,74,o0,1,-1,120u)
+  H("iq2_s",dequantize_row_iq2_s,256,82,o0,1,-1,121u)
+  H("iq1_s",dequantize_row_iq1_s,256,50,o0,1,-1,122u)
+  /* IQ1_M has no f16 at a fixed place: its d is the top nibbles of the four scale words; bit 6
+     of byte 55 (d's exponent bit 14) is cleared so that d is finite. */
+  random_blocks(q,64,56,123u,o0,0,-1); for(int b=0;b<64;++b) q[56*b+55]&=(uint8_t)~0x40u;
+  dequantize_row_iq1_m((const void*)q,y,64*256); fprintf(f,"iq1_m %016llx\n",(unsigned long long)fnv1a(y,sizeof(float)*64*256));
   fclose(f);
 }
 // Every stories260K tensor whose size is a multiple of 256, concatenated in name order: FNV-1a of
