@@ -224,7 +224,8 @@ std::vector<float> activations(int64_t m, int64_t k) {
 }
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,  DType::Q5_0,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::MXFP4};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::MXFP4,
+                        DType::IQ4_XS};
 
 void BM_ReadBandwidth(benchmark::State& state) {
   const size_t bytes = size_t{256} << 20;

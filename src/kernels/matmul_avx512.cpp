@@ -107,9 +107,9 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::IQ4_NL:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return qpanel_range(w, qa, m, n0, n1, y);
-    // The types decoded through decode_sub use the ymm panels: vpdpbusd in its EVEX form where the
-    // CPU has AVX512-VNNI (every AVX-512 CPU since Cascade Lake / Zen 4), else maddubs.
+    case DType::Q6_K:
+    // The types decoded through decode_sub: the same zmm panels, each sub-block decoded once per
+    // 32-row panel and chunk and used by every activation row.
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::IQ4_XS:
@@ -122,9 +122,7 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
     case DType::IQ2_XS:
     case DType::IQ2_S:
     case DType::IQ3_XXS:
-    case DType::IQ3_S:
-      if (cpu_features().avx512vnni && cpu_features().avx512vl) return qpanel_range_vnni_evex(w, qa, m, n0, n1, y);
-      return qpanel_range_avx2(w, qa, m, n0, n1, y);
+    case DType::IQ3_S: return qpanel_range(w, qa, m, n0, n1, y);
     case DType::BF16:
       if (simd_has_bf16()) return bpanel_range(w, x, qa.xb, m, n0, n1, y);
       return fpanel_range(w, x, m, n0, n1, y);

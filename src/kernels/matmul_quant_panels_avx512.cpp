@@ -13,11 +13,27 @@ constexpr int kNR = 32;                // columns (weight rows) per panel
 constexpr int64_t kQuantChunk = 512;   // K elements per decoded quantized chunk (16 KB of codes)
 struct QPanel {
   uint8_t* q;   // [nsb][8][32][4]
-  float* ws;    // [nsb][2][32]   (the two 16-element halves; equal unless Q6_K)
+  float* ws;    // [nsb][2][32]   (the two 16-element halves; equal unless a scale per 16)
   float* wm;    // [nsb][32]
+  float* wmh;   // [nsb][32]      (the second half's min where there is a min per 16: Q2_K)
 };
 
-// Unsigned codes of sub-block `sb` of a weight row as one ymm, with its scales (see Codes).
+// Unsigned codes of sub-block `sb` of a weight row as one ymm, with its scales (see Codes). By
+// default through the type's decode_sub (Q3_K, IQ4_XS, MXFP4, the ternary and the IQ codebook
+// types); the types below have their own vector decoders.
+template <DType T>
+inline __m256i codes32(const uint8_t* row, int64_t sb, float ws[2], float& wm, float& wmh) {
+  using Tr = WTraits<T>;
+  const auto* b = reinterpret_cast<const typename Tr::Block*>(row) + sb / Tr::kSub;
+  Codes c;
+  decode_sub<T>(*b, static_cast<int>(sb % Tr::kSub), c);
+  ws[0] = c.ws[0];
+  ws[1] = c.ws[1];
+  wm = c.wm;
+  wmh = Tr::kMins == 2 ? c.wm_hi : c.wm;
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(c.u));
+}
+// The types with vector decoders have one min (or none) per sub-block.
 template <DType T>
 inline __m256i codes32(const uint8_t* row, int64_t sb, float ws[2], float& wm);
 
@@ -158,6 +174,12 @@ inline void transpose_16x8(__m512i z[8]) {
   }
 }
 
+// The types without a vector decoder above, decoded through decode_sub.
+template <DType T>
+constexpr bool kDecodedBySub = !(T == DType::Q8_0 || T == DType::Q4_0 || T == DType::Q5_0 || T == DType::Q4_1 ||
+                                 T == DType::Q5_1 || T == DType::IQ4_NL || T == DType::Q4_K || T == DType::Q5_K ||
+                                 T == DType::Q6_K);
+
 // Decodes sub-blocks [sb0, sb0 + nsb) of weight rows n0..n0+ncols-1 into p (columns >= ncols
 // are zero).
 template <DType T>
@@ -166,19 +188,23 @@ void decode_qpanel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int6
   for (int64_t b = 0; b < nsb; ++b) {
     float* ws = p.ws + b * 2 * kNR;
     float* wm = p.wm + b * kNR;
+    float* wmh = p.wmh + b * kNR;
     for (int c = 0; c < kNR; ++c) {
       uint32_t* slot = tmp[(c & 16) | transpose_slot(c & 15)];
       if (c < ncols) {
         const uint8_t* row = static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride;
-        float s2[2], m1;
-        const __m256i u = codes32<T>(row, sb0 + b, s2, m1);
+        float s2[2], m1, m2 = 0;
+        __m256i u;
+        if constexpr (kDecodedBySub<T>) u = codes32<T>(row, sb0 + b, s2, m1, m2);
+        else u = codes32<T>(row, sb0 + b, s2, m1);
         _mm256_store_si256(reinterpret_cast<__m256i*>(slot), u);
         ws[c] = s2[0];
         ws[kNR + c] = s2[1];
         wm[c] = m1;
+        wmh[c] = m2;
       } else {
         _mm256_store_si256(reinterpret_cast<__m256i*>(slot), _mm256_setzero_si256());
-        ws[c] = ws[kNR + c] = wm[c] = 0;
+        ws[c] = ws[kNR + c] = wm[c] = wmh[c] = 0;
       }
     }
     // tmp[slot][quad] -> q[quad][col], 16 columns at a time.
@@ -267,8 +293,8 @@ template <int MR, int NQ>
 
 // acc[MR rows][32 cols] += x_q rows r0.. · panel chunk (sub-blocks sb0.. of the row, nsb of them,
 // starting on an activation group boundary). OFF: the codes' constant offset; SPLIT: per-16
-// scales (Q6_K); MINS: per-sub-block mins (Q4_K/Q5_K).
-template <int MR, int OFF, bool SPLIT, bool MINS>
+// scales (Q6_K, Q2_K, Q3_K, ...); MINS: 1 a min per sub-block (Q4_K/Q5_K), 2 a min per 16 (Q2_K).
+template <int MR, int OFF, bool SPLIT, int MINS>
 void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_out) {
   const int64_t k = qa.k, nsub = k / 32, gsub = qa.group / 32, ng = qa.groups();
   // Per-row pointers at this chunk's first sub-block / group.
@@ -313,13 +339,23 @@ void qpanel_kernel(const QPanel& p, int64_t sb0, int64_t nsb, const QuantActs& q
           tmp[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][1]), s1, tmp[r][1]);
         }
       }
-      if (MINS) {
+      if constexpr (MINS == 1) {
         const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           const __m512 sv = _mm512_set1_ps(fsr[r][b]);
           tmp[r][0] = _mm512_fnmadd_ps(sv, m0, tmp[r][0]);
           tmp[r][1] = _mm512_fnmadd_ps(sv, m1, tmp[r][1]);
+        }
+      } else if constexpr (MINS == 2) {
+        const __m512 m0 = _mm512_load_ps(p.wm + b * kNR), m1 = _mm512_load_ps(p.wm + b * kNR + 16);
+        const __m512 h0 = _mm512_load_ps(p.wmh + b * kNR), h1 = _mm512_load_ps(p.wmh + b * kNR + 16);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+          const __m512 lo = _mm512_set1_ps(static_cast<float>(s16r[r][2 * b]));
+          const __m512 hi = _mm512_set1_ps(static_cast<float>(s16r[r][2 * b + 1]));
+          tmp[r][0] = _mm512_fnmadd_ps(hi, h0, _mm512_fnmadd_ps(lo, m0, tmp[r][0]));
+          tmp[r][1] = _mm512_fnmadd_ps(hi, h1, _mm512_fnmadd_ps(lo, m1, tmp[r][1]));
         }
       }
     }
@@ -373,16 +409,17 @@ template <DType T>
 void qpanel_range_of(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
   using Tr = WTraits<T>;
   constexpr int off = Tr::kOff;
-  constexpr bool split = Tr::kSplit, mins = Tr::kMins;
+  constexpr bool split = Tr::kSplit;
+  constexpr int mins = Tr::kMins;
   const int64_t k = w.cols, nsub = k / 32, csub = kQuantChunk / 32;
   thread_local std::vector<uint8_t, std::allocator<uint8_t>> qbuf;
   thread_local std::vector<float> fbuf, acc;
   qbuf.resize(static_cast<size_t>(csub) * 1024 + 64);
-  fbuf.resize(static_cast<size_t>(csub) * 3 * kNR + 16);
+  fbuf.resize(static_cast<size_t>(csub) * 4 * kNR + 16);
   acc.resize(static_cast<size_t>(m) * kNR);
   uint8_t* qa64 = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~uintptr_t{63});
   float* fa64 = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(fbuf.data()) + 63) & ~uintptr_t{63});
-  QPanel p{qa64, fa64, fa64 + csub * 2 * kNR};
+  QPanel p{qa64, fa64, fa64 + csub * 2 * kNR, fa64 + csub * 3 * kNR};
   for (int64_t c0 = n0; c0 < n1; c0 += kNR) {
     const int ncols = static_cast<int>(std::min<int64_t>(kNR, n1 - c0));
     std::fill(acc.begin(), acc.end(), 0.f);
@@ -441,6 +478,19 @@ void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n
     case DType::Q4_K: return qpanel_range_of<DType::Q4_K>(w, qa, m, n0, n1, y);
     case DType::Q5_K: return qpanel_range_of<DType::Q5_K>(w, qa, m, n0, n1, y);
     case DType::Q6_K: return qpanel_range_of<DType::Q6_K>(w, qa, m, n0, n1, y);
+    case DType::Q2_K: return qpanel_range_of<DType::Q2_K>(w, qa, m, n0, n1, y);
+    case DType::Q3_K: return qpanel_range_of<DType::Q3_K>(w, qa, m, n0, n1, y);
+    case DType::IQ4_XS: return qpanel_range_of<DType::IQ4_XS>(w, qa, m, n0, n1, y);
+    case DType::MXFP4: return qpanel_range_of<DType::MXFP4>(w, qa, m, n0, n1, y);
+    case DType::TQ1_0: return qpanel_range_of<DType::TQ1_0>(w, qa, m, n0, n1, y);
+    case DType::TQ2_0: return qpanel_range_of<DType::TQ2_0>(w, qa, m, n0, n1, y);
+    case DType::IQ1_S: return qpanel_range_of<DType::IQ1_S>(w, qa, m, n0, n1, y);
+    case DType::IQ1_M: return qpanel_range_of<DType::IQ1_M>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XXS: return qpanel_range_of<DType::IQ2_XXS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_XS: return qpanel_range_of<DType::IQ2_XS>(w, qa, m, n0, n1, y);
+    case DType::IQ2_S: return qpanel_range_of<DType::IQ2_S>(w, qa, m, n0, n1, y);
+    case DType::IQ3_XXS: return qpanel_range_of<DType::IQ3_XXS>(w, qa, m, n0, n1, y);
+    case DType::IQ3_S: return qpanel_range_of<DType::IQ3_S>(w, qa, m, n0, n1, y);
     default: fail(ErrorKind::Internal, "matmul", "no quantized panels for this type");
   }
 }
