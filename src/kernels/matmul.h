@@ -110,10 +110,25 @@ void matmul(const WeightView& w, const float* x, int64_t m, float* y, ThreadPool
 // x[m, K] · W_i^T for i < count (count <= kMatmulMultiMax; every W_i has K columns; y[i] must
 // not overlap x or each other). The same results as `count` calls of matmul, with one thread
 // hand-off instead of `count` (a decode step's q/k/v and gate/up products are each too small
-// to be worth a hand-off of their own). The rows of all the W_i are split over the threads by
-// weight bytes. Weights whose activation formats differ (float and quantized, or quantized
-// with different scale groups) run one matmul call each.
+// to be worth a hand-off of their own). A matmul_jobs call with one shared x.
 constexpr int kMatmulMultiMax = 8;
 void matmul_multi(const WeightView* w, float* const* y, int count, const float* x, int64_t m, ThreadPool& pool);
+
+// One product of a batch: y[m, w.rows] = x[m, w.cols] · w^T.
+struct MatmulJob {
+  WeightView w;
+  const float* x = nullptr;
+  int64_t m = 0;
+  float* y = nullptr;
+};
+
+// Any number of independent products in one pass over the pool, each with the results of its
+// own matmul call (a decode step of a mixture of experts: every active expert's gate and up,
+// then every expert's down). No y may overlap an x or another y. Each distinct activation
+// matrix (same x, m, K and activation format) is prepared once; the rows of all the weights,
+// end to end, are split over the threads by cost (weight bytes times ceil(m / 4), the passes
+// the row kernels make over a weight row), boundaries on multiples of 32 rows of a matrix.
+// Few jobs or little work: one matmul call per job.
+void matmul_jobs(const MatmulJob* jobs, int count, ThreadPool& pool);
 
 }  // namespace ptn

@@ -173,6 +173,100 @@ template <class V>
 void grow(V& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
+
+// moe_ffn once the rows are grouped by expert (s.count / s.start / s.order filled): the same
+// products and the same order of additions as the per-expert loop, hence the same results
+// (bit for bit when F is a multiple of 16, so the element-wise activation's vector tails fall
+// alike).
+void moe_batched(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y, MoeScratch& s,
+                 ThreadPool& pool) {
+  const int64_t E = w.router.rows, H = w.router.cols, F = w.gate[0].rows, K = p.top_k;
+  const size_t TK = static_cast<size_t>(T * K);
+  grow(s.g, TK * static_cast<size_t>(F));
+  grow(s.u, TK * static_cast<size_t>(F));
+  grow(s.o, TK * static_cast<size_t>(H));
+  // Gathered inputs: with one row and unweighted inputs every expert reads x itself (and the
+  // activations are prepared once for all of them).
+  const bool gather = T > 1 || p.weight_input;
+  if (gather) {
+    grow(s.xs, TK * static_cast<size_t>(H));
+    for (size_t i = 0; i < TK; ++i) {
+      const int32_t c = s.order[i];
+      const int64_t t = c / K;
+      float* xs = s.xs.data() + static_cast<int64_t>(i) * H;
+      if (p.weight_input) {
+        const float wt = s.route_w[static_cast<size_t>(c)];
+        for (int64_t j = 0; j < H; ++j) xs[j] = wt * x[t * H + j];
+      } else {
+        std::copy(x + t * H, x + (t + 1) * H, xs);
+      }
+    }
+  }
+  const int64_t Fs = w.shared ? w.shared_gate.rows : 0;
+  const bool gated = w.shared && w.shared_router.data != nullptr;
+  if (w.shared) {
+    grow(s.sg, static_cast<size_t>(T * Fs));
+    grow(s.su, static_cast<size_t>(T * Fs));
+    grow(s.sl, static_cast<size_t>(T));
+  }
+  std::vector<MatmulJob>& jobs = s.jobs;
+  // Every active expert's gate and up (and the shared expert's gate, up and router) at once.
+  jobs.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = s.count[static_cast<size_t>(e)], r = s.start[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const float* in = gather ? s.xs.data() + r * H : x;
+    jobs.push_back({w.gate[static_cast<size_t>(e)], in, n, s.g.data() + r * F});
+    jobs.push_back({w.up[static_cast<size_t>(e)], in, n, s.u.data() + r * F});
+  }
+  if (w.shared) {
+    jobs.push_back({w.shared_gate, x, T, s.sg.data()});
+    jobs.push_back({w.shared_up, x, T, s.su.data()});
+    if (gated) jobs.push_back({w.shared_router, x, T, s.sl.data()});
+  }
+  matmul_jobs(jobs.data(), static_cast<int>(jobs.size()), pool);
+  if (!w.gate_bias.empty())
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = s.count[static_cast<size_t>(e)], r = s.start[static_cast<size_t>(e)];
+      if (n == 0) continue;
+      add_bias(s.g.data() + r * F, w.gate_bias[static_cast<size_t>(e)], n, F);
+      add_bias(s.u.data() + r * F, w.up_bias[static_cast<size_t>(e)], n, F);
+    }
+  const int64_t rows = static_cast<int64_t>(TK);
+  if (p.activation == MoeActivation::SwiGLUOai)
+    swiglu_oai(s.g.data(), s.u.data(), s.g.data(), rows * F, p.alpha, p.limit);
+  else
+    swiglu(s.g.data(), s.u.data(), s.g.data(), rows * F, pool);
+  if (w.shared) swiglu(s.sg.data(), s.su.data(), s.sg.data(), T * Fs, pool);
+
+  // Every expert's down (and the shared expert's, straight into y).
+  jobs.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = s.count[static_cast<size_t>(e)], r = s.start[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    jobs.push_back({w.down[static_cast<size_t>(e)], s.g.data() + r * F, n, s.o.data() + r * H});
+  }
+  if (w.shared) jobs.push_back({w.shared_down, s.sg.data(), T, y});
+  matmul_jobs(jobs.data(), static_cast<int>(jobs.size()), pool);
+  if (gated)
+    for (int64_t t = 0; t < T; ++t) {
+      const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
+      for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
+    }
+  else if (!w.shared)
+    std::fill(y, y + T * H, 0.0f);
+
+  // Scatter-add in expert order, rows in order within an expert, as the per-expert loop does.
+  for (size_t i = 0; i < TK; ++i) {
+    const int32_t c = s.order[i];
+    const int64_t t = c / K;
+    const float wt = p.weight_input ? 1.0f : s.route_w[static_cast<size_t>(c)];
+    float* o = s.o.data() + static_cast<int64_t>(i) * H;
+    if (!w.down_bias.empty()) add_bias(o, w.down_bias[static_cast<size_t>(s.route_e[static_cast<size_t>(c)])], 1, H);
+    float* yt = y + t * H;
+    for (int64_t j = 0; j < H; ++j) yt[j] += wt * o[j];
+  }
+}
 }  // namespace
 
 void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T, float* y, MoeScratch& s,
@@ -208,6 +302,8 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     const size_t e = static_cast<size_t>(s.route_e[i]);
     s.order[static_cast<size_t>(s.start[e] + s.count[e]++)] = static_cast<int32_t>(i);
   }
+
+  if (most <= s.batched_rows) return moe_batched(w, p, x, T, y, s, pool);
 
   // The shared expert (every row) first: y starts as its gated output, or zero.
   if (w.shared) {

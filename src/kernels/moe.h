@@ -28,7 +28,9 @@
 // matmul over all rows; rows are then grouped by expert (a counting sort of the T * top_k
 // choices), each expert with at least one row multiplies its rows gathered into one matrix
 // with the optimized matmul (so each active expert's weights are read once per step, whatever
-// T), and the results are scattered back with their weights. Experts that no row chose are
+// T), and the results are scattered back with their weights. With few rows per expert (decode)
+// all the experts' gate/up products go to the pool as one batch and all their down products as
+// another (matmul_jobs), instead of two hand-offs per active expert. Experts that no row chose are
 // not touched. Any weight type matmul accepts works (kernels/matmul.h).
 #pragma once
 #include <cstdint>
@@ -85,6 +87,12 @@ void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* expe
 struct MoeScratch {
   std::vector<float> logits, route_w, xs, g, u, h, o, sg, su, sh, so, sl;
   std::vector<int32_t> route_e, count, start, order;
+  std::vector<MatmulJob> jobs;
+  // Steps whose busiest expert has at most this many rows (decode, small batches) run every
+  // expert's products as one batch of matmul_jobs (two pool hand-offs per layer, the active
+  // experts' weights split between the threads); larger ones expert by expert. Both give the
+  // same results; tests set it to force one way or the other.
+  int32_t batched_rows = 16;
 };
 
 namespace ref {

@@ -2,8 +2,10 @@
 // SIMD level of this machine, 1 and 2 threads, odd shapes) against the reference by NMSE.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -402,6 +404,67 @@ TEST(MatmulMulti, FloatWeights) { check_multi({DType::F16, DType::F32, DType::BF
 // Differing activation formats fall back to one call each; the results are the same.
 TEST(MatmulMulti, MixedFormatsFallBack) {
   check_multi({DType::Q8_0, DType::Q4_K, DType::F16}, {64, 64, 33}, 512);
+}
+
+// matmul_jobs: products with their own activations (the experts of a decode step: different
+// x, different row counts, different K, gate and up sharing one x, quantized and float weights
+// in one batch, a job with no rows), bitwise against one matmul call per job at every level.
+TEST(MatmulJobs, IndependentProductsMatchOneCallEach) {
+  SimdCapReset reset;
+  ThreadPool pool1(1), pool2(2);
+  struct Spec {
+    DType type;
+    int64_t n, k, m;
+    int x;  // which activation matrix
+  };
+  const Spec specs[] = {{DType::Q4_K, 96, 512, 1, 0},  {DType::Q4_K, 96, 512, 1, 0},  {DType::Q6_K, 64, 512, 3, 1},
+                        {DType::Q8_0, 130, 256, 2, 2}, {DType::Q5_0, 33, 256, 2, 2},  {DType::F16, 70, 256, 1, 3},
+                        {DType::BF16, 40, 256, 5, 3},  {DType::MXFP4, 64, 256, 4, 4}, {DType::Q4_K, 32, 512, 0, 5},
+                        {DType::IQ4_XS, 48, 512, 6, 6}};
+  const int n = static_cast<int>(std::size(specs));
+  std::vector<Matrix> ws;
+  std::vector<std::vector<float>> xs(7);
+  for (int i = 0; i < n; ++i) {
+    const Spec& sp = specs[i];
+    ws.push_back(make_weights(sp.type, sp.n, sp.k, 700 + static_cast<uint32_t>(i), i == 3 ? 16 : 0));
+    if (xs[static_cast<size_t>(sp.x)].empty()) xs[static_cast<size_t>(sp.x)] = make_x(std::max<int64_t>(sp.m, 1), sp.k, 800 + static_cast<uint32_t>(i));
+  }
+  for (SimdLevel level : levels()) {
+    set_simd_cap(level);
+    for (ThreadPool* pool : {&pool1, &pool2}) {
+      std::vector<std::vector<float>> got(n), want(n);
+      std::vector<MatmulJob> jobs;
+      for (int i = 0; i < n; ++i) {
+        const Spec& sp = specs[i];
+        const size_t sz = static_cast<size_t>(sp.m * sp.n);
+        got[static_cast<size_t>(i)].assign(sz, -1.f);
+        want[static_cast<size_t>(i)].assign(sz, -2.f);
+        const float* x = xs[static_cast<size_t>(sp.x)].data();
+        matmul(ws[static_cast<size_t>(i)].view(), x, sp.m, want[static_cast<size_t>(i)].data(), *pool);
+        jobs.push_back({ws[static_cast<size_t>(i)].view(), x, sp.m, got[static_cast<size_t>(i)].data()});
+      }
+      matmul_jobs(jobs.data(), n, *pool);
+      for (int i = 0; i < n; ++i)
+        EXPECT_EQ(0, std::memcmp(got[static_cast<size_t>(i)].data(), want[static_cast<size_t>(i)].data(),
+                                 got[static_cast<size_t>(i)].size() * 4))
+            << "job " << i << " " << dtype_name(specs[i].type) << " " << simd_level_name(level)
+            << " threads=" << pool->size();
+      // A product is what it is whatever else is in the batch: the first job alone.
+      std::vector<float> alone(got[0].size(), -3.f);
+      MatmulJob one = jobs[0];
+      one.y = alone.data();
+      matmul_jobs(&one, 1, *pool);
+      EXPECT_EQ(0, std::memcmp(alone.data(), want[0].data(), alone.size() * 4));
+    }
+  }
+  // Bad jobs are refused before anything is computed.
+  ThreadPool pool(2);
+  std::vector<float> x(512), y(96, 5.f);
+  MatmulJob bad[2] = {{ws[0].view(), x.data(), 1, y.data()}, {ws[1].view(), nullptr, 1, y.data()}};
+  EXPECT_THROW(matmul_jobs(bad, 2, pool), Error);
+  EXPECT_EQ(y[0], 5.f);
+  EXPECT_THROW(matmul_jobs(bad, -1, pool), Error);
+  matmul_jobs(bad, 0, pool);  // nothing to do
 }
 
 TEST(MatmulMulti, BadArgumentsThrow) {

@@ -2,11 +2,13 @@
 // (token by token, reference matmuls) for every expert weight type, with and without
 // renormalised top-k and a shared expert, on steps where several rows choose the same expert
 // and some experts get no row; and the routing against its definition (softmax, and Llama 4's
-// sigmoid scores applied to the experts' inputs).
+// sigmoid scores applied to the experts' inputs). The optimized op runs both ways (all experts'
+// products as one batch, and expert by expert) with the same result.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -109,6 +111,20 @@ std::vector<int> expert_rows(const Layer& l, const MoeParams& p, const std::vect
   return n;
 }
 
+// The optimized op both ways, every expert's products as one batch and expert by expert: one
+// result, bit for bit (kF is a multiple of 16). Returns it.
+std::vector<float> both_ways(const MoeWeights& w, const MoeParams& p, const std::vector<float>& x, int64_t T,
+                             ThreadPool& pool, const std::string& label) {
+  MoeScratch batched, per_expert;
+  batched.batched_rows = std::numeric_limits<int32_t>::max();
+  per_expert.batched_rows = 0;
+  std::vector<float> a(static_cast<size_t>(T * kH), 1.0f), b(a.size(), -1.0f);
+  moe_ffn(w, p, x.data(), T, a.data(), batched, pool);
+  moe_ffn(w, p, x.data(), T, b.data(), per_expert, pool);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << label << ": batched and expert by expert differ";
+  return a;
+}
+
 double threshold(DType t) {
   if (t == DType::F32 || t == DType::F16) return 1e-7;
   if (t == DType::BF16) return 5e-5;  // AVX-512 BF16 dot products round the activations
@@ -144,6 +160,7 @@ TEST(MoeFfn, OptimizedMatchesReferenceForEveryWeightType) {
             std::vector<float> again(want.size(), -5.0f);
             moe_ffn(w, p, x.data(), T, again.data(), scratch, pool);
             EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * 4), 0) << label;
+            EXPECT_LT(nmse(want, both_ways(w, p, x, T, pool, label)), threshold(t)) << label;
           });
         }
       }
@@ -268,6 +285,7 @@ TEST(MoeFfn, Llama4SigmoidScoresScaleTheInput) {
           std::vector<float> got(want.size(), 7.0f);
           moe_ffn(wt, p, xt.data(), T, got.data(), scratch, pool);
           EXPECT_LT(nmse(want, got), threshold(t)) << label;
+          EXPECT_LT(nmse(want, both_ways(wt, p, xt, T, pool, label)), threshold(t)) << label;
         });
       }
     }
@@ -381,6 +399,7 @@ TEST(MoeFfn, GptOssBiasesAndClampedSwiGLU) {
         std::vector<float> got(want.size(), 123.0f);
         moe_ffn(w, p, x.data(), T, got.data(), scratch, pool);
         EXPECT_LT(nmse(want, got), threshold(t == DType::MXFP4 ? DType::Q4_0 : t)) << label;
+        EXPECT_LT(nmse(want, both_ways(w, p, x, T, pool, label)), threshold(t == DType::MXFP4 ? DType::Q4_0 : t)) << label;
       });
     }
   }
