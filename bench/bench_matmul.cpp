@@ -295,11 +295,11 @@ int register_all() {
   benchmark::RegisterBenchmark("PeakInt8Vnni", BM_Peak, Peak::Int8)->Iterations(1);
   benchmark::RegisterBenchmark("PeakF32Fma", BM_Peak, Peak::F32)->Iterations(1);
   benchmark::RegisterBenchmark("PeakBF16Dot", BM_Peak, Peak::BF16)->Iterations(1);
-  // Every type in its row layout, and Q4_K / Q8_0 interleaved 16 rows at a time ("q4_k_x16").
+  // Every type in its row layout, and Q4_K / Q8_0 / MXFP4 interleaved 16 rows at a time ("q4_k_x16").
   std::vector<std::pair<DType, bool>> variants;
   for (DType t : kTypes) {
     variants.emplace_back(t, false);
-    if (t == DType::Q4_K || t == DType::Q8_0) variants.emplace_back(t, true);
+    if (t == DType::Q4_K || t == DType::Q8_0 || t == DType::MXFP4) variants.emplace_back(t, true);
   }
   auto label = [](DType t, bool x16) { return std::string(dtype_name(t)) + (x16 ? "_x16" : ""); };
   for (auto [t, x16] : variants)
