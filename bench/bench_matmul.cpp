@@ -192,7 +192,7 @@ struct Weights {
 };
 
 // `min_total` bytes worth of copies of one random N x K matrix of type t (interleaved 16 rows
-// at a time when x16, as the executor runs Q4_K and Q8_0 on AVX-512).
+// at a time when x16, as the executor runs Q4_K, Q8_0, Q4_0, IQ4_NL and MXFP4 on AVX-512).
 const Weights& weights(DType t, int64_t n, int64_t k, size_t min_total, bool x16 = false) {
   static std::map<std::tuple<int, int64_t, int64_t, size_t, bool>, Weights> cache;
   auto key = std::make_tuple(static_cast<int>(t), n, k, min_total, x16);
@@ -295,11 +295,11 @@ int register_all() {
   benchmark::RegisterBenchmark("PeakInt8Vnni", BM_Peak, Peak::Int8)->Iterations(1);
   benchmark::RegisterBenchmark("PeakF32Fma", BM_Peak, Peak::F32)->Iterations(1);
   benchmark::RegisterBenchmark("PeakBF16Dot", BM_Peak, Peak::BF16)->Iterations(1);
-  // Every type in its row layout, and Q4_K / Q8_0 / MXFP4 interleaved 16 rows at a time ("q4_k_x16").
+  // Every type in its row layout, and Q4_K / Q8_0 / Q4_0 / MXFP4 interleaved 16 rows at a time ("q4_k_x16").
   std::vector<std::pair<DType, bool>> variants;
   for (DType t : kTypes) {
     variants.emplace_back(t, false);
-    if (t == DType::Q4_K || t == DType::Q8_0 || t == DType::MXFP4) variants.emplace_back(t, true);
+    if (t == DType::Q4_K || t == DType::Q8_0 || t == DType::MXFP4 || t == DType::Q4_0) variants.emplace_back(t, true);
   }
   auto label = [](DType t, bool x16) { return std::string(dtype_name(t)) + (x16 ? "_x16" : ""); };
   for (auto [t, x16] : variants)

@@ -26,7 +26,7 @@
 // time are decoded into an L1-sized transposed panel and multiplied with all activation rows
 // by a register-blocked VNNI / FMA / BF16 micro-kernel (AVX2 and avx2-vnni, quantized weights:
 // 8 weight rows per panel, maddubs or ymm VNNI, kernels/matmul_quant_panels_x86.h). Weights are used in their GGUF layout,
-// except Q4_K, Q8_0 and MXFP4 matrices that the executor interleaves 16 rows at a time
+// except Q4_K, Q8_0, Q4_0, IQ4_NL and MXFP4 matrices that the executor interleaves 16 rows at a time
 // (WeightLayout::X16, see interleave_rows): the AVX-512 kernels then multiply 16 weight rows
 // per VNNI instruction with no per-row unpacking; and BF16 matrices it stores as 32-row panels
 // (WeightLayout::P32) where the CPU has BF16 dot products. Other levels de-interleave.
@@ -44,7 +44,7 @@ namespace ptn {
 // How the rows of a weight matrix are laid out.
 enum class WeightLayout : uint8_t {
   Rows,  // row i at data + i * row_stride, in the GGUF block layout of its type
-  X16,   // Q4_K, Q8_0 or MXFP4 rows interleaved 16 at a time (interleave_rows); row_stride = bytes of one row
+  X16,   // Q4_K, Q8_0, Q4_0, IQ4_NL or MXFP4 rows interleaved 16 at a time (interleave_rows); row_stride = bytes of one row
   P32,   // BF16 rows in panels of 32 (interleave_rows); row_stride = bytes of one row
 };
 
@@ -60,8 +60,8 @@ struct WeightView {
 };
 
 // Rows interleaved 16 at a time (WeightLayout::X16). Rows go in groups of 16 (group g = rows
-// 16g..16g+15); a group holds one tile per 256 columns (Q4_K), 64 (Q8_0) or 32 (MXFP4), tiles of a
-// group in column order, groups one after another; every tile but MXFP4's is a whole number
+// 16g..16g+15); a group holds one tile per 256 columns (Q4_K), 64 (Q8_0) or 32 (Q4_0, IQ4_NL, MXFP4), tiles of a
+// group in column order, groups one after another; every tile but those of the 32-column types is a whole number
 // of 64-byte lines. A tile carries the 16 rows' blocks of its columns, regrouped so that one 64-byte load
 // holds 4 consecutive columns of all 16 rows, ready for a VNNI dot product against 4
 // activation bytes broadcast to every lane:
@@ -73,9 +73,10 @@ struct WeightView {
 //   Q8_0 (1088 bytes, blocks 2i and 2i + 1 as e = 0, 1): [32 e, 32 e + 32) d of block 2i + e of
 //     rows 0..15 (f16), then codes: for quad q, 64 bytes at 64 + 512 e + 64 q whose byte 4r + i
 //     is qs[4q + i] + 128 of row r's block 2i + e (unsigned, as VNNI wants).
-//   MXFP4 (272 bytes, one block; the one tile that is not whole lines): [0, 16) the exponents
-//     e of rows 0..15, then for quad j (0..3) 64 bytes at 16 + 64 j whose byte 4r + i is
-//     qs[4j + i] of row r (low nibble: column 4j + i, high nibble: column 16 + 4j + i).
+//   Q4_0, IQ4_NL (288 bytes) and MXFP4 (272 bytes), one block per tile (the tiles that are not
+//     whole lines): [0, 16 h) the scales of rows 0..15 (h = 2: f16 d; h = 1: MXFP4's exponent
+//     e), then for quad j (0..3) 64 bytes at 16 h + 64 j whose byte 4r + i is qs[4j + i] of
+//     row r (low nibble: column 4j + i, high nibble: column 16 + 4j + i).
 // Nothing is re-quantized: deinterleave_row gives back the original blocks.
 // BF16 rows in panels of 32 (WeightLayout::P32): panel p = rows 32p..32p+31, panels one after
 // another; a panel holds, for each pair of columns (2i, 2i + 1), 32 dwords (one per row, column
@@ -83,8 +84,8 @@ struct WeightView {
 // the weights where they lie.
 constexpr int64_t kX16Rows = 16;
 constexpr int64_t kP32Rows = 32;
-// True when w can be interleaved: Q4_K, Q8_0 with K a multiple of 64, MXFP4 (rows a positive
-// multiple of 16), or BF16 with K even (rows a positive multiple of 32); row layout.
+// True when w can be interleaved: Q4_K, Q8_0 with K a multiple of 64, Q4_0, IQ4_NL, MXFP4 (rows
+// a positive multiple of 16), or BF16 with K even (rows a positive multiple of 32); row layout.
 bool can_interleave(const WeightView& w);
 // Writes w's rows interleaved into dst (rows * row_bytes(type, cols) bytes; 64-byte alignment
 // is fastest) and returns the view of them. Throws InvalidArgument if !can_interleave(w).

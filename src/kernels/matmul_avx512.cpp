@@ -87,7 +87,7 @@ using namespace avx512;
 // (A weight matrix that stays in L3, as in bench_matmul, favours the panels from fewer rows.)
 int64_t panel_min_rows(DType t) { return t == DType::BF16 && simd_has_bf16() ? 8 : 20; }
 
-// MXFP4 interleaved (X16) with many activation rows (prefill): 32 rows at a time back in their
+// Q4_0, IQ4_NL and MXFP4 interleaved (X16) with many activation rows (prefill): 32 rows at a time back in their
 // blocks, then the quantized panels as for the row layout (they decode every weight once per
 // panel anyway; the copy of 32 rows is small beside their products with m rows).
 void x16_panels_from_rows(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
@@ -118,7 +118,7 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
   }
   if (w.layout == WeightLayout::X16) {
     if (m < panel_min_rows(w.type)) return x16_rows_range(w, qa, m, n0, n1, y);
-    if (w.type == DType::MXFP4) return x16_panels_from_rows(w, qa, m, n0, n1, y);
+    if (w.type != DType::Q4_K && w.type != DType::Q8_0) return x16_panels_from_rows(w, qa, m, n0, n1, y);
     return qpanel_range(w, qa, m, n0, n1, y);
   }
   if (m < panel_min_rows(w.type)) return rows_range(w, x, qa, m, n0, n1, y);

@@ -122,11 +122,10 @@ inline __m256i codes_b32(const uint8_t* blk, float& d, float& m) {
   return u;
 }
 
-// ---- Q4_K / Q8_0 / MXFP4 interleaved 16 rows at a time (WeightLayout::X16) -----------------------------
+// ---- Q4_K / Q8_0 / Q4_0 / IQ4_NL / MXFP4 interleaved 16 rows at a time (WeightLayout::X16) -----------------------------
 // Read by the interleaved row kernels and by the quantized panels' decoder.
 constexpr size_t kQ4KTile = kX16Rows * sizeof(BlockQ4K);  // 2304 bytes: 256 columns of 16 rows
 constexpr size_t kQ80Tile = 2 * kX16Rows * sizeof(BlockQ8_0);  // 1088 bytes: 64 columns (2 blocks) of 16 rows
-constexpr size_t kMxfp4Tile = kX16Rows * sizeof(BlockMXFP4);  // 272 bytes: 32 columns (1 block) of 16 rows
 
 // Scales (sc) and mins (mn) of sub-blocks 0..7 of a tile's 16 rows, one byte per row.
 inline void x16_scales(const uint8_t* tile, __m128i sc[8], __m128i mn[8]) {

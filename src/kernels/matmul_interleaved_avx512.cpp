@@ -1,4 +1,4 @@
-// AVX-512 kernels for few activation rows against Q4_K / Q8_0 weights interleaved 16 rows at a
+// AVX-512 kernels for few activation rows against Q4_K / Q8_0 / Q4_0 / IQ4_NL / MXFP4 weights interleaved 16 rows at a
 // time (WeightLayout::X16, kernels/matmul.h): one VNNI instruction works on 16 weight rows.
 #include "kernels/matmul_avx512_internal.h"
 
@@ -7,7 +7,7 @@
 namespace ptn::mm::avx512 {
 namespace {
 
-// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K, Q8_0 and MXFP4) -----------------------------
+// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K, Q8_0, Q4_0, IQ4_NL, MXFP4) -----------------------------
 
 // One 64-byte load holds 4 columns of 16 weight rows: the low nibbles (sub-block 2t) and the
 // high nibbles kept in place (sub-block 2t + 1, 16 x the code, undone in its scale) each go
@@ -121,16 +121,20 @@ void x16_rows_q8(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[1
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
-// MXFP4 (one block per tile): the nibbles index the E2M1 levels (doubled, as kMxfp4Values) plus
-// 12, so the codes are unsigned 0..24 for VNNI (one vpshufb per 16 columns); the + 12 is taken
-// out by starting the sum at -12 * sum(a). The 16 rows' power-of-two scales come from their
-// exponent bytes in one step (2^(e - 1 - 127) as float bits; e < 2 gives the subnormals
-// 2^-128 and 2^-127, as mxfp4_scale).
-template <int R>
-void x16_rows_mxfp4(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[16]) {
+// Q4_0, IQ4_NL, MXFP4 (one 32-column block per tile): the nibbles become unsigned codes for
+// VNNI, code = level + off: Q4_0 the nibble itself (off 8), IQ4_NL its level + 128 and MXFP4 its
+// E2M1 level (doubled, as kMxfp4Values) + 12 by one vpshufb per 16 columns; the off is taken out
+// by starting the sum at -off * sum(a). Scales: the 16 rows' f16 d, or MXFP4's exponent bytes in
+// one step (2^(e - 1 - 127) as float bits; e < 2 gives the subnormals 2^-128 and 2^-127, as
+// mxfp4_scale).
+template <int R, DType T>
+void x16_rows_nib32(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[16]) {
   constexpr int NA = R <= 2 ? 2 : 1;
-  alignas(16) int8_t lut[16];
-  for (int i = 0; i < 16; ++i) lut[i] = static_cast<int8_t>(kMxfp4Values[i] + 12);
+  constexpr bool kMx = T == DType::MXFP4, kLut = T != DType::Q4_0;
+  constexpr int32_t kOff = T == DType::Q4_0 ? 8 : kMx ? 12 : 128;
+  constexpr size_t kHead = kMx ? 16 : 32, kTile = kHead + 256;
+  alignas(16) uint8_t lut[16];
+  for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>((kMx ? kMxfp4Values[i] : kIq4nlValues[i]) + kOff);
   const __m512i levels = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), sub = _mm512_set1_epi32(0x00200000);
@@ -138,24 +142,31 @@ void x16_rows_mxfp4(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* tile = g + i * kMxfp4Tile;
+    const uint8_t* tile = g + static_cast<size_t>(i) * kTile;
 #pragma GCC unroll 5
     for (int l = 0; l < 5; ++l) prefetch_ahead(tile + 64 * l, kAhead);
-    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
-    const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(e, two), _mm512_sllv_epi32(sub, e),
-                                                 _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23));
-    const __m512 dw = _mm512_castsi512_ps(bits);
+    __m512 dw;
+    if constexpr (kMx) {
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+      dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(e, two), _mm512_sllv_epi32(sub, e),
+                                                       _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23)));
+    } else {
+      dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+    }
     __m512i ai[R][NA];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      ai[r][0] = _mm512_set1_epi32(-12 * ra.s32(r)[i]);
+      ai[r][0] = _mm512_set1_epi32(-kOff * ra.s32(r)[i]);
       if (NA == 2) ai[r][NA - 1] = _mm512_setzero_si512();
     }
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      const __m512i raw = _mm512_loadu_si512(tile + 16 + 64 * j);
-      const __m512i lo = _mm512_shuffle_epi8(levels, _mm512_and_si512(raw, m4));
-      const __m512i hi = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+      const __m512i raw = _mm512_loadu_si512(tile + kHead + 64 * j);
+      __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      if constexpr (kLut) {
+        lo = _mm512_shuffle_epi8(levels, lo);
+        hi = _mm512_shuffle_epi8(levels, hi);
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const int8_t* a = ra.a(r) + i * 32 + 4 * j;
@@ -176,7 +187,9 @@ void x16_rows_mxfp4(const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out
 template <int R>
 inline void x16_dispatch(DType t, const uint8_t* g, int64_t nb, const RowArgs& ra, float (*out)[16]) {
   if (t == DType::Q4_K) x16_rows<R>(g, nb, ra, out);
-  else if (t == DType::MXFP4) x16_rows_mxfp4<R>(g, nb, ra, out);
+  else if (t == DType::MXFP4) x16_rows_nib32<R, DType::MXFP4>(g, nb, ra, out);
+  else if (t == DType::Q4_0) x16_rows_nib32<R, DType::Q4_0>(g, nb, ra, out);
+  else if (t == DType::IQ4_NL) x16_rows_nib32<R, DType::IQ4_NL>(g, nb, ra, out);
   else x16_rows_q8<R>(g, nb, ra, out);
 }
 

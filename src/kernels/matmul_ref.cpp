@@ -45,11 +45,12 @@ void matmul_check(const char* op, const WeightView& w, const float* x, int64_t m
              std::to_string(tr.block_size) + " (" + shapes() + ")");
   const size_t rb = row_bytes(w.type, w.cols, op);
   if (w.layout == WeightLayout::X16) {
-    if ((w.type != DType::Q4_K && w.type != DType::Q8_0 && w.type != DType::MXFP4) || w.rows % kX16Rows != 0 ||
-        (w.type == DType::Q8_0 && w.cols % 64 != 0))
+    const bool x16_type = w.type == DType::Q4_K || w.type == DType::Q8_0 || w.type == DType::MXFP4 ||
+                          w.type == DType::Q4_0 || w.type == DType::IQ4_NL;
+    if (!x16_type || w.rows % kX16Rows != 0 || (w.type == DType::Q8_0 && w.cols % 64 != 0))
       fail(ErrorKind::InvalidArgument, op,
-           "an interleaved (16-row) weight must be q4_k, q8_0 (K a multiple of 64) or mxfp4 with rows a multiple of 16 (" +
-               shapes() + ")");
+           "an interleaved (16-row) weight must be q4_k, q8_0 (K a multiple of 64), q4_0, iq4_nl or mxfp4 with rows a "
+           "multiple of 16 (" + shapes() + ")");
   } else if (w.layout == WeightLayout::P32) {
     if (w.type != DType::BF16 || w.rows % kP32Rows != 0 || w.cols % 2 != 0)
       fail(ErrorKind::InvalidArgument, op,
@@ -87,20 +88,22 @@ void q8_0_moves(int64_t r, size_t e, Move&& move) {
   move(32 * e + 2 * rr, 0, 2, 0u);  // d
   for (size_t q = 0; q < QK8_0 / 4; ++q) move(64 + 512 * e + 64 * q + 4 * rr, 2 + 4 * q, 4, 0x80808080u);
 }
-// MXFP4 (one block per tile): byte r is row r's exponent, then for nibble-byte quad j (0..3)
-// 64 bytes at 16 + 64 j whose bytes 4r..4r+3 are row r's qs[4j..4j+3].
+// Q4_0, IQ4_NL and MXFP4 (one block per tile): the scale of row r (h bytes: the f16 d, or
+// MXFP4's exponent) at h r, then for nibble-byte quad j (0..3) 64 bytes at 16 h + 64 j whose
+// bytes 4r..4r+3 are row r's qs[4j..4j+3].
 template <class Move>
-void mxfp4_moves(int64_t r, Move&& move) {
+void nib32_moves(int64_t r, size_t h, Move&& move) {
   const size_t rr = static_cast<size_t>(r);
-  move(rr, 0, 1, 0u);  // e
-  for (size_t j = 0; j < QK_MXFP4 / 8; ++j) move(16 + 64 * j + 4 * rr, 1 + 4 * j, 4, 0u);
+  move(h * rr, 0, h, 0u);
+  for (size_t j = 0; j < 4; ++j) move(16 * h + 64 * j + 4 * rr, h + 4 * j, 4, 0u);
 }
-static_assert(sizeof(BlockQ4K) == 144 && sizeof(BlockQ8_0) == 34 && sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockQ4K) == 144 && sizeof(BlockQ8_0) == 34 && sizeof(BlockMXFP4) == 17 &&
+              sizeof(BlockQ4_0) == 18 && sizeof(BlockIQ4_NL) == 18);
 
 // Offset in its group of the tile that holds block i (a Q8_0 tile holds two blocks).
 size_t x16_tile_offset(DType t, int64_t i) {
   if (t == DType::Q4_K) return static_cast<size_t>(i) * kX16Rows * sizeof(BlockQ4K);
-  if (t == DType::MXFP4) return static_cast<size_t>(i) * kX16Rows * sizeof(BlockMXFP4);
+  if (t == DType::MXFP4 || t == DType::Q4_0 || t == DType::IQ4_NL) return static_cast<size_t>(i) * kX16Rows * traits(t).block_bytes;
   return static_cast<size_t>(i / 2) * 2 * kX16Rows * sizeof(BlockQ8_0);
 }
 
@@ -115,7 +118,8 @@ void move_block(DType t, int64_t r, int64_t i, const uint8_t* from, uint8_t* to)
     std::memcpy(to + (kToTile ? at : j), &v, n);
   };
   if (t == DType::Q4_K) q4k_moves(r, move);
-  else if (t == DType::MXFP4) mxfp4_moves(r, move);
+  else if (t == DType::MXFP4) nib32_moves(r, 1, move);
+  else if (t == DType::Q4_0 || t == DType::IQ4_NL) nib32_moves(r, 2, move);
   else q8_0_moves(r, static_cast<size_t>(i % 2), move);
 }
 
@@ -131,7 +135,9 @@ bool can_interleave(const WeightView& w) {
   switch (w.type) {
     case DType::Q4_K: return w.rows % kX16Rows == 0 && w.cols % QK_K == 0;
     case DType::Q8_0: return w.rows % kX16Rows == 0 && w.cols % (2 * QK8_0) == 0;  // 64 columns per tile
-    case DType::MXFP4: return w.rows % kX16Rows == 0 && w.cols % QK_MXFP4 == 0;
+    case DType::Q4_0:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return w.rows % kX16Rows == 0 && w.cols % 32 == 0;
     case DType::BF16: return w.rows % kP32Rows == 0 && w.cols % 2 == 0;
     default: return false;
   }
@@ -140,7 +146,7 @@ bool can_interleave(const WeightView& w) {
 WeightView interleave_rows(const WeightView& w, void* dst) {
   if (!can_interleave(w))
     fail(ErrorKind::InvalidArgument, "interleave_rows",
-         "needs q4_k, q8_0 or mxfp4 rows in a multiple of 16, or bf16 rows in a multiple of 32, got " +
+         "needs q4_k, q8_0, q4_0, iq4_nl or mxfp4 rows in a multiple of 16, or bf16 rows in a multiple of 32, got " +
              std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " + dtype_name(w.type));
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   uint8_t* out = static_cast<uint8_t*>(dst);

@@ -489,7 +489,7 @@ TEST(MatmulMulti, BadArgumentsThrow) {
 }
 
 
-// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K, Q8_0, MXFP4) ---------------------------
+// ---- rows interleaved 16 at a time (WeightLayout::X16: Q4_K, Q8_0, Q4_0, IQ4_NL, MXFP4) ---------------------------
 
 struct Interleaved {
   Matrix plain;
@@ -504,7 +504,7 @@ Interleaved interleaved(DType t, int64_t n, int64_t k, uint32_t seed, size_t pad
 }
 
 TEST(X16Interleaved, RowsComeBackAndTheReferenceAgrees) {
-  for (DType t : {DType::Q4_K, DType::Q8_0, DType::MXFP4, DType::BF16}) {
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::BF16}) {
     const Interleaved w = interleaved(t, t == DType::BF16 ? 64 : 48, 768, 7, 16);
     EXPECT_EQ(w.view.layout, t == DType::BF16 ? WeightLayout::P32 : WeightLayout::X16);
     const size_t rb = row_bytes(t, 768);
@@ -538,7 +538,8 @@ void check_interleaved(DType t) {
   ThreadPool pool1(1), pool2(2);
   uint32_t seed = 1200;
   const bool bf16 = t == DType::BF16;
-  for (int64_t k : {bf16 ? 66 : 256, 768, 2048, t == DType::MXFP4 ? 2880 : 0}) {
+  const bool nib32 = t == DType::MXFP4 || t == DType::Q4_0 || t == DType::IQ4_NL;
+  for (int64_t k : {bf16 ? 66 : 256, 768, 2048, nib32 ? 2880 : 0}) {
     if (k == 0) continue;
     for (int64_t n : {bf16 ? 32 : 16, 48, 96, 224}) {
       if (n % (bf16 ? 32 : 16) != 0) continue;
@@ -568,8 +569,10 @@ void check_interleaved(DType t) {
 }
 TEST(X16Interleaved, Q4KMatchesTheReference) { check_interleaved(DType::Q4_K); }
 TEST(X16Interleaved, Q8_0MatchesTheReference) { check_interleaved(DType::Q8_0); }
-// MXFP4 (gpt-oss's experts): 32-column tiles, so K = 2880 (90 blocks) as in gpt-oss too.
+// The 32-column tiles: also K = 2880 (90 blocks, gpt-oss's).
 TEST(X16Interleaved, Mxfp4MatchesTheReference) { check_interleaved(DType::MXFP4); }
+TEST(X16Interleaved, Q4_0MatchesTheReference) { check_interleaved(DType::Q4_0); }
+TEST(X16Interleaved, Iq4NlMatchesTheReference) { check_interleaved(DType::IQ4_NL); }
 // BF16 in 32-row panels: from 8 rows the panels go straight into the BF16 dot products.
 TEST(X16Interleaved, Bf16PanelsMatchTheReference) { check_interleaved(DType::BF16); }
 
@@ -615,7 +618,7 @@ TEST(X16Interleaved, BadInputsThrow) {
   WeightView bad{DType::Q4_K, 8, 256, buf.data(), 144, WeightLayout::X16};
   expect_error(bad, x.data(), 1, y.data(), "multiple of 16");
   bad = {DType::Q6_K, 16, 256, buf.data(), 210, WeightLayout::X16};
-  expect_error(bad, x.data(), 1, y.data(), "must be q4_k, q8_0 (K a multiple of 64) or mxfp4");
+  expect_error(bad, x.data(), 1, y.data(), "must be q4_k, q8_0 (K a multiple of 64), q4_0, iq4_nl or mxfp4");
   bad = {DType::Q8_0, 16, 96, buf.data(), 102, WeightLayout::X16};  // half a Q8_0 tile
   expect_error(bad, x.data(), 1, y.data(), "K a multiple of 64");
   const Matrix mx8 = make_weights(DType::MXFP4, 8, 64, 55);  // MXFP4 tiles are 32 columns, rows 16
