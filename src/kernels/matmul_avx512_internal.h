@@ -4,7 +4,7 @@
 //
 //   matmul_avx512.cpp               activation conversion (int8 groups, bf16 pairs), the choice of strategy
 //   matmul_rows_avx512.cpp          row kernels: few activation rows, weights as GGUF rows (decode)
-//   matmul_interleaved_avx512.cpp   few rows against Q4_K / Q8_0 interleaved 16 rows at a time (X16)
+//   matmul_interleaved_avx512.cpp   few rows against Q4_K / Q8_0 / Q4_0 / IQ4_NL / MXFP4 interleaved 16 rows at a time (X16)
 //   matmul_quant_panels_avx512.cpp  many rows, quantized weights: 32-row panels decoded into L1 (prefill)
 //   matmul_float_panels_avx512.cpp  many rows, f32 / f16 / bf16 weights; BF16 32-row panels (P32)
 //
@@ -207,7 +207,8 @@ class NextChunkPrefetch {
 // Row kernels, weights in GGUF rows (WeightLayout::Rows), any type: x for float weights, qa for
 // quantized ones.
 void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
-// Q4_K / Q8_0 interleaved 16 rows at a time (WeightLayout::X16); n0, n1 multiples of 16.
+// Q4_K / Q8_0 / Q4_0 / IQ4_NL / MXFP4 interleaved 16 rows at a time (WeightLayout::X16); n0, n1
+// multiples of 16.
 void x16_rows_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 // Quantized panels, any quantized type in rows, or Q4_K / Q8_0 in X16.
 void qpanel_range(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);

@@ -751,12 +751,12 @@ WeightView copy_matrix(const WeightView& src, uint8_t* dst, bool copy_rows, bool
 
 }  // namespace
 
-// Weights copied for the kernels: Q4_K / Q8_0 interleaved, BF16 panels, 2 MB pages.
+// Weights copied for the kernels: Q4_K / Q8_0 / Q4_0 / IQ4_NL / MXFP4 interleaved, BF16 panels, 2 MB pages.
 // Every matrix of a linear op is copied once (a matrix two nodes share, once) into one buffer
 // in 2 MB pages where the system allows: a decode step streams all of it, and with 4 KB pages
 // every 4 KB read also walks the page table (Q4_K_M's Q6_K matrices, copied as they are:
-// decode 84-87% -> 90-94% of the read bandwidth, docs/performance.md). Q4_K and Q8_0 are
-// interleaved 16 rows at a time and BF16 goes in 32-row panels on the way (kernels/matmul.h,
+// decode 84-87% -> 90-94% of the read bandwidth, docs/performance.md). Q4_K, Q8_0, Q4_0,
+// IQ4_NL and MXFP4 are interleaved 16 rows at a time and BF16 goes in 32-row panels on the way (kernels/matmul.h,
 // WeightLayout::X16 / P32; the panels only where the CPU has BF16 dot products). The other
 // SIMD levels run from the program's bytes (the copy is untried there): AVX-512 only.
 void Executor::Impl::lay_out_weights(const Program& p) {

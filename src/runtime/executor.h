@@ -25,7 +25,7 @@ enum class ExecMode { Reference, Optimized };
 enum class OutputRows { LastPerSequence, All };
 
 // Whether optimized executors made from now on (on an AVX-512 CPU) copy their matrices into
-// memory laid out for the kernels: Q4_K and Q8_0 interleaved 16 rows at a time, BF16 in 32-row
+// memory laid out for the kernels: Q4_K, Q8_0, Q4_0, IQ4_NL and MXFP4 interleaved 16 rows at a time, BF16 in 32-row
 // panels (with BF16 dot products), every other matrix as it is; all in 2 MB pages where the
 // system allows (kernels/matmul.h). The same bytes, multiplied with fewer instructions and
 // fewer page walks. On by default. A program mapped from its file gets the copied matrices'
