@@ -46,12 +46,33 @@ struct Scratch {
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
+
+// (X16: every level but AVX-512, and AVX-512's panels for the 32-column types; P32: every level
+// but AVX-512 with BF16.) The threads split rows at multiples of 32; a matrix has a multiple of
+// 16 or 32 rows, so a last group may hold 16.
+void deinterleaved_range(RangeFn range, const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0,
+                         int64_t n1, float* y) {
+  const size_t rb = row_bytes(w.type, w.cols);
+  constexpr int64_t kGroup = 32;
+  thread_local std::vector<uint8_t> rows;
+  thread_local std::vector<float> yt;
+  rows.resize(rb * kGroup);
+  yt.resize(static_cast<size_t>(m * kGroup));
+  for (int64_t g0 = n0; g0 < n1; g0 += kGroup) {
+    const int64_t g = std::min(kGroup, n1 - g0);
+    for (int64_t r = 0; r < g; ++r) deinterleave_row(w, g0 + r, rows.data() + r * rb);
+    const WeightView t{w.type, g, w.cols, rows.data(), rb};
+    range(t, x, qa, m, 0, g, yt.data());
+    for (int64_t i = 0; i < m; ++i) std::memcpy(y + i * w.rows + g0, yt.data() + i * g, g * sizeof(float));
+  }
+}
+
 }  // namespace mm
 
 namespace {
 
 using QuantizeFn = void (*)(const float*, int64_t, int64_t, mm::QuantActs&);
-using RangeFn = void (*)(const WeightView&, const float*, const mm::QuantActs&, int64_t, int64_t, int64_t, float*);
+using mm::RangeFn;
 
 struct LevelFns {
   QuantizeFn quantize;
@@ -72,26 +93,6 @@ LevelFns level_fns() {
   return {mm::quantize_acts_scalar, mm::matmul_range_scalar};
 }
 
-// Interleaved weights at a level without kernels for them (X16: all but AVX-512; P32: all but
-// AVX-512 with BF16): 16 or 32 rows at a time back in their blocks, multiplied by the level's
-// row kernels. n0 and n1 are multiples of 32 or the end (the threads split rows at multiples of
-// 32; a matrix has a multiple of 16 or 32 rows).
-void deinterleaved_range(RangeFn range, const WeightView& w, const float* x, const mm::QuantActs& qa, int64_t m,
-                         int64_t n0, int64_t n1, float* y) {
-  const size_t rb = row_bytes(w.type, w.cols);
-  const int64_t g = w.layout == WeightLayout::P32 ? kP32Rows : kX16Rows;
-  thread_local std::vector<uint8_t> rows;
-  thread_local std::vector<float> yt;
-  rows.resize(rb * g);
-  yt.resize(static_cast<size_t>(m * g));
-  for (int64_t g0 = n0; g0 < n1; g0 += g) {
-    for (int64_t r = 0; r < g; ++r) deinterleave_row(w, g0 + r, rows.data() + r * rb);
-    const WeightView t{w.type, g, w.cols, rows.data(), rb};
-    range(t, x, qa, m, 0, g, yt.data());
-    for (int64_t i = 0; i < m; ++i) std::memcpy(y + i * w.rows + g0, yt.data() + i * g, g * sizeof(float));
-  }
-}
-
 void run_range(const LevelFns& fns, const WeightView& w, const float* x, const mm::QuantActs& qa, int64_t m, int64_t n0,
                int64_t n1, float* y) {
 #if defined(__x86_64__)
@@ -100,7 +101,7 @@ void run_range(const LevelFns& fns, const WeightView& w, const float* x, const m
   const bool avx512 = false;
 #endif
   if ((w.layout == WeightLayout::X16 && !avx512) || (w.layout == WeightLayout::P32 && !(avx512 && simd_has_bf16())))
-    return deinterleaved_range(fns.range, w, x, qa, m, n0, n1, y);
+    return mm::deinterleaved_range(fns.range, w, x, qa, m, n0, n1, y);
   fns.range(w, x, qa, m, n0, n1, y);
 }
 

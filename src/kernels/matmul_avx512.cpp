@@ -11,10 +11,6 @@
 #include "core/cpu.h"
 #include "core/fp16.h"
 
-#include <algorithm>
-#include <cstring>
-#include <vector>
-
 namespace ptn::mm {
 namespace {
 
@@ -87,25 +83,6 @@ using namespace avx512;
 // (A weight matrix that stays in L3, as in bench_matmul, favours the panels from fewer rows.)
 int64_t panel_min_rows(DType t) { return t == DType::BF16 && simd_has_bf16() ? 8 : 20; }
 
-// Q4_0, IQ4_NL and MXFP4 interleaved (X16) with many activation rows (prefill): 32 rows at a time back in their
-// blocks, then the quantized panels as for the row layout (they decode every weight once per
-// panel anyway; the copy of 32 rows is small beside their products with m rows).
-void x16_panels_from_rows(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
-  const size_t rb = row_bytes(w.type, w.cols);
-  thread_local std::vector<uint8_t> rows;
-  thread_local std::vector<float> yt;
-  for (int64_t g0 = n0; g0 < n1; g0 += 32) {
-    const int64_t g = std::min<int64_t>(32, n1 - g0);
-    rows.resize(rb * static_cast<size_t>(g));
-    yt.resize(static_cast<size_t>(m * g));
-    for (int64_t r = 0; r < g; ++r) deinterleave_row(w, g0 + r, rows.data() + static_cast<size_t>(r) * rb);
-    const WeightView t{w.type, g, w.cols, rows.data(), rb};
-    qpanel_range(t, qa, m, 0, g, yt.data());
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(y + i * w.rows + g0, yt.data() + i * g, static_cast<size_t>(g) * sizeof(float));
-  }
-}
-
 }  // namespace
 
 bool avx512_uses_bf16_pairs(DType t, int64_t m) { return t == DType::BF16 && m >= panel_min_rows(t) && simd_has_bf16(); }
@@ -118,7 +95,10 @@ void matmul_range_avx512(const WeightView& w, const float* x, const QuantActs& q
   }
   if (w.layout == WeightLayout::X16) {
     if (m < panel_min_rows(w.type)) return x16_rows_range(w, qa, m, n0, n1, y);
-    if (w.type != DType::Q4_K && w.type != DType::Q8_0) return x16_panels_from_rows(w, qa, m, n0, n1, y);
+    // Q4_0, IQ4_NL, MXFP4: no panel decoder reads their tiles; the panels take them back as rows
+    // (the panels decode every weight once per panel anyway; 32 rows' copy is small beside
+    // their products with m >= 20 rows).
+    if (w.type != DType::Q4_K && w.type != DType::Q8_0) return deinterleaved_range(matmul_range_avx512, w, x, qa, m, n0, n1, y);
     return qpanel_range(w, qa, m, n0, n1, y);
   }
   if (m < panel_min_rows(w.type)) return rows_range(w, x, qa, m, n0, n1, y);

@@ -331,6 +331,12 @@ void quantize_acts_neon(const float* x, int64_t r0, int64_t r1, QuantActs& qa);
 void matmul_range_neon(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_neon_dotprod(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
 void matmul_range_neon_i8mm(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
+// Interleaved weights (X16, P32) multiplied by `range` from their rows: up to 32 rows at a time
+// back in their blocks, then range on those rows (a level with no kernels for the layout, or a
+// layout some kernels of a level do not read). n0 and n1 are multiples of 32 or the end.
+using RangeFn = void (*)(const WeightView&, const float*, const QuantActs&, int64_t, int64_t, int64_t, float*);
+void deinterleaved_range(RangeFn range, const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0,
+                         int64_t n1, float* y);
 // Rows [r0, r1) of x [.., k] as bf16 pairs (round to nearest even; an odd k pairs the last
 // element with zero) into xb [.., (k + 1) / 2]. AVX-512 with BF16 only (simd_has_bf16()).
 void bf16_pairs_avx512(const float* x, int64_t r0, int64_t r1, int64_t k, uint32_t* xb);

@@ -174,6 +174,33 @@ void grow(V& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// The input row of choice c (row t = c / K's k-th expert): x[t], scaled by the choice's weight
+// when the weight goes in (Llama 4).
+void gather_choice(const float* x, int64_t H, const MoeParams& p, const float* route_w, int32_t c, float* dst) {
+  const float* xt = x + c / p.top_k * H;
+  if (p.weight_input) {
+    const float wt = route_w[c];
+    for (int64_t j = 0; j < H; ++j) dst[j] = wt * xt[j];
+  } else {
+    std::copy(xt, xt + H, dst);
+  }
+}
+
+// y[t] += w * o for choice c's expert output o (w = 1 when the weight went in).
+void add_choice(float* y, int64_t H, const MoeParams& p, const float* route_w, int32_t c, const float* o) {
+  const float wt = p.weight_input ? 1.0f : route_w[c];
+  float* yt = y + c / p.top_k * H;
+  for (int64_t j = 0; j < H; ++j) yt[j] += wt * o[j];
+}
+
+// y [T, H] times the shared expert's sigmoid gate of each row (logits sl [T]).
+void gate_shared(float* y, const float* sl, int64_t T, int64_t H) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float g = static_cast<float>(sigmoid(sl[t]));
+    for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
+  }
+}
+
 // moe_ffn once the rows are grouped by expert (s.count / s.start / s.order filled): the same
 // products and the same order of additions as the per-expert loop, hence the same results
 // (bit for bit when F is a multiple of 16, so the element-wise activation's vector tails fall
@@ -190,17 +217,8 @@ void moe_batched(const MoeWeights& w, const MoeParams& p, const float* x, int64_
   const bool gather = T > 1 || p.weight_input;
   if (gather) {
     grow(s.xs, TK * static_cast<size_t>(H));
-    for (size_t i = 0; i < TK; ++i) {
-      const int32_t c = s.order[i];
-      const int64_t t = c / K;
-      float* xs = s.xs.data() + static_cast<int64_t>(i) * H;
-      if (p.weight_input) {
-        const float wt = s.route_w[static_cast<size_t>(c)];
-        for (int64_t j = 0; j < H; ++j) xs[j] = wt * x[t * H + j];
-      } else {
-        std::copy(x + t * H, x + (t + 1) * H, xs);
-      }
-    }
+    for (size_t i = 0; i < TK; ++i)
+      gather_choice(x, H, p, s.route_w.data(), s.order[i], s.xs.data() + static_cast<int64_t>(i) * H);
   }
   const int64_t Fs = w.shared ? w.shared_gate.rows : 0;
   const bool gated = w.shared && w.shared_router.data != nullptr;
@@ -249,22 +267,16 @@ void moe_batched(const MoeWeights& w, const MoeParams& p, const float* x, int64_
   if (w.shared) jobs.push_back({w.shared_down, s.sg.data(), T, y});
   matmul_jobs(jobs.data(), static_cast<int>(jobs.size()), pool);
   if (gated)
-    for (int64_t t = 0; t < T; ++t) {
-      const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
-      for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
-    }
+    gate_shared(y, s.sl.data(), T, H);
   else if (!w.shared)
     std::fill(y, y + T * H, 0.0f);
 
   // Scatter-add in expert order, rows in order within an expert, as the per-expert loop does.
   for (size_t i = 0; i < TK; ++i) {
     const int32_t c = s.order[i];
-    const int64_t t = c / K;
-    const float wt = p.weight_input ? 1.0f : s.route_w[static_cast<size_t>(c)];
     float* o = s.o.data() + static_cast<int64_t>(i) * H;
     if (!w.down_bias.empty()) add_bias(o, w.down_bias[static_cast<size_t>(s.route_e[static_cast<size_t>(c)])], 1, H);
-    float* yt = y + t * H;
-    for (int64_t j = 0; j < H; ++j) yt[j] += wt * o[j];
+    add_choice(y, H, p, s.route_w.data(), c, o);
   }
 }
 }  // namespace
@@ -317,11 +329,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     matmul_multi(ws, ys, gated ? 3 : 2, x, T, pool);
     swiglu(s.sg.data(), s.su.data(), s.sg.data(), T * Fs, pool);
     matmul(w.shared_down, s.sg.data(), T, y, pool);
-    if (gated)
-      for (int64_t t = 0; t < T; ++t) {
-        const float g = static_cast<float>(sigmoid(s.sl[static_cast<size_t>(t)]));
-        for (int64_t c = 0; c < H; ++c) y[t * H + c] *= g;
-      }
+    if (gated) gate_shared(y, s.sl.data(), T, H);
   } else {
     std::fill(y, y + T * H, 0.0f);
   }
@@ -336,16 +344,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     const int64_t n = s.count[static_cast<size_t>(e)];
     if (n == 0) continue;
     const int32_t* idx = s.order.data() + s.start[static_cast<size_t>(e)];
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = idx[i] / K;
-      if (p.weight_input) {  // the weight scales the row going in
-        const float wt = s.route_w[static_cast<size_t>(idx[i])];
-        float* xs = s.xs.data() + i * H;
-        for (int64_t c = 0; c < H; ++c) xs[c] = wt * x[t * H + c];
-      } else {
-        std::copy(x + t * H, x + (t + 1) * H, s.xs.data() + i * H);
-      }
-    }
+    for (int64_t i = 0; i < n; ++i) gather_choice(x, H, p, s.route_w.data(), idx[i], s.xs.data() + i * H);
     const WeightView gu[2] = {w.gate[static_cast<size_t>(e)], w.up[static_cast<size_t>(e)]};
     float* gy[2] = {s.g.data(), s.u.data()};
     matmul_multi(gu, gy, 2, s.xs.data(), n, pool);
@@ -357,13 +356,7 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t T,
     else swiglu(s.g.data(), s.u.data(), s.g.data(), n * F, pool);
     matmul(w.down[static_cast<size_t>(e)], s.g.data(), n, s.o.data(), pool);
     if (!w.down_bias.empty()) add_bias(s.o.data(), w.down_bias[static_cast<size_t>(e)], n, H);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = idx[i] / K;
-      const float wt = p.weight_input ? 1.0f : s.route_w[static_cast<size_t>(idx[i])];
-      const float* o = s.o.data() + i * H;
-      float* yt = y + t * H;
-      for (int64_t c = 0; c < H; ++c) yt[c] += wt * o[c];
-    }
+    for (int64_t i = 0; i < n; ++i) add_choice(y, H, p, s.route_w.data(), idx[i], s.o.data() + i * H);
   }
 }
 
