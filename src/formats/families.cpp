@@ -53,6 +53,19 @@ constexpr HfLayerTensor kFusedGateUpMlp[] = {
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 
+// DeepSeek's multi-head latent attention: q_proj, or q_a_proj -> q_a_layernorm -> q_b_proj; the
+// latent and RoPE key from kv_a_proj_with_mqa, the latent's norm, kv_b_proj split per head.
+constexpr HfLayerTensor kMlaAttn[] = {
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
+    {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+    {"attn_q_b.weight", "self_attn.q_b_proj.weight"},
+    {"attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+    {"attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+    {"attn_k_b.weight", "self_attn.kv_b_proj.weight", RowPart::KvbK},
+    {"attn_v_b.weight", "self_attn.kv_b_proj.weight", RowPart::KvbV},
+};
+
 // Phi-3: q|k|v fused in qkv_proj.
 constexpr HfLayerTensor kPhi3Qkv[] = {
     {"attn_q.weight", "self_attn.qkv_proj.weight", RowPart::Q},
@@ -160,6 +173,22 @@ constexpr const char* kMixtralDefaults = R"({"rms_norm_eps": 1e-5, "rope_theta":
   "num_local_experts": 8, "num_experts_per_tok": 2})";
 constexpr const char* kQwen3MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 128,
   "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": false, "decoder_sparse_step": 1})";
+// DeepseekV2Config's and DeepseekV3Config's defaults for the keys that differ from ptn's generic
+// ones (the routing; V2's q_lora_rank 1536 and the shapes of the full models).
+constexpr const char* kDeepseekV2Defaults = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+  "moe_intermediate_size": 1407, "num_hidden_layers": 32, "num_attention_heads": 32,
+  "n_shared_experts": 2, "n_routed_experts": 64, "routed_scaling_factor": 1.0, "kv_lora_rank": 512,
+  "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128, "topk_method": "greedy",
+  "n_group": null, "topk_group": null, "num_experts_per_tok": null, "moe_layer_freq": 1, "first_k_dense_replace": 0,
+  "norm_topk_prob": false, "scoring_func": "softmax", "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+  "rope_theta": 10000.0})";
+constexpr const char* kDeepseekV3Defaults = R"({"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+  "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
+  "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5, "kv_lora_rank": 512,
+  "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128, "topk_method": "noaux_tc",
+  "n_group": 8, "topk_group": 4, "num_experts_per_tok": 8, "moe_layer_freq": 1, "first_k_dense_replace": 3,
+  "norm_topk_prob": true, "scoring_func": "sigmoid", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+  "rope_theta": 10000.0, "rope_interleave": true})";
 // Qwen2MoeConfig's defaults (Qwen1.5-MoE-A2.7B's shapes; its window only with use_sliding_window).
 constexpr const char* kQwen2MoeDefaults = R"({"sliding_window": 4096, "max_window_layers": 28, "num_experts": 60,
   "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
@@ -336,10 +365,6 @@ std::vector<FamilyInfo> make_table() {
     f.gguf_arch = "llama4"; f.gguf_reads = true; f.gguf_qk_interleaved = true; f.gguf_rope_freqs = true;
     f.gguf_window = WindowRule::ChunkOnRopeLayers; f.gguf_moe_norm_topk = false; f.gguf_shared_expert = true;
   }
-  auto unsupported = [&](Family id, const char* name, const char* hf, const char* why) {
-    FamilyInfo& f = row(id, name, name, {hf});
-    f.block = Block::Unsupported; f.unsupported_why = why;
-  };
   {
     FamilyInfo& f = row(Family::Mixtral, "mixtral", "Mixtral", {"MixtralForCausalLM"});
     f.block = Block::Moe; f.hf_moe = HfMoe::Mixtral; f.hf_moe_block = "block_sparse_moe"; f.hf_expert_w123 = true;
@@ -422,8 +447,25 @@ std::vector<FamilyInfo> make_table() {
     f.hf_window = WindowRule::EveryNthGlobal; f.window_pattern = 2;  // layer_types' default: sliding, full, ...
     f.hf_config_defaults = kGptOssDefaults;
   }
-  unsupported(Family::DeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "DeepSeek V2 (multi-head latent attention, shared experts) is not supported yet");
-  unsupported(Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "DeepSeek V3 (multi-head latent attention, grouped sigmoid routing) is not supported yet");
+  {
+    // DeepSeek V2 / V2-Lite / V2.5: multi-head latent attention (decoder.cpp attend_mla), RoPE on
+    // interleaved pairs of the rope part, the first first_k_dense_replace layers dense, then
+    // softmax-routed experts with ungated shared experts.
+    FamilyInfo& f = row(Family::DeepseekV2, "deepseek_v2", "DeepSeek V2", {"DeepseekV2ForCausalLM"});
+    f.hf_names = names({kInputNorm, kMlaAttn, kOProj, kFfnNorm, kLlamaMlp});
+    f.block = Block::Moe; f.hf_moe = HfMoe::DeepseekV2; f.hf_mla = true; f.rope_interleaved = true;
+    f.attn_bias = AttnBias::None;
+    f.hf_config_defaults = kDeepseekV2Defaults;
+  }
+  {
+    // DeepSeek V3 / R1 / Kimi-K2 style: V2's attention (the query through q_lora_rank), sigmoid
+    // scores chosen with a bias within the best groups, renormalised and scaled.
+    FamilyInfo& f = row(Family::DeepseekV3, "deepseek_v3", "DeepSeek V3", {"DeepseekV3ForCausalLM"});
+    f.hf_names = names({kInputNorm, kMlaAttn, kOProj, kFfnNorm, kLlamaMlp});
+    f.block = Block::Moe; f.hf_moe = HfMoe::DeepseekV3; f.hf_mla = true; f.rope_interleaved = true;
+    f.attn_bias = AttnBias::None;
+    f.hf_config_defaults = kDeepseekV3Defaults;
+  }
   {
     // StableLM (2): LayerNorms with biases, a quarter of each head rotated (partial_rotary_factor),
     // q/k/v biases with use_qkv_bias, SwiGLU; use_parallel_residual runs attention and MLP on the

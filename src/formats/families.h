@@ -56,6 +56,11 @@ enum class HfMoe {
                // scores scaling the experts' input; gate|up halves of one [E, H, 2F] tensor, down [E, F, H]
   GraniteMoe,  // num_local_experts, num_experts_per_tok; every layer; experts of intermediate_size; softmax over
                // the top-k logits; router.layer [E, H], input_linear [E, 2F, H] (gate rows, then up), output_linear [E, H, F]
+  DeepseekV2,  // n_routed_experts (null: dense), num_experts_per_tok, moe_intermediate_size, n_shared_experts (ungated,
+               // n_shared x moe_intermediate_size wide), first_k_dense_replace, moe_layer_freq; softmax scores, topk_method
+               // greedy or group_limited_greedy (n_group, topk_group), routed_scaling_factor; mlp.shared_experts.*
+  DeepseekV3,  // DeepseekV2's keys with sigmoid scores, mlp.gate.e_score_correction_bias for choosing, noaux_tc groups,
+               // norm_topk_prob (default true), routed_scaling_factor applied after it
   GraniteMoeShared,  // GraniteMoe + shared_intermediate_size (0: none): an ungated shared MLP beside the experts,
                      // shared_mlp.input_linear [2Fs, H] (gate rows, then up) and output_linear [H, Fs]
 };
@@ -76,7 +81,9 @@ enum class AttnBias {
 // Which rows of a fused source tensor a canonical tensor is (Phi-3 keeps q|k|v and gate|up
 // in one tensor each; GPT-NeoX keeps q|k|v per head: head h's q, k and v rows follow each
 // other, HeadQ/HeadK/HeadV); Whole for an unfused tensor.
-enum class RowPart { Whole, Q, K, V, Gate, Up, HeadQ, HeadK, HeadV };
+// KvbK / KvbV: DeepSeek's kv_b_proj holds per head qk_nope_head_dim key rows then v_head_dim
+// value rows; KvbK is each head's key block transposed (attn_k_b), KvbV its value block (attn_v_b).
+enum class RowPart { Whole, Q, K, V, Gate, Up, HeadQ, HeadK, HeadV, KvbK, KvbV };
 
 // Where an HF checkpoint keeps one canonical per-layer tensor, under "model.layers.N.".
 struct HfLayerTensor {
@@ -151,6 +158,8 @@ struct FamilyInfo {
                                       // llama_4_scaling_beta and original_max_position_embeddings (Ministral 3);
                                       // GGUF attention.temperature_scale with rope.scaling.original_context_length
   bool attn_sinks = false;            // a learned sink logit per query head on every layer (gpt-oss)
+  bool hf_mla = false;                // multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim,
+                                      // qk_rope_head_dim, v_head_dim; softmax scale with yarn's mscale_all_dim (DeepSeek)
   EmbedScale embed_scale = EmbedScale::One;
   bool query_pre_attn_scalar = false; // query scale 1/sqrt(query_pre_attn_scalar), GGUF attention.scale (Gemma)
   int64_t gguf_wide_query_layers = 0; // GGUF without attention.scale: llama.cpp's query scale is

@@ -283,8 +283,77 @@ void fill_layers(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
 }
 
 // Experts (families with hf_moe): counts, widths, routing and which layers have them.
+// DeepSeek's experts: layer i is sparse when n_routed_experts is set, i >= first_k_dense_replace and
+// i % moe_layer_freq == 0; n_shared_experts ungated shared experts in one MLP of n_shared x
+// moe_intermediate_size. V2: softmax scores, greedy or group_limited_greedy (a group's score its
+// best), times routed_scaling_factor. V3: sigmoid scores plus e_score_correction_bias for choosing,
+// noaux_tc (a group's score the sum of its two best), renormalised with norm_topk_prob, then scaled.
+void read_deepseek_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
+  const bool v3 = fam.hf_moe == HfMoe::DeepseekV3;
+  const json* nr = c.find("n_routed_experts");
+  if (!nr || nr->is_null()) {
+    if (!v3) return;  // DeepseekV2Config's default: a dense model
+    c.bad("n_routed_experts", "missing");
+  }
+  s.n_experts = c.integer("n_routed_experts", 1, 1024);
+  s.n_experts_used = c.integer("num_experts_per_tok", 1, s.n_experts);
+  s.expert_ffn_size = c.integer("moe_intermediate_size", 1, int64_t{1} << 24);
+  const json* ns = c.find("n_shared_experts");
+  const int64_t shared = ns && !ns->is_null() ? c.integer_or("n_shared_experts", 0, 0, 64) : 0;
+  s.shared_expert_ffn_size = shared * s.expert_ffn_size;
+  s.shared_expert_gate = false;
+  s.norm_topk_prob = c.boolean_or("norm_topk_prob", v3);
+  s.expert_routed_scale = static_cast<float>(c.number_or("routed_scaling_factor", v3 ? 2.5 : 1.0));
+  if (!(s.expert_routed_scale > 0) || !std::isfinite(s.expert_routed_scale)) c.bad("routed_scaling_factor", "must be positive");
+  const std::string scoring = c.string_or("scoring_func", v3 ? "sigmoid" : "softmax");
+  const std::string method = c.string_or("topk_method", v3 ? "noaux_tc" : "greedy");
+  if (!v3) {
+    if (scoring != "softmax") c.bad("scoring_func", "'" + scoring + "' is not supported for DeepSeek V2 (softmax is)");
+    // The remote code renormalises and then skips routed_scaling_factor; transformers' own class
+    // never renormalises: the two disagree, so only configs where they agree are read.
+    if (s.norm_topk_prob) c.bad("norm_topk_prob", "true is not supported for DeepSeek V2 (implementations disagree on it)");
+    if (method == "group_limited_greedy") {
+      s.expert_groups = c.integer("n_group", 1, s.n_experts);
+      s.expert_groups_used = c.integer("topk_group", 1, s.expert_groups);
+    } else if (method != "greedy") {
+      c.bad("topk_method", "'" + method + "' is not supported for DeepSeek V2 (greedy and group_limited_greedy are)");
+    }
+  } else {
+    if (scoring != "sigmoid") c.bad("scoring_func", "'" + scoring + "' is not supported for DeepSeek V3 (sigmoid is)");
+    if (method != "noaux_tc") c.bad("topk_method", "'" + method + "' is not supported for DeepSeek V3 (noaux_tc is)");
+    s.expert_sigmoid = true;
+    s.expert_selection_bias = true;
+    s.expert_groups = c.integer("n_group", 1, s.n_experts);
+    s.expert_groups_used = c.integer("topk_group", 1, s.expert_groups);
+    s.expert_group_top2 = true;
+    // DeepSeek's own V3 code skips layers off moe_layer_freq, transformers' class does not.
+    if (c.integer_or("moe_layer_freq", 1, 1, 4096) != 1) c.bad("moe_layer_freq", "other than 1 is not supported for DeepSeek V3 (implementations disagree on it)");
+  }
+  if (s.expert_groups > 0) {
+    if (s.n_experts % s.expert_groups != 0) c.bad("n_group", std::to_string(s.expert_groups) + " does not divide n_routed_experts " + std::to_string(s.n_experts));
+    if (s.expert_groups_used * (s.n_experts / s.expert_groups) < s.n_experts_used)
+      c.bad("topk_group", "its groups hold fewer experts than num_experts_per_tok");
+    if (s.expert_groups == 1) s.expert_groups = s.expert_groups_used = 0;  // one group: no restriction
+  }
+  const int64_t first_dense = c.integer_or("first_k_dense_replace", 0, 0, s.n_layers);
+  const int64_t freq = c.integer_or("moe_layer_freq", 1, 1, 4096);
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < s.n_layers; ++i) moe_layers += (s.layers[static_cast<size_t>(i)].moe = i >= first_dense && i % freq == 0);
+  if (moe_layers == 0) {  // a dense model after all
+    s.n_experts = s.n_experts_used = s.expert_ffn_size = s.shared_expert_ffn_size = 0;
+    s.expert_sigmoid = s.expert_selection_bias = false;
+    s.expert_groups = s.expert_groups_used = 0;
+    s.expert_routed_scale = 1.0f;
+    s.shared_expert_gate = true;
+    return;
+  }
+  if (moe_layers * s.n_experts * 3 > (int64_t{1} << 19))
+    c.bad("n_routed_experts", std::to_string(s.n_experts) + " experts on " + std::to_string(moe_layers) + " layers are more expert tensors than ptn holds");
+}
+
 void read_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
   if (fam.hf_moe == HfMoe::None) return;
+  if (fam.hf_moe == HfMoe::DeepseekV2 || fam.hf_moe == HfMoe::DeepseekV3) return read_deepseek_experts(c, fam, s);
   if (fam.hf_moe == HfMoe::Llama4) {  // "moe_layers": [] is a dense model, whatever the expert count says
     const json* ml = c.find("moe_layers");
     if (ml && ml->is_array() && ml->empty()) return;
@@ -479,12 +548,18 @@ void expert_sources(const FamilyInfo& fam, int64_t layer, const std::string& p, 
   if (fam.hf_moe == HfMoe::Llama4) return llama4_expert_sources(layer, block, s);
   if (fam.hf_moe == HfMoe::GraniteMoe || fam.hf_moe == HfMoe::GraniteMoeShared) return granite_moe_expert_sources(layer, p, block, s);
   m[layer_tensor(layer, "ffn_gate_inp.weight")] = block + "gate.weight";
+  if (s.expert_selection_bias) m[layer_tensor(layer, "exp_probs_b.bias")] = block + "gate.e_score_correction_bias";
   const char* names[3][2] = {{"ffn_gate", fam.hf_expert_w123 ? "w1" : "gate_proj"},
                              {"ffn_up", fam.hf_expert_w123 ? "w3" : "up_proj"},
                              {"ffn_down", fam.hf_expert_w123 ? "w2" : "down_proj"}};
   for (int64_t e = 0; e < s.n_experts; ++e)
     for (const auto& n : names) m[expert_tensor(layer, n[0], e)] = block + "experts." + std::to_string(e) + "." + n[1] + ".weight";
-  if (s.shared_expert_ffn_size > 0) {
+  if (s.shared_expert_ffn_size > 0 && (fam.hf_moe == HfMoe::DeepseekV2 || fam.hf_moe == HfMoe::DeepseekV3)) {
+    // DeepSeek: the shared experts as one ungated MLP
+    m[layer_tensor(layer, "ffn_gate_shexp.weight")] = block + "shared_experts.gate_proj.weight";
+    m[layer_tensor(layer, "ffn_up_shexp.weight")] = block + "shared_experts.up_proj.weight";
+    m[layer_tensor(layer, "ffn_down_shexp.weight")] = block + "shared_experts.down_proj.weight";
+  } else if (s.shared_expert_ffn_size > 0) {
     m[layer_tensor(layer, "ffn_gate_inp_shexp.weight")] = block + "shared_expert_gate.weight";
     m[layer_tensor(layer, "ffn_gate_shexp.weight")] = block + "shared_expert.gate_proj.weight";
     m[layer_tensor(layer, "ffn_up_shexp.weight")] = block + "shared_expert.up_proj.weight";
@@ -519,6 +594,15 @@ std::string hf_layer_source(const ModelSpec& s, const FamilyInfo& fam, const HfL
     case RowPart::HeadQ: return format_tensor_source(head_rows(hf, 0, s));
     case RowPart::HeadK: return format_tensor_source(head_rows(hf, 1, s));
     case RowPart::HeadV: return format_tensor_source(head_rows(hf, 2, s));
+    case RowPart::KvbK:
+    case RowPart::KvbV: {
+      TensorSourceRef r{hf};
+      r.head_period = s.qk_nope_dim + s.v_head_dim;
+      r.head_begin = t.part == RowPart::KvbK ? 0 : s.qk_nope_dim;
+      r.head_end = t.part == RowPart::KvbK ? s.qk_nope_dim : r.head_period;
+      if (t.part == RowPart::KvbK) r.transposed_blocks = s.n_heads;
+      return format_tensor_source(r);
+    }
   }
   // The q/k biases (attention_bias) are rows of the same outputs: permuted like the weights.
   const bool is_q = canon == "attn_q.weight" || canon == "attn_q.bias", is_k = canon == "attn_k.weight" || canon == "attn_k.bias";
@@ -591,10 +675,25 @@ void read_dimensions(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     c.bad("num_key_value_heads", std::string(fam.display) + "'s modeling gives every query head its own k/v head (" +
                                      std::to_string(s.n_heads) + "), not " + std::to_string(s.n_kv_heads));
   if (s.n_heads % s.n_kv_heads != 0) c.bad("num_key_value_heads", std::to_string(s.n_kv_heads) + " does not divide num_attention_heads " + std::to_string(s.n_heads));
-  if ((!fam.hf_head_dim || !c.present("head_dim")) && s.hidden_size % s.n_heads != 0)
+  if (fam.hf_mla) {
+    // Latent attention: each head's query/key is qk_nope + qk_rope wide, its value v_head_dim.
+    // transformers 5 writes head_dim = qk_rope_head_dim (the rotary width); any other is refused.
+    s.kv_lora_rank = c.integer("kv_lora_rank", 1, 1 << 16);
+    const json* ql = c.find("q_lora_rank");
+    s.q_lora_rank = ql && !ql->is_null() ? c.integer("q_lora_rank", 1, 1 << 16) : 0;
+    s.qk_nope_dim = c.integer("qk_nope_head_dim", 1, 1 << 16);
+    s.rope_dim = c.integer("qk_rope_head_dim", 2, 1 << 16);
+    if (s.rope_dim % 2) c.bad("qk_rope_head_dim", "must be even");
+    s.v_head_dim = c.integer("v_head_dim", 1, 1 << 16);
+    s.head_dim = s.qk_nope_dim + s.rope_dim;
+    if (c.j.contains("head_dim") && !c.j["head_dim"].is_null() && c.integer("head_dim") != s.rope_dim)
+      c.bad("head_dim", "is not qk_rope_head_dim (" + std::to_string(s.rope_dim) + "), as " + fam.display + "'s config class sets it");
+    if (s.n_kv_heads != s.n_heads)
+      c.bad("num_key_value_heads", std::string(fam.display) + "'s latent attention has one key and value per query head (" + std::to_string(s.n_heads) + ")");
+  } else if ((!fam.hf_head_dim || !c.present("head_dim")) && s.hidden_size % s.n_heads != 0)
     c.bad("num_attention_heads", "does not divide hidden_size" + std::string(fam.hf_head_dim ? " and no head_dim is given" : ""));
-  s.head_dim = c.integer_or("head_dim", s.hidden_size / s.n_heads, 1, 1 << 16);
-  if (!fam.hf_head_dim && s.head_dim != s.hidden_size / s.n_heads)
+  if (!fam.hf_mla) s.head_dim = c.integer_or("head_dim", s.hidden_size / s.n_heads, 1, 1 << 16);
+  if (!fam.hf_head_dim && !fam.hf_mla && s.head_dim != s.hidden_size / s.n_heads)
     c.bad("head_dim", std::to_string(s.head_dim) + " differs from hidden_size / num_attention_heads (" + std::to_string(s.hidden_size / s.n_heads) +
                           "), which " + fam.display + "'s modeling uses whatever the config says");
   s.max_position_embeddings = c.integer_or("max_position_embeddings", 0);
@@ -707,6 +806,19 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
       s.attn_temperature_all_layers = true;
     }
   }
+  if (fam.hf_mla) {  // the rotary part is qk_rope_head_dim (read_dimensions); DeepSeek's softmax scale grows with
+                     // yarn's mscale_all_dim: 1/sqrt(qk_nope + qk_rope) * mscale(factor, mscale_all_dim)^2
+    s.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    if (d && !rk.nested && rk.full.scaling.type == RopeScalingType::Yarn) {
+      Cfg r{*d, c.where + ": " + field};
+      const double m = r.number_or("mscale_all_dim", 0.0);
+      if (m != 0) s.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)) *
+                                                    yarn_mscale(rk.full.scaling.factor, m) * yarn_mscale(rk.full.scaling.factor, m));
+    } else if (d && rk.full.scaling.type != RopeScalingType::None) {
+      fail(ErrorKind::Unsupported, c.where + ": field '" + field + "'", std::string(fam.display) + " with RoPE scaling other than one yarn dict is not supported");
+    }
+    return rk;
+  }
   const double partial = partial_rotary(c, fam, params && !scaling ? params : nullptr, rk.nested);
   if (!(partial > 0 && partial <= 1)) c.bad(fam.hf_partial_rotary_key, "must be in (0, 1]");
   s.rope_dim = static_cast<int64_t>(s.head_dim * partial);
@@ -795,6 +907,8 @@ void read_features(const Cfg& c, const FamilyInfo& fam, const json& root, ModelS
   s.parallel_ffn_norm = s.parallel_residual && fam.parallel_ffn_norm;
   s.plain_mlp = fam.plain_mlp;
   s.rope_interleaved = fam.rope_interleaved;
+  // DeepSeek V3: q_pe/k_pe on interleaved pairs unless rope_interleave is false (rotate_half then).
+  if (fam.hf_moe == HfMoe::DeepseekV3) s.rope_interleaved = c.boolean_or("rope_interleave", true);
   s.output_bias = fam.output_bias;
   if (*fam.hf_qk_layernorm_key && c.boolean_or(fam.hf_qk_layernorm_key, false))
     fail(ErrorKind::Unsupported, c.where + ": field '" + fam.hf_qk_layernorm_key + "'",

@@ -70,9 +70,18 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     auto add = [&](const char* w) { out.push_back(layer_tensor(i, w)); };
     if (s.pre_norms) add("attn_norm.weight");
     if (s.pre_norms && s.norm_bias) add("attn_norm.bias");
-    add("attn_q.weight");
-    add("attn_k.weight");
-    add("attn_v.weight");
+    if (s.kv_lora_rank > 0) {
+      if (s.q_lora_rank > 0) { add("attn_q_a.weight"); add("attn_q_a_norm.weight"); add("attn_q_b.weight"); }
+      else add("attn_q.weight");
+      add("attn_kv_a_mqa.weight");
+      add("attn_kv_a_norm.weight");
+      add("attn_k_b.weight");
+      add("attn_v_b.weight");
+    } else {
+      add("attn_q.weight");
+      add("attn_k.weight");
+      add("attn_v.weight");
+    }
     if (s.attn_bias) { add("attn_q.bias"); add("attn_k.bias"); add("attn_v.bias"); }
     if (s.qk_norm) { add("attn_q_norm.weight"); add("attn_k_norm.weight"); }
     add("attn_output.weight");
@@ -85,6 +94,7 @@ std::vector<std::string> canonical_tensor_names(const ModelSpec& s) {
     if (s.layers.size() == static_cast<size_t>(s.n_layers) && s.layers[static_cast<size_t>(i)].moe) {
       add("ffn_gate_inp.weight");
       if (s.expert_bias) add("ffn_gate_inp.bias");
+      if (s.expert_selection_bias) add("exp_probs_b.bias");
       for (int64_t e = 0; e < s.n_experts; ++e)
         for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) {
           out.push_back(expert_tensor(i, w, e));
@@ -132,6 +142,19 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   const std::string w = name.substr(dot + 1);
   if (w == "attn_norm.weight" || w == "ffn_norm.weight" || w == "post_attention_norm.weight" || w == "post_ffw_norm.weight") return {H};
   if ((w == "attn_norm.bias" || w == "ffn_norm.bias") && s.norm_bias) return {H};
+  if (s.kv_lora_rank > 0) {  // MLA
+    const int64_t L = s.kv_lora_rank, Lq = s.q_lora_rank, R = s.rope_dim, Hq = s.n_heads, V = s.v_head_dim;
+    if (w == "attn_q.weight" && Lq == 0) return {q, H};
+    if (Lq > 0 && w == "attn_q_a.weight") return {Lq, H};
+    if (Lq > 0 && w == "attn_q_a_norm.weight") return {Lq};
+    if (Lq > 0 && w == "attn_q_b.weight") return {q, Lq};
+    if (w == "attn_kv_a_mqa.weight") return {L + R, H};
+    if (w == "attn_kv_a_norm.weight") return {L};
+    if (w == "attn_k_b.weight") return {Hq * L, s.qk_nope_dim};
+    if (w == "attn_v_b.weight") return {Hq * V, L};
+    if (w == "attn_output.weight") return {H, Hq * V};
+    if (w == "attn_k.weight" || w == "attn_v.weight") return {};
+  }
   if (w == "attn_q.weight") return {q, H};
   if (w == "attn_k.weight" || w == "attn_v.weight") return {kv, H};
   if (w == "attn_output.weight") return {H, q};
@@ -148,6 +171,7 @@ std::vector<int64_t> canonical_tensor_shape(const ModelSpec& s, const std::strin
   if (s.n_experts > 0) {
     if (w == "ffn_gate_inp.weight") return {s.n_experts, H};
     if (w == "ffn_gate_inp.bias" && s.expert_bias) return {s.n_experts};
+    if (w == "exp_probs_b.bias" && s.expert_selection_bias) return {s.n_experts};
     std::string what;
     int64_t e = 0;
     bool bias = false;
@@ -219,6 +243,10 @@ std::string describe_model_spec(const ModelSpec& s) {
   feat(s.attn_logit_softcap != 0, "attn softcap " + std::to_string(s.attn_logit_softcap));
   feat(s.final_logit_softcap != 0, "final softcap " + std::to_string(s.final_logit_softcap));
   feat(s.embed_scale != 1.0f, "embed scale " + std::to_string(s.embed_scale));
+  if (s.kv_lora_rank > 0)
+    feat(true, "latent attention (kv rank " + std::to_string(s.kv_lora_rank) +
+                   (s.q_lora_rank > 0 ? ", q rank " + std::to_string(s.q_lora_rank) : std::string()) + ", nope " +
+                   std::to_string(s.qk_nope_dim) + " + rope " + std::to_string(s.rope_dim) + ", v " + std::to_string(s.v_head_dim) + ")");
   feat(s.attn_temperature_scale != 0, std::string("attn temperature tuning") + (s.attn_temperature_all_layers ? " (every layer)" : ""));
   if (s.n_experts > 0) {
     int64_t moe_layers = 0;
@@ -231,6 +259,9 @@ std::string describe_model_spec(const ModelSpec& s) {
                                                        std::to_string(s.shared_expert_ffn_size) + ")"
                                                  : "") +
                    (s.expert_bias ? ", router and expert biases" : "") +
+                   (s.expert_selection_bias ? ", selection bias" : "") +
+                   (s.expert_groups > 0 ? ", best " + std::to_string(s.expert_groups_used) + " of " + std::to_string(s.expert_groups) + " groups" : "") +
+                   (s.expert_routed_scale != 1.0f ? ", weights x " + std::to_string(s.expert_routed_scale) : "") +
                    (s.expert_swiglu_limit > 0 ? ", SwiGLU clamped at " + std::to_string(s.expert_swiglu_limit) : ""));
   }
   o += "features: " + (feats.empty() ? std::string("none") : feats) + "\n";

@@ -125,6 +125,28 @@ struct ModelSpec {
   bool expert_sigmoid = false;
   bool expert_weight_input = false;
   bool shared_expert_gate = true;
+  // DeepSeek: the chosen experts' weights (after any renormalisation) times expert_routed_scale
+  // (routed_scaling_factor); with expert_selection_bias a per-expert bias exp_probs_b.bias [E]
+  // added to the scores for choosing only (V3's e_score_correction_bias); with expert_groups > 0
+  // the experts in that many equal groups, of which the expert_groups_used best (see
+  // expert_group_top2) are the only ones a row may choose from.
+  float expert_routed_scale = 1.0f;
+  bool expert_selection_bias = false;
+  int64_t expert_groups = 0;
+  int64_t expert_groups_used = 0;
+  bool expert_group_top2 = false;  // a group's score is the sum of its two best (V3, and llama.cpp always), else its best (HF V2)
+
+  // Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank == 0 for every other family. Each
+  // head's query is qk_nope_dim + rope_dim wide (head_dim), its value v_head_dim; keys and values
+  // come from one latent of kv_lora_rank per token (attn_kv_a_mqa gives it and the shared RoPE
+  // key of rope_dim). q_lora_rank > 0: the query goes through a low-rank projection too
+  // (attn_q_a, attn_q_a_norm, attn_q_b) instead of attn_q. The graph absorbs attn_k_b into the
+  // query and attn_v_b after attention, so the cache holds one "head" per token: the normalised
+  // latent and the rotated RoPE key (kv_lora_rank + rope_dim) as K, the latent as V (docs/moe.md).
+  int64_t kv_lora_rank = 0;
+  int64_t q_lora_rank = 0;
+  int64_t qk_nope_dim = 0;
+  int64_t v_head_dim = 0;
 
   std::vector<LayerAttention> layers;  // one per layer, size n_layers
 
@@ -151,6 +173,12 @@ struct ModelSpec {
 //   expert_ffn] (llama.cpp's per-expert names), and with a shared expert ffn_gate_shexp /
 //   ffn_up_shexp [shared_ffn, hidden], ffn_down_shexp [hidden, shared_ffn] and its gate
 //   ffn_gate_inp_shexp [1, hidden] (unless shared_expert_gate is false).
+// An MLA layer (kv_lora_rank > 0) has, instead of attn_q/attn_k/attn_v: attn_q [Hq*(nope+rope), hidden]
+//   (or attn_q_a [q_lora, hidden], attn_q_a_norm [q_lora], attn_q_b [Hq*(nope+rope), q_lora]),
+//   attn_kv_a_mqa [kv_lora+rope, hidden], attn_kv_a_norm [kv_lora], attn_k_b [Hq*kv_lora, nope]
+//   (each head's [nope, kv_lora] block of HF's kv_b_proj, transposed: llama.cpp's layout),
+//   attn_v_b [Hq*v, kv_lora], attn_output [hidden, Hq*v]; with expert_selection_bias an MoE layer
+//   adds exp_probs_b.bias [E].
 std::string layer_tensor(int64_t layer, const char* what);  // e.g. layer_tensor(3, "attn_q.weight")
 // An expert's tensor: expert_tensor(3, "ffn_up", 5) is "blk.3.ffn_up.5.weight"; with kind
 // "bias", "blk.3.ffn_up.5.bias" (gpt-oss's expert biases).

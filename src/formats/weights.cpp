@@ -27,9 +27,12 @@ std::string format_tensor_source(const TensorSourceRef& r) {
     s += "[rows " + std::to_string(r.row_begin) + ":" + std::to_string(r.row_end) +
          (r.row_step != 1 || r.row_block != 1 ? ":" + std::to_string(r.row_step) : "") +
          (r.row_block != 1 ? ":" + std::to_string(r.row_block) : "") + "]";
+  if (r.head_period > 0)
+    s += "[head rows " + std::to_string(r.head_begin) + ":" + std::to_string(r.head_end) + " of " + std::to_string(r.head_period) + "]";
   if (r.expert >= 0) s += "[expert " + std::to_string(r.expert) + "]";
   if (!r.mxfp4_scales.empty()) s += " (mxfp4 scales: " + r.mxfp4_scales + ")";
   if (r.transposed) s += " (transposed)";
+  if (r.transposed_blocks > 0) s += " (transposed in " + std::to_string(r.transposed_blocks) + " blocks)";
   if (r.interleaved_heads > 0) s += " (interleaved, " + std::to_string(r.interleaved_heads) + " heads)";
   return s;
 }
@@ -47,6 +50,15 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     if (r.interleaved_heads <= 0) bad();
     s = s.substr(0, p);
   }
+  const std::string tb = " (transposed in ";
+  if (auto p = s.find(tb); p != std::string::npos) {
+    const std::string tail = s.substr(p + tb.size());
+    const size_t sp = tail.find(' ');
+    if (sp == std::string::npos || tail.substr(sp) != " blocks)") bad();
+    try { r.transposed_blocks = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
+    if (r.transposed_blocks <= 0) bad();
+    s = s.substr(0, p);
+  }
   const std::string tr = " (transposed)";
   if (s.size() > tr.size() && s.compare(s.size() - tr.size(), tr.size(), tr) == 0) {
     r.transposed = true;
@@ -62,6 +74,19 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
     if (s.back() != ']') bad();
     try { r.expert = std::stoll(s.substr(p + 8, s.size() - p - 9)); } catch (...) { bad(); }
     if (r.expert < 0) bad();
+    s = s.substr(0, p);
+  }
+  if (auto p = s.find("[head rows "); p != std::string::npos) {
+    if (s.back() != ']') bad();
+    const std::string range = s.substr(p + 11, s.size() - p - 12);
+    const size_t colon = range.find(':'), of = range.find(" of ");
+    if (colon == std::string::npos || of == std::string::npos || of < colon) bad();
+    try {
+      r.head_begin = std::stoll(range.substr(0, colon));
+      r.head_end = std::stoll(range.substr(colon + 1, of - colon - 1));
+      r.head_period = std::stoll(range.substr(of + 4));
+    } catch (...) { bad(); }
+    if (r.head_begin < 0 || r.head_end <= r.head_begin || r.head_period < r.head_end) bad();
     s = s.substr(0, p);
   }
   if (auto p = s.find("[rows "); p != std::string::npos) {
@@ -140,6 +165,37 @@ Tensor take_rows(const Tensor& t, int64_t begin, int64_t end, int64_t step, int6
   uint8_t* dst = static_cast<uint8_t*>(out.data());
   for (int64_t i = 0; i < shape[0]; i += block)  // block i / block starts at row begin + (i / block) * step * block
     std::memcpy(dst + static_cast<size_t>(i) * unit, src + static_cast<size_t>(begin + i * step) * unit, unit * static_cast<size_t>(block));
+  return out;
+}
+
+// Rows [begin, end) of every `period` rows of a matrix, copied whole.
+Tensor take_head_rows(const Tensor& t, int64_t begin, int64_t end, int64_t period, const std::string& where) {
+  if (t.ndim() != 2 || !t.contiguous() || t.dim(0) % period != 0)
+    fail(ErrorKind::Corrupt, where, "per-head rows need a matrix of whole heads of " + std::to_string(period) + " rows, found " + t.describe());
+  const int64_t heads = t.dim(0) / period, take = end - begin;
+  Tensor out = Tensor::zeros(t.dtype(), {heads * take, t.dim(1)});
+  const size_t unit = t.row_bytes();
+  const uint8_t* src = static_cast<const uint8_t*>(t.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t h = 0; h < heads; ++h)
+    std::memcpy(dst + static_cast<size_t>(h * take) * unit, src + static_cast<size_t>(h * period + begin) * unit, unit * static_cast<size_t>(take));
+  return out;
+}
+
+// A float matrix [n a, b] as [n b, a], each [a, b] block transposed.
+Tensor transposed_blocks(const Tensor& t, int64_t n, const std::string& where) {
+  const DType d = t.dtype();
+  if (t.ndim() != 2 || !t.contiguous() || (d != DType::F32 && d != DType::F16 && d != DType::BF16) || n < 1 || t.dim(0) % n != 0)
+    fail(ErrorKind::Corrupt, where, "only a float matrix of " + std::to_string(n) + " row blocks can be transposed block by block, found " + t.describe());
+  const int64_t a = t.dim(0) / n, b = t.dim(1);
+  const size_t e = d == DType::F32 ? 4 : 2;
+  Tensor out = Tensor::zeros(d, {n * b, a});
+  const uint8_t* src = static_cast<const uint8_t*>(t.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        std::memcpy(dst + static_cast<size_t>((k * b + j) * a + i) * e, src + static_cast<size_t>((k * a + i) * b + j) * e, e);
   return out;
 }
 
@@ -269,6 +325,8 @@ class MappedSource final : public WeightSource {
     }
     if (r.transposed) t = transposed(t, where);
     if (r.row_begin >= 0) t = take_rows(t, r.row_begin, r.row_end, r.row_step, r.row_block, where);
+    if (r.head_period > 0) t = take_head_rows(t, r.head_begin, r.head_end, r.head_period, where);
+    if (r.transposed_blocks > 0) t = transposed_blocks(t, r.transposed_blocks, where);
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
     if (one_row_.count(name)) t = t.reshaped({1, t.dim(0)});
     return t;
@@ -333,6 +391,16 @@ class MappedSource final : public WeightSource {
         if (shape.empty() || r.row_end > shape[0])
           fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " has fewer than " + std::to_string(r.row_end) + " rows (needed for " + canon + ")");
         shape[0] = taken_rows(r.row_begin, r.row_end, r.row_step, r.row_block);
+      }
+      if (r.head_period > 0) {
+        if (shape.size() != 2 || shape[0] % r.head_period != 0)
+          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " is not a matrix of whole heads of " + std::to_string(r.head_period) + " rows (needed for " + canon + ")");
+        shape[0] = shape[0] / r.head_period * (r.head_end - r.head_begin);
+      }
+      if (r.transposed_blocks > 0) {
+        if (shape.size() != 2 || shape[0] % r.transposed_blocks != 0)
+          fail(ErrorKind::Corrupt, where, "shape " + shape_str(shape) + " does not split into " + std::to_string(r.transposed_blocks) + " row blocks (needed for " + canon + ")");
+        shape = {r.transposed_blocks * shape[1], shape[0] / r.transposed_blocks};
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
       // A one-row matrix stored as a vector (llama.cpp's ffn_gate_inp_shexp): the same bytes.

@@ -71,7 +71,10 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path, const std::s
 //                                   [rows, cols] (the same values; the nibbles reordered)
 //   "name (transposed)"             a float matrix [in, out] read as [out, in]
 //   "name (interleaved, H heads)"   rows permuted from interleaved RoPE pairs to half-split
-// Order: expert, MXFP4 unpacking, transpose, rows, permutation.
+//   "name[head rows A:B of C]"      rows [A, B) of every C rows (DeepSeek's per-head k|v of kv_b_proj)
+//   "name (transposed in N blocks)" a float matrix [N a, b] read as [N b, a], each [a, b] block
+//                                   transposed (kv_b_proj's key part as llama.cpp's attn_k_b)
+// Order: expert, MXFP4 unpacking, transpose, rows, head rows, block transpose, permutation.
 struct TensorSourceRef {
   std::string name;
   int64_t row_begin = -1, row_end = -1;  // -1: all rows
@@ -80,6 +83,8 @@ struct TensorSourceRef {
   int64_t row_step = 1;                  // with row_begin: every row_step-th row ...
   int64_t row_block = 1;                 // ... block of row_block rows (GPT-NeoX's per-head q|k|v)
   bool transposed = false;
+  int64_t head_period = 0, head_begin = 0, head_end = 0;  // head_period > 0: rows [head_begin, head_end) of every head_period
+  int64_t transposed_blocks = 0;                          // > 0: each of this many row blocks transposed
   std::string mxfp4_scales;              // non-empty: `name` is MXFP4 blocks with these scales
 };
 std::string format_tensor_source(const TensorSourceRef& r);

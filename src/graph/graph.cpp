@@ -29,6 +29,9 @@ constexpr OpInfo kOps[] = {
     {OpType::LayerNorm, "layer_norm"},
     {OpType::Gelu, "gelu"},
     {OpType::QueryTemperature, "query_temperature"},
+    {OpType::Slice, "slice"},
+    {OpType::Concat, "concat"},
+    {OpType::HeadLinear, "head_linear"},
 };
 
 const char* kind_name(ValueKind k) {

@@ -41,6 +41,10 @@ enum class OpType : uint16_t {
   Gelu,             // x -> gelu(x); attrs: activation ("gelu_tanh", the tanh approximation, or "gelu", exact erf)
   QueryTemperature,  // x[T, N], pos[T] -> x * (log(floor(pos / floor) + 1) * scale + 1) (Ministral 3, every layer
                      // after RoPE); attrs scale, floor as AttnTemperature's, whose position is pos + 1
+  Slice,       // x[T, G*W] -> [T, G*w]: columns offset..offset+w of each of G groups; attrs: groups, offset
+  Concat,      // a[T, G*A], b[T, G*B] -> [T, G*(A+B)]: per group, a's columns then b's; attrs: groups
+  HeadLinear,  // x[T, G*K] -> [T, G*N]: group g times its own matrix, rows g*N..(g+1)*N of W [G*N, K]
+               // (MLA's per-head absorption of attn_k_b and attn_v_b); attrs: groups
 };
 
 const char* op_name(OpType op);

@@ -80,6 +80,10 @@ void moe_check(const char* op, const MoeWeights& w, const MoeParams& p, const fl
     check_view(op, w.shared_down, H, Fs, "shared expert down");
     if (w.shared_router.data != nullptr) check_view(op, w.shared_router, 1, H, "shared expert router");
   }
+  if (p.groups < 0 || (p.groups > 0 && (E % p.groups != 0 || p.groups_used < 1 || p.groups_used > p.groups ||
+                                        p.groups_used * (E / p.groups) < p.top_k)))
+    bad(op, "expert groups must divide the " + std::to_string(E) + " experts and the groups used hold at least top_k experts");
+  if (!std::isfinite(p.routed_scale)) bad(op, "routed scale must be finite");
   if (T < 0 || (T > 0 && (x == nullptr || y == nullptr))) bad(op, "bad rows or null pointers");
 }
 
@@ -91,24 +95,65 @@ void moe_route(const float* logits, int64_t E, const MoeParams& p, int32_t* expe
     for (int64_t e = 0; e < E; ++e) mx = std::max(mx, static_cast<double>(logits[e]));
     for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]) - mx);
   }
-  // Selection by logit (both scores keep the order); a NaN logit is never chosen over a number.
+  auto score = [&](int64_t e) {
+    const double l = static_cast<double>(logits[e]);
+    return sigmoid_scores ? sigmoid(l) : std::exp(l - mx) / sum;
+  };
+  // The choice key: the logit (both scores keep its order), or, with a selection bias or
+  // groups, the score plus the bias. A NaN key is never chosen over a number.
+  const bool by_score = p.selection_bias != nullptr || p.groups > 0;
+  auto key = [&](int64_t e) {
+    if (!by_score) return static_cast<double>(logits[e]);
+    return score(e) + (p.selection_bias ? static_cast<double>(p.selection_bias[e]) : 0.0);
+  };
+  auto better = [](double a, double b) { return a > b || (std::isnan(b) && !std::isnan(a)); };
+  // Groups: only the experts of the groups_used best groups may be chosen (ties: lower group).
+  uint64_t allowed_groups[kMoeMaxExperts / 64] = {};
+  const int64_t G = p.groups > 0 ? p.groups : 1, gs = E / G;
+  if (p.groups > 0) {
+    double gscore[kMoeMaxExperts];
+    for (int64_t g = 0; g < G; ++g) {
+      double b1 = -INFINITY, b2 = -INFINITY;  // the group's best and second-best key
+      for (int64_t e = g * gs; e < (g + 1) * gs; ++e) {
+        const double k = key(e);
+        if (better(k, b1)) { b2 = b1; b1 = k; }
+        else if (better(k, b2)) b2 = k;
+      }
+      gscore[g] = p.group_top2 && gs > 1 ? b1 + b2 : b1;
+    }
+    for (int64_t j = 0; j < std::min(p.groups_used, G); ++j) {
+      int64_t best = -1;
+      for (int64_t g = 0; g < G; ++g)
+        if (!(allowed_groups[g / 64] >> (g % 64) & 1) && (best < 0 || better(gscore[g], gscore[best]))) best = g;
+      allowed_groups[best / 64] |= uint64_t{1} << (best % 64);
+    }
+  }
+  auto allowed = [&](int64_t e) { return p.groups <= 0 || (allowed_groups[(e / gs) / 64] >> ((e / gs) % 64) & 1); };
   double picked = 0;
   for (int64_t j = 0; j < p.top_k; ++j) {
     int64_t best = -1;
+    double best_key = 0;
     for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
+      bool taken = !allowed(e);
       for (int64_t i = 0; i < j; ++i) taken = taken || experts[i] == e;
       if (taken) continue;
-      if (best < 0 || logits[e] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[e]))) best = e;
+      const double k = key(e);
+      if (best < 0 || better(k, best_key)) { best = e; best_key = k; }
+    }
+    if (best < 0) {  // fewer experts in the allowed groups than top_k (moe_check refuses it)
+      experts[j] = experts[0];
+      weights[j] = 0.0f;
+      continue;
     }
     experts[j] = static_cast<int32_t>(best);
-    const double l = static_cast<double>(logits[best]);
-    const double score = sigmoid_scores ? sigmoid(l) : std::exp(l - mx) / sum;
-    weights[j] = static_cast<float>(score);
-    picked += score;
+    const double sc = score(best);
+    weights[j] = static_cast<float>(sc);
+    picked += sc;
   }
   if (p.norm_topk_prob && picked > 0)
     for (int64_t j = 0; j < p.top_k; ++j) weights[j] = static_cast<float>(weights[j] / picked);
+  if (p.routed_scale != 1.0f)
+    for (int64_t j = 0; j < p.top_k; ++j) weights[j] *= p.routed_scale;
 }
 
 namespace ref {

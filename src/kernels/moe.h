@@ -15,6 +15,10 @@
 //   h = (u + 1) * g * sigmoid(alpha * g),  out_e = down_e · h + b_d.
 // Its routing, softmax over the top-k logits, is the softmax over all, top-k, renormalised.
 //
+// DeepSeek V3 chooses by sigmoid score plus a per-expert bias, within the best groups of experts,
+// and weights by the unbiased scores, renormalised and times routed_scale (MoeParams); V2 by
+// softmax score, optionally within the best groups by their best score.
+//
 // Llama 4 scores the selected experts by the sigmoid of their logits (MoeScoring::Sigmoid:
 // w[t][e] = sigmoid(logits[t][e]), renormalised only with norm_topk_prob), applies the weight to
 // the expert's input instead of its output (weight_input: out_e = down_e · swiglu(w * x[t])), and
@@ -71,6 +75,15 @@ struct MoeParams {
   float alpha = 1.702f, limit = 7.0f;  // SwiGLUOai only
   MoeScoring scoring = MoeScoring::Softmax;
   bool weight_input = false;  // scale the expert's input by its weight, not its output (Llama 4)
+  // DeepSeek: the chosen weights (after renormalisation) times routed_scale; selection_bias [E]
+  // (V3's e_score_correction_bias) added to the scores for choosing only; with groups > 0 the E
+  // experts form that many equal groups and a row chooses only from the groups_used best (by the
+  // sum of a group's two best keys with group_top2, else by its best key; the key is the score
+  // plus the selection bias).
+  float routed_scale = 1.0f;
+  const float* selection_bias = nullptr;
+  int64_t groups = 0, groups_used = 0;
+  bool group_top2 = false;  // a group's score: the sum of its two best keys (V3, llama.cpp), else its best (HF's V2)
 };
 
 // Throws InvalidArgument naming `op` when the weights do not fit together (experts 1..1024,

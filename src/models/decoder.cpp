@@ -40,14 +40,17 @@ struct Builder {
     if (bias) ws.push_back(bias_of(w));
     return g.add_node(OpType::Linear, {x}, act(name, out, rows), ws, {{"out_features", out}});
   }
-  int32_t rope(int32_t x, int64_t heads, const LayerAttention& la, const std::string& name) {
+  // RoPE of `heads` heads of head_dim (0: the spec's), rotating rope_dim of each (0: the spec's).
+  int32_t rope(int32_t x, int64_t heads, const LayerAttention& la, const std::string& name, int64_t head_dim = 0,
+               int64_t rope_dim = 0) {
+    const int64_t D = head_dim > 0 ? head_dim : s.head_dim;
     const float theta = la.rope_theta > 0 ? la.rope_theta : s.rope_theta;
     // Gemma 3 scales only its global layers' RoPE; its local layers keep their own base unscaled.
     const bool scaled = la.rope_scaling;
     const RopeScaling& rs = s.rope_scaling;
     nlohmann::json a = {{"heads", heads},
-                        {"head_dim", s.head_dim},
-                        {"rope_dim", s.rope_dim > 0 ? s.rope_dim : s.head_dim},
+                        {"head_dim", D},
+                        {"rope_dim", rope_dim > 0 ? rope_dim : s.rope_dim > 0 ? s.rope_dim : s.head_dim},
                         {"theta", theta},
                         {"pairing", s.rope_interleaved ? "interleaved" : "half"},
                         {"scaling", scaled ? rope_scaling_name(rs.type) : "none"},
@@ -60,7 +63,10 @@ struct Builder {
                         {"attn_factor", rs.attn_factor}};
     if (scaled && rs.type == RopeScalingType::Yarn && !rs.yarn_truncate) a["truncate"] = false;  // absent: true
     if (scaled && rs.type == RopeScalingType::LongRope) a["freq_divisors"] = rs.freq_divisors;
-    return g.add_node(OpType::Rope, {x, pos}, act(name, heads * s.head_dim), {}, a);
+    return g.add_node(OpType::Rope, {x, pos}, act(name, heads * D), {}, a);
+  }
+  int32_t slice(int32_t x, int64_t groups, int64_t offset, int64_t width, const std::string& name) {
+    return g.add_node(OpType::Slice, {x}, act(name, groups * width), {}, {{"groups", groups}, {"offset", offset}});
   }
 
   void check_sizes() const {
@@ -89,6 +95,13 @@ struct Builder {
     if (any_moe && (s.n_experts < 1 || s.n_experts > 1024 || s.n_experts_used < 1 || s.n_experts_used > s.n_experts ||
                     s.expert_ffn_size < 1 || s.shared_expert_ffn_size < 0))
       fail(ErrorKind::InvalidArgument, "graph builder", "model spec has inconsistent expert counts or sizes");
+    if (any_moe && (s.expert_groups < 0 || (s.expert_groups > 0 && (s.n_experts % s.expert_groups != 0 || s.expert_groups_used < 1 ||
+                                                                     s.expert_groups_used > s.expert_groups))))
+      fail(ErrorKind::InvalidArgument, "graph builder", "expert groups must divide the experts and 1..groups of them be used");
+    if (s.kv_lora_rank > 0 && (s.qk_nope_dim < 1 || s.v_head_dim < 1 || s.rope_dim < 2 || s.rope_dim % 2 != 0 ||
+                               s.head_dim != s.qk_nope_dim + s.rope_dim || s.q_lora_rank < 0 || s.qk_norm || s.attn_bias ||
+                               s.attn_output_bias || s.attn_sinks || !s.pre_norms))
+      fail(ErrorKind::InvalidArgument, "graph builder", "latent attention needs nope, rope (even) and value dims, head_dim = nope + rope, and no q/k norms, biases or sinks");
   }
 
   // Inputs and the (scaled) token embedding; returns the residual stream.
@@ -105,8 +118,53 @@ struct Builder {
     // OLMo 2: no pre-norm
     return attend(l, s.pre_norms ? block_norm(x, layer_tensor(l, "attn_norm.weight"), "blk." + std::to_string(l) + ".attn_in") : x);
   }
+  // Multi-head latent attention (DeepSeek) of layer l on its (normed) input h, attn_k_b absorbed
+  // into the query and attn_v_b applied after attention, so the cache holds per token one
+  // "head": K = [norm(latent), rope(k_pe)] (kv_lora_rank + rope_dim), V = norm(latent).
+  //   q = attn_q(h) or attn_q_b(norm(attn_q_a(h)))          [T, Hq*(nope+rope)]
+  //   q' = [attn_k_b_h^T-applied q_nope_h, rope(q_pe_h)]     per head, [T, Hq*(L+rope)]
+  //   o = attn_output(attn_v_b_h . attend(q', K, V)_h)
+  int32_t attend_mla(int64_t l, int32_t h) {
+    const int64_t H = s.hidden_size, Hq = s.n_heads, L = s.kv_lora_rank, R = s.rope_dim, N = s.qk_nope_dim, V = s.v_head_dim;
+    const LayerAttention& la = s.layers[l];
+    auto t = [&](const char* what) { return layer_tensor(l, what); };
+    auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
+    int32_t q;
+    if (s.q_lora_rank > 0) {
+      q = linear(h, t("attn_q_a.weight"), s.q_lora_rank, nm("q_a"));
+      q = norm(q, t("attn_q_a_norm.weight"), s.q_lora_rank, nm("q_a_normed"));
+      q = linear(q, t("attn_q_b.weight"), Hq * (N + R), nm("q"));
+    } else {
+      q = linear(h, t("attn_q.weight"), Hq * (N + R), nm("q"));
+    }
+    int32_t q_nope = slice(q, Hq, 0, N, nm("q_nope"));
+    int32_t q_pe = rope(slice(q, Hq, N, R, nm("q_pe")), Hq, la, nm("q_pe_rope"), R, R);
+    int32_t q_lat = g.add_node(OpType::HeadLinear, {q_nope}, act(nm("q_latent"), Hq * L), {t("attn_k_b.weight")}, {{"groups", Hq}});
+    int32_t qf = g.add_node(OpType::Concat, {q_lat, q_pe}, act(nm("q_mla"), Hq * (L + R)), {}, {{"groups", Hq}});
+    int32_t kv = linear(h, t("attn_kv_a_mqa.weight"), L + R, nm("kv_a"));
+    int32_t c = norm(slice(kv, 1, 0, L, nm("kv_latent")), t("attn_kv_a_norm.weight"), L, nm("kv_latent_normed"));
+    int32_t k_pe = rope(slice(kv, 1, L, R, nm("k_pe")), 1, la, nm("k_pe_rope"), R, R);
+    int32_t k = g.add_node(OpType::Concat, {c, k_pe}, act(nm("k_mla"), L + R), {}, {{"groups", 1}});
+    const float scale = s.attn_scale > 0 ? s.attn_scale : 1.0f / std::sqrt(static_cast<float>(N + R));
+    nlohmann::json aa = {{"layer", l}, {"heads", Hq}, {"kv_heads", 1}, {"head_dim", L + R}, {"head_dim_v", L}, {"scale", scale},
+                         {"softcap", s.attn_logit_softcap}};
+    int32_t a;
+    if (!o.static_cache) {
+      a = g.add_node(OpType::UpdateAndAttend, {qf, k, c, pos}, act(nm("attn_latent"), Hq * L), {}, aa);
+    } else {
+      int32_t kbi = g.add_value(Value{nm("k_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, L + R}});
+      int32_t vbi = g.add_value(Value{nm("v_cache"), ValueKind::Buffer, o.static_cache_dtype, {o.max_context_length, L}});
+      g.add_node(OpType::CacheWrite, {kbi, k, pos}, Value{}, {}, {{"layer", l}});
+      g.add_node(OpType::CacheWrite, {vbi, c, pos}, Value{}, {}, {{"layer", l}});
+      a = g.add_node(OpType::StaticAttention, {qf, kbi, vbi, pos}, act(nm("attn_latent"), Hq * L), {}, aa);
+    }
+    a = g.add_node(OpType::HeadLinear, {a}, act(nm("attn"), Hq * V), {t("attn_v_b.weight")}, {{"groups", Hq}});
+    return linear(a, t("attn_output.weight"), H, nm("attn_out"));
+  }
+
   // The attention of layer l on its (normed) input h.
   int32_t attend(int64_t l, int32_t h) {
+    if (s.kv_lora_rank > 0) return attend_mla(l, h);
     const int64_t H = s.hidden_size, D = s.head_dim, Hq = s.n_heads, Hkv = s.n_kv_heads;
     const LayerAttention& la = s.layers[l];
     auto t = [&](const char* what) { return layer_tensor(l, what); };
@@ -204,7 +262,15 @@ struct Builder {
       for (int64_t e = 0; e < E; ++e)
         for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) ws.push_back(expert_tensor(l, w, e, "bias"));
     }
+    if (s.expert_selection_bias) ws.push_back(t("exp_probs_b.bias"));  // DeepSeek V3: the last weight
     nlohmann::json attrs = {{"experts", E}, {"top_k", s.n_experts_used}, {"norm_topk_prob", s.norm_topk_prob}, {"shared", shared}};
+    if (s.expert_selection_bias) attrs["selection_bias"] = true;
+    if (s.expert_routed_scale != 1.0f) attrs["routed_scale"] = s.expert_routed_scale;
+    if (s.expert_groups > 0) {
+      attrs["groups"] = s.expert_groups;
+      attrs["groups_used"] = s.expert_groups_used;
+      attrs["group_score"] = s.expert_group_top2 ? "top2_sum" : "max";
+    }
     if (s.expert_bias) attrs["biases"] = true;
     if (s.expert_sigmoid) attrs["scoring"] = "sigmoid";
     if (s.expert_weight_input) attrs["weight_input"] = true;

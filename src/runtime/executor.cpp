@@ -28,7 +28,8 @@ const std::set<OpType>& engine_ops() {
                                        OpType::Mul,       OpType::Scale,      OpType::Softcap,
                                        OpType::SwiGLU,    OpType::GeGLU,      OpType::SelectRows,
                                        OpType::CacheWrite, OpType::StaticAttention, OpType::AttnTemperature,
-                                       OpType::MoeFfn,    OpType::LayerNorm,  OpType::Gelu, OpType::QueryTemperature};
+                                       OpType::MoeFfn,    OpType::LayerNorm,  OpType::Gelu, OpType::QueryTemperature,
+                                       OpType::Slice,     OpType::Concat,     OpType::HeadLinear};
   return ops;
 }
 
@@ -82,6 +83,10 @@ struct NodePlan {
     MoeScratch scratch;
   };
   std::unique_ptr<Moe> moe;
+  // HeadLinear: one matrix per group (rows g*N.. of w); the optimized op's gathered rows and jobs.
+  std::vector<WeightView> group_w;
+  std::vector<float> gx, gy;
+  std::vector<MatmulJob> jobs;
 };
 
 struct StaticBuffer {
@@ -365,7 +370,8 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   if (E < 1 || E > kMoeMaxExperts) c.bad("experts must be 1.." + std::to_string(kMoeMaxExperts));
   if (K < 1 || K > E) c.bad("top_k must be 1..experts");
   const size_t n_shared = shared ? (shared_gate ? 4 : 3) : 0;
-  const size_t want = 1 + 3 * static_cast<size_t>(E) + n_shared + (biases ? 1 + 3 * static_cast<size_t>(E) : 0);
+  const bool sel_bias = c.attr<bool>("selection_bias", false);
+  const size_t want = 1 + 3 * static_cast<size_t>(E) + n_shared + (biases ? 1 + 3 * static_cast<size_t>(E) : 0) + (sel_bias ? 1 : 0);
   if (n.weights.size() != want) c.bad("expects " + std::to_string(want) + " weights, has " + std::to_string(n.weights.size()));
   const int64_t H = c.width(n.output);
   auto view = [&](size_t k, int64_t rows, int64_t cols) {
@@ -385,6 +391,20 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   if (scoring != "softmax" && scoring != "sigmoid") c.bad("scoring must be softmax or sigmoid, got '" + scoring + "'");
   if (scoring == "sigmoid") m->p.scoring = MoeScoring::Sigmoid;
   m->p.weight_input = c.attr<bool>("weight_input", false);
+  m->p.routed_scale = c.attr<float>("routed_scale", 1.0f);
+  m->p.groups = c.attr<int64_t>("groups", 0);
+  m->p.groups_used = c.attr<int64_t>("groups_used", 0);
+  const std::string gscore = c.attr<std::string>("group_score", "max");
+  if (gscore != "max" && gscore != "top2_sum") c.bad("group_score must be max or top2_sum, got '" + gscore + "'");
+  m->p.group_top2 = gscore == "top2_sum";
+  if (sel_bias) {  // the last weight: f32 [E], finite
+    const Tensor& t = c.weight(want - 1);
+    if (t.dtype() != DType::F32 || t.ndim() != 1 || t.numel() != E)
+      c.bad("selection bias " + n.weights[want - 1] + " must be f32 [" + std::to_string(E) + "], got " + t.describe());
+    for (int64_t e = 0; e < E; ++e)
+      if (!std::isfinite(t.data_as<float>()[e])) c.bad("selection bias of expert " + std::to_string(e) + " is not finite");
+    m->p.selection_bias = t.data_as<float>();
+  }
   if (act == "swiglu_oai") {
     m->p.activation = MoeActivation::SwiGLUOai;
     m->p.alpha = c.attr<float>("alpha", 1.702f);
@@ -430,6 +450,54 @@ void plan_moe(const NodeCheck& c, NodePlan& np) {
   np.moe = std::move(m);
 }
 
+// Slice: [T, G*W] -> [T, G*w], columns offset..offset+w of each group.
+void plan_slice(const NodeCheck& c, NodePlan& np) {
+  const Node& n = c.n;
+  c.need_inputs(1);
+  c.need_out();
+  if (!c.is_act(n.inputs[0]) || !c.same_rows(n.inputs[0], n.output)) c.bad("bad input");
+  np.group = c.attr<int64_t>("groups", 1);
+  np.pos_offset = c.attr<int64_t>("offset", 0);
+  const int64_t win = c.width(n.inputs[0]), wout = c.width(n.output);
+  if (np.group < 1 || win % np.group != 0 || wout % np.group != 0 || np.pos_offset < 0 ||
+      np.pos_offset + wout / np.group > win / np.group)
+    c.bad("groups must divide both widths and offset + the output's group width fit the input's group width");
+}
+
+// Concat: a[T, G*A], b[T, G*B] -> [T, G*(A+B)].
+void plan_concat(const NodeCheck& c, NodePlan& np) {
+  const Node& n = c.n;
+  c.need_inputs(2);
+  c.need_out();
+  for (int32_t in : n.inputs)
+    if (!c.is_act(in) || !c.same_rows(in, n.output)) c.bad("bad input");
+  np.group = c.attr<int64_t>("groups", 1);
+  const int64_t wa = c.width(n.inputs[0]), wb = c.width(n.inputs[1]);
+  if (np.group < 1 || wa % np.group != 0 || wb % np.group != 0 || wa + wb != c.width(n.output))
+    c.bad("groups must divide both inputs' widths, whose sum is the output's");
+}
+
+// HeadLinear: x[T, G*K] -> [T, G*N] with W [G*N, K], group g through rows g*N..(g+1)*N.
+void plan_head_linear(const NodeCheck& c, NodePlan& np) {
+  const Node& n = c.n;
+  c.need_inputs(1);
+  c.need_out();
+  if (n.weights.size() != 1) c.bad("expects 1 weight");
+  if (!c.is_act(n.inputs[0]) || !c.same_rows(n.inputs[0], n.output)) c.bad("bad input");
+  np.group = c.attr<int64_t>("groups", 0);
+  const int64_t G = np.group;
+  if (G < 1 || G > 65536 || c.width(n.inputs[0]) % G != 0 || c.width(n.output) % G != 0) c.bad("groups must divide both widths");
+  const int64_t K = c.width(n.inputs[0]) / G, N = c.width(n.output) / G;
+  const Tensor& t = c.weight(0);
+  if (t.ndim() != 2 || t.dim(0) != G * N || t.dim(1) != K)
+    c.bad("weight " + n.weights[0] + " " + t.describe() + " is not [" + std::to_string(G * N) + ", " + std::to_string(K) + "]");
+  if (!matmul_supports(t.dtype()) || K % traits(t.dtype()).block_size != 0)
+    c.bad(std::string("no matmul for ") + dtype_name(t.dtype()) + " " + t.describe());
+  const uint8_t* base = static_cast<const uint8_t*>(t.data());
+  for (int64_t g = 0; g < G; ++g)
+    np.group_w.push_back(WeightView{t.dtype(), N, K, base + static_cast<size_t>(g * N) * t.row_bytes(), t.row_bytes()});
+}
+
 NodePlan plan_node(const NodeCheck& c) {
   NodePlan np;
   np.op = c.n.op;
@@ -463,6 +531,9 @@ NodePlan plan_node(const NodeCheck& c) {
       c.need_same_shape(c.n.inputs[0]);
       plan_gelu_kind(c, np);
       break;
+    case OpType::Slice: plan_slice(c, np); break;
+    case OpType::Concat: plan_concat(c, np); break;
+    case OpType::HeadLinear: plan_head_linear(c, np); break;
   }
   if (!engine_ops().count(c.n.op)) c.bad("op not supported by this engine");
   return np;
@@ -491,7 +562,42 @@ struct OpTable {
   void (*scale)(const float* x, float s, float* out, int64_t n, ThreadPool& pool);
   void (*softcap)(float* x, int64_t n, float cap, ThreadPool& pool);
   void (*moe)(NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool);
+  void (*head_linear)(NodePlan& np, const float* x, int64_t T, float* y, ThreadPool& pool);
 };
+
+// HeadLinear, reference: each group's columns gathered, ref::matmul, scattered back.
+void head_linear_ref(NodePlan& np, const float* x, int64_t T, float* y, ThreadPool&) {
+  const int64_t G = np.group, K = np.group_w[0].cols, N = np.group_w[0].rows;
+  std::vector<float> xs(static_cast<size_t>(T * K)), ys(static_cast<size_t>(T * N));
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < T; ++t) std::memcpy(&xs[static_cast<size_t>(t * K)], x + (t * G + g) * K, static_cast<size_t>(K) * 4);
+    ref::matmul(np.group_w[static_cast<size_t>(g)], xs.data(), T, ys.data());
+    for (int64_t t = 0; t < T; ++t) std::memcpy(y + (t * G + g) * N, &ys[static_cast<size_t>(t * N)], static_cast<size_t>(N) * 4);
+  }
+}
+
+// HeadLinear, optimized: the G products as one batch of matmul_jobs (one pool hand-off); a
+// single row reads and writes its groups in place, more rows are gathered by group first.
+void head_linear_opt(NodePlan& np, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  const int64_t G = np.group, K = np.group_w[0].cols, N = np.group_w[0].rows;
+  np.jobs.clear();
+  if (T == 1) {
+    for (int64_t g = 0; g < G; ++g) np.jobs.push_back({np.group_w[static_cast<size_t>(g)], x + g * K, 1, y + g * N});
+    matmul_jobs(np.jobs.data(), static_cast<int>(G), pool);
+    return;
+  }
+  if (np.gx.size() < static_cast<size_t>(T * G * K)) np.gx.resize(static_cast<size_t>(T * G * K));
+  if (np.gy.size() < static_cast<size_t>(T * G * N)) np.gy.resize(static_cast<size_t>(T * G * N));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g)
+      std::memcpy(&np.gx[static_cast<size_t>((g * T + t) * K)], x + (t * G + g) * K, static_cast<size_t>(K) * 4);
+  for (int64_t g = 0; g < G; ++g)
+    np.jobs.push_back({np.group_w[static_cast<size_t>(g)], &np.gx[static_cast<size_t>(g * T * K)], T, &np.gy[static_cast<size_t>(g * T * N)]});
+  matmul_jobs(np.jobs.data(), static_cast<int>(G), pool);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g)
+      std::memcpy(y + (t * G + g) * N, &np.gy[static_cast<size_t>((g * T + t) * N)], static_cast<size_t>(N) * 4);
+}
 
 const OpTable kReferenceOps = {
     [](const WeightView& w, const int32_t* ids, int64_t T, float* out, ThreadPool&) {
@@ -521,6 +627,7 @@ const OpTable kReferenceOps = {
     [](const float* x, float s, float* out, int64_t n, ThreadPool&) { ref::scale(x, s, out, n); },
     [](float* x, int64_t n, float cap, ThreadPool&) { ref::softcap(x, n, cap); },
     [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool&) { ref::moe_ffn(m.w, m.p, x, T, y); },
+    head_linear_ref,
 };
 
 const OpTable kOptimizedOps = {
@@ -553,6 +660,7 @@ const OpTable kOptimizedOps = {
     [](NodePlan::Moe& m, const float* x, int64_t T, float* y, ThreadPool& pool) {
       moe_ffn(m.w, m.p, x, T, y, m.scratch, pool);
     },
+    head_linear_opt,
 };
 
 void buffer_write_row(StaticBuffer& b, int64_t row, const float* src) {
@@ -978,6 +1086,26 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
       break;
     }
     case OpType::MoeFfn: op.moe(*np.moe, f32(np.in[0]), rows_out, out, tp); break;
+    case OpType::HeadLinear: op.head_linear(np, f32(np.in[0]), rows_out, out, tp); break;
+    case OpType::Slice: {
+      const float* src = f32(np.in[0]);
+      const int64_t G = np.group, W = values[np.in[0]].width / G, w = wout / G;
+      for (int64_t r = 0; r < rows_out; ++r)
+        for (int64_t g = 0; g < G; ++g)
+          std::memcpy(out + r * wout + g * w, src + r * G * W + g * W + np.pos_offset, static_cast<size_t>(w) * 4);
+      break;
+    }
+    case OpType::Concat: {
+      const float* a = f32(np.in[0]);
+      const float* b = f32(np.in[1]);
+      const int64_t G = np.group, A = values[np.in[0]].width / G, B = values[np.in[1]].width / G;
+      for (int64_t r = 0; r < rows_out; ++r)
+        for (int64_t g = 0; g < G; ++g) {
+          std::memcpy(out + r * wout + g * (A + B), a + (r * G + g) * A, static_cast<size_t>(A) * 4);
+          std::memcpy(out + r * wout + g * (A + B) + A, b + (r * G + g) * B, static_cast<size_t>(B) * 4);
+        }
+      break;
+    }
     case OpType::SelectRows: {
       const float* src = f32(np.in[0]);
       for (int64_t r = 0; r < s.R; ++r)

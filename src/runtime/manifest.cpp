@@ -245,7 +245,10 @@ CacheSpec cache_spec_from_json(const json& j, const std::string& where) {
 CacheSpec cache_spec_from_model(const ModelSpec& s) {
   CacheSpec c;
   c.max_positions = s.max_position_embeddings;
-  for (const auto& l : s.layers) c.layers.push_back({s.n_kv_heads, s.head_dim, s.head_dim, l.kind, l.span, s.attn_sinks});
+  // MLA (DeepSeek): one cached "head" per token, the latent and the RoPE key as K, the latent as V.
+  const bool mla = s.kv_lora_rank > 0;
+  const int64_t hkv = mla ? 1 : s.n_kv_heads, dk = mla ? s.kv_lora_rank + s.rope_dim : s.head_dim, dv = mla ? s.kv_lora_rank : s.head_dim;
+  for (const auto& l : s.layers) c.layers.push_back({hkv, dk, dv, l.kind, l.span, s.attn_sinks});
   return c;
 }
 

@@ -145,6 +145,8 @@ struct Case {
   // Llama 4 with experts: the directory is written by tests/oracle/make_llama4.py with these
   // arguments after the directory ("SEED FORM TOP_K"), config included; `config` as for gpt-oss.
   std::string llama4_args = "";
+  // DeepSeek: written by tests/oracle/make_deepseek.py with these arguments ("SEED VERSION").
+  std::string deepseek_args = "";
 };
 
 json base(const char* arch, int64_t layers) {
@@ -487,6 +489,20 @@ std::vector<Case> cases() {
   // The chunk and temperature floor llama.cpp's llama4 graph fixes (8192), so that the model also
   // goes through ptn's GGUF writer and import of the 'llama4' architecture.
   c.push_back({"llama4_gguf", {{"attention_chunk_size", 8192}, {"floor_scale", 8192}}, DType::F32, {}, false, false, "", "3 causal 2"});
+  // DeepSeek V2 (V2-Lite's form: q_proj, softmax, greedy) and V3 (q_lora, sigmoid scores with the
+  // selection bias in the best groups): latent attention with YaRN's mscale in the softmax scale,
+  // a dense first layer, routed and shared experts.
+  c.push_back({"deepseek_v2", {}, DType::F32,
+               {{{"routed_scaling_factor", 1.0}},
+                {{"rope_scaling", {{"mscale_all_dim", 1.0}, {"mscale", 1.0}}}},
+                {{"topk_method", "group_limited_greedy"}, {"n_group", 4}, {"topk_group", 2}}},
+               false, false, "", "", "4 v2"});
+  c.push_back({"deepseek_v3", {}, DType::F32,
+               {{{"routed_scaling_factor", 1.0}},
+                {{"topk_group", 4}},
+                {{"rope_interleave", false}},
+                {{"norm_topk_prob", false}}},
+               false, false, "", "", "5 v3"});
   return c;
 }
 
@@ -494,6 +510,14 @@ std::vector<Case> cases() {
 std::string make_llama4(const std::string& python, const TempDir& d, const std::string& name, const std::string& args) {
   const std::string dir = d / name;
   const std::string cmd = python + " " + std::string(PTN_SOURCE_DIR) + "/tests/oracle/make_llama4.py " + dir + " " + args;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return dir;
+}
+
+// A DeepSeek directory from the fixture writer.
+std::string make_deepseek(const std::string& python, const TempDir& d, const std::string& name, const std::string& args) {
+  const std::string dir = d / name;
+  const std::string cmd = python + " " + std::string(PTN_SOURCE_DIR) + "/tests/oracle/make_deepseek.py " + dir + " " + args;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return dir;
 }
@@ -520,10 +544,10 @@ TEST(FamilyOracle, EveryFamilyMatchesTheIndependentForwardPass) {
     SCOPED_TRACE(k.name);
     ++seed;
     if (only && k.name.find(only) == std::string::npos) continue;
-    const bool fixture = !k.gpt_oss_form.empty() || !k.llama4_args.empty();
+    const bool fixture = !k.gpt_oss_form.empty() || !k.llama4_args.empty() || !k.deepseek_args.empty();
     const std::string dir = !k.gpt_oss_form.empty() ? make_gpt_oss(python, d, k.name, k.gpt_oss_form)
-                            : !k.llama4_args.empty()
-                                ? make_llama4(python, d, k.name, k.llama4_args)
+                            : !k.llama4_args.empty()   ? make_llama4(python, d, k.name, k.llama4_args)
+                            : !k.deepseek_args.empty() ? make_deepseek(python, d, k.name, k.deepseek_args)
                                 : make_model(d, k.name, k.config, k.dtype, seed, k.embedding_as_lm_head, k.multimodal_names);
     if (fixture && !k.config.empty()) {
       json patched = json::parse(read_text_file(dir + "/config.json"));

@@ -65,6 +65,34 @@ json qwen2_moe_config() {
   return c;
 }
 
+// DeepSeek V2 (V2-Lite's form: q_proj, softmax greedy routing, scaled) and V3 (q_lora, sigmoid
+// scores with the selection bias within the best 2 of 4 groups): latent attention, a dense first
+// layer, 8 routed experts and 2 shared ones.
+json deepseek_v2_config() {
+  return {{"architectures", {"DeepseekV2ForCausalLM"}}, {"vocab_size", 300}, {"hidden_size", 256},
+          {"intermediate_size", 512}, {"moe_intermediate_size", 128}, {"num_hidden_layers", 3},
+          {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"kv_lora_rank", 64}, {"q_lora_rank", nullptr},
+          {"qk_nope_head_dim", 32}, {"qk_rope_head_dim", 32}, {"v_head_dim", 32},
+          {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+          {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 128},
+                            {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 0.707}, {"mscale_all_dim", 0.707}}},
+          {"n_routed_experts", 8}, {"n_shared_experts", 2}, {"num_experts_per_tok", 2}, {"first_k_dense_replace", 1},
+          {"moe_layer_freq", 1}, {"topk_method", "greedy"}, {"scoring_func", "softmax"}, {"norm_topk_prob", false},
+          {"routed_scaling_factor", 1.5}, {"tie_word_embeddings", false}};
+}
+json deepseek_v3_config() {
+  json c = deepseek_v2_config();
+  c["architectures"] = {"DeepseekV3ForCausalLM"};
+  c["q_lora_rank"] = 96;
+  c["topk_method"] = "noaux_tc";
+  c["scoring_func"] = "sigmoid";
+  c["norm_topk_prob"] = true;
+  c["routed_scaling_factor"] = 2.5;
+  c["n_group"] = 4;
+  c["topk_group"] = 2;
+  return c;
+}
+
 std::shared_ptr<const Program> export_random(const TempDir& d, const std::string& name, const json& cfg,
                                              const std::string& quantize) {
   ExportOptions o = base_options(write_config(d, name, cfg), d / (name + quantize + ".ptn"));
@@ -82,13 +110,20 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
   for (const auto& [name, cfg] : std::vector<std::pair<std::string, json>>{{"mixtral", mixtral_config()},
                                                                          {"qwen3_moe", qwen3_moe_config()},
                                                                          {"qwen2_moe", qwen2_moe_config()},
-                                                                         {"gpt_oss", gpt_oss_config()}}) {
+                                                                         {"gpt_oss", gpt_oss_config()},
+                                                                         {"deepseek_v2", deepseek_v2_config()},
+                                                                         {"deepseek_v3", deepseek_v3_config()}}) {
     for (const std::string q : {"", "q8_0", "q4_k_m"}) {
       // gpt-oss with random weights: its SwiGLU's "+ 1" makes the experts' output first-order in
       // the tiny random weights, so 8-bit activations flip near-tied routings and a sample of a
       // quantized program drifts past the threshold (0.03). Its quantized experts are checked as
       // shipped (MXFP4) in GptOssMxfp4CheckpointVerifies, and the kernels in test_moe.cpp.
       if (name == "gpt_oss" && !q.empty()) continue;
+      // DeepSeek V3 with random weights: sigmoid scores of tiny logits sit near 0.5, so the
+      // biased group sums nearly tie and a reduced-precision cache flips a group (seen: NMSE 0.02
+      // with q8_0 weights and an f16 cache). Its quantized path is DeepSeek V2's here, its
+      // routing the oracle's (test_family_oracle.cpp) and test_moe.cpp's.
+      if (name == "deepseek_v3" && !q.empty()) continue;
       SCOPED_TRACE(name + " " + (q.empty() ? "f32" : q));
       auto p = export_random(d, name, cfg, q);
       // The graph has one moe_ffn per layer of experts.
@@ -102,6 +137,18 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
         EXPECT_EQ(p->meta().cache_spec.layers[1].kind, AttnKind::Full);
         EXPECT_EQ(p->tensor("blk.1.ffn_down.5.bias").dtype(), DType::F32);
         EXPECT_EQ(p->tensor("blk.0.attn_sinks.weight").dtype(), DType::F32);
+      }
+      if (name.rfind("deepseek", 0) == 0) {  // latent attention: one cached head of latent + rope key per token
+        for (const LayerCacheSpec& l : p->meta().cache_spec.layers) {
+          EXPECT_EQ(l.n_kv_heads, 1);
+          EXPECT_EQ(l.head_dim_k, 64 + 32);
+          EXPECT_EQ(l.head_dim_v, 64);
+        }
+        EXPECT_EQ(p->meta().graph.op_histogram()["head_linear"], 2 * 3);  // attn_k_b and attn_v_b per layer
+        EXPECT_TRUE(p->file()->has_tensor("blk.1.ffn_up_shexp.weight"));
+        EXPECT_FALSE(p->file()->has_tensor("blk.1.ffn_gate_inp_shexp.weight"));  // ungated
+        EXPECT_EQ(p->file()->has_tensor("blk.2.exp_probs_b.bias"), name == "deepseek_v3");
+        EXPECT_EQ(p->file()->has_tensor("blk.0.attn_q_a.weight"), name == "deepseek_v3");
       }
       if (name == "qwen2_moe") {  // the shared expert and its gate are in the program
         EXPECT_TRUE(p->file()->has_tensor("blk.1.ffn_up_shexp.weight"));
@@ -309,7 +356,18 @@ TEST(MoeExport, BadExpertConfigsAreRefusedByField) {
       {with(gpt_oss_config(), {{"swiglu_alpha", 1.5}}), "swiglu_alpha"},
       {with(gpt_oss_config(), {{"quantization_config", {{"quant_method", "awq"}}}}), "quant_method"},
       {with(qwen3_moe_config(), {{"quantization_config", {{"quant_method", "mxfp4"}}}}), "quant_method"},
-      {with(qwen3_moe_config(), {{"architectures", {"DeepseekV3ForCausalLM"}}}), "DeepSeek V3"},
+      // DeepSeek: what ptn cannot compute as the implementations agree is refused by name.
+      {with(deepseek_v2_config(), {{"norm_topk_prob", true}}), "norm_topk_prob"},
+      {with(deepseek_v2_config(), {{"scoring_func", "sigmoid"}}), "scoring_func"},
+      {with(deepseek_v2_config(), {{"topk_method", "noaux_tc"}}), "topk_method"},
+      {with(deepseek_v3_config(), {{"topk_method", "greedy"}}), "topk_method"},
+      {with(deepseek_v3_config(), {{"n_group", 3}}), "n_group"},
+      {with(deepseek_v3_config(), {{"topk_group", 1}, {"num_experts_per_tok", 3}}), "topk_group"},
+      {with(deepseek_v3_config(), {{"moe_layer_freq", 2}}), "moe_layer_freq"},
+      {with(deepseek_v3_config(), {{"head_dim", 48}}), "head_dim"},
+      {with(deepseek_v3_config(), {{"num_key_value_heads", 1}}), "num_key_value_heads"},
+      {with(deepseek_v3_config(), {{"qk_rope_head_dim", 7}}), "qk_rope_head_dim"},
+      {with(deepseek_v3_config(), {{"kv_lora_rank", 0}}), "kv_lora_rank"},
       {with(qwen3_moe_config(), {{"architectures", {"Qwen2MoeForCausalLM"}}, {"shared_expert_intermediate_size", 0}}),
        "shared_expert_intermediate_size"},
   };

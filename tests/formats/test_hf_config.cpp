@@ -142,6 +142,54 @@ TEST(HfConfig, Phi3SplitsFusedTensorsAndWindowsEveryLayer) {
   EXPECT_EQ(r.row_end, 6144);
 }
 
+// DeepSeek-V2-Lite: latent attention (q_proj, no q_lora), YaRN whose mscale_all_dim grows the
+// softmax scale, layer 0 dense, 64 experts (top 6, softmax, not renormalised) and 2 shared ones.
+TEST(HfConfig, DeepSeekV2LiteLatentAttentionAndExperts) {
+  ModelSpec s = load("deepseek-v2-lite.json");
+  EXPECT_EQ(s.family, "deepseek_v2");
+  EXPECT_EQ(s.kv_lora_rank, 512);
+  EXPECT_EQ(s.q_lora_rank, 0);
+  EXPECT_EQ(s.qk_nope_dim, 128);
+  EXPECT_EQ(s.rope_dim, 64);
+  EXPECT_EQ(s.v_head_dim, 128);
+  EXPECT_EQ(s.head_dim, 192);
+  EXPECT_TRUE(s.rope_interleaved);
+  const double m = 0.1 * 0.707 * std::log(40.0) + 1.0;
+  EXPECT_NEAR(s.attn_scale, m * m / std::sqrt(192.0), 1e-7);
+  EXPECT_EQ(s.rope_scaling.type, RopeScalingType::Yarn);
+  EXPECT_FLOAT_EQ(s.rope_scaling.attn_factor, 1.0f);  // mscale == mscale_all_dim
+  EXPECT_FALSE(s.layers[0].moe);
+  for (int i = 1; i < 27; ++i) EXPECT_TRUE(s.layers[static_cast<size_t>(i)].moe) << i;
+  EXPECT_EQ(s.n_experts, 64);
+  EXPECT_EQ(s.n_experts_used, 6);
+  EXPECT_EQ(s.expert_ffn_size, 1408);
+  EXPECT_EQ(s.shared_expert_ffn_size, 2 * 1408);
+  EXPECT_FALSE(s.shared_expert_gate);
+  EXPECT_FALSE(s.norm_topk_prob);
+  EXPECT_EQ(s.expert_groups, 0);  // n_group 1: no restriction
+  EXPECT_FLOAT_EQ(s.expert_routed_scale, 1.0f);
+  EXPECT_EQ(s.tensor_sources.at("blk.3.attn_q.weight"), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.attn_k_b.weight"),
+            "model.layers.3.self_attn.kv_b_proj.weight[head rows 0:128 of 256] (transposed in 16 blocks)");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.attn_v_b.weight"), "model.layers.3.self_attn.kv_b_proj.weight[head rows 128:256 of 256]");
+  EXPECT_EQ(s.tensor_sources.at("blk.3.ffn_up_shexp.weight"), "model.layers.3.mlp.shared_experts.up_proj.weight");
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.attn_k_b.weight"), (std::vector<int64_t>{16 * 512, 128}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.attn_v_b.weight"), (std::vector<int64_t>{16 * 128, 512}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.attn_kv_a_mqa.weight"), (std::vector<int64_t>{512 + 64, 2048}));
+  EXPECT_EQ(canonical_tensor_shape(s, "blk.3.attn_output.weight"), (std::vector<int64_t>{2048, 16 * 128}));
+  // The new source forms read back as written.
+  const TensorSourceRef r = parse_tensor_source(s.tensor_sources.at("blk.3.attn_k_b.weight"));
+  EXPECT_EQ(r.head_begin, 0);
+  EXPECT_EQ(r.head_end, 128);
+  EXPECT_EQ(r.head_period, 256);
+  EXPECT_EQ(r.transposed_blocks, 16);
+  EXPECT_EQ(format_tensor_source(r), s.tensor_sources.at("blk.3.attn_k_b.weight"));
+  for (const char* bad : {"w[head rows 3:2 of 8]", "w[head rows 0:9 of 8]", "w (transposed in 0 blocks)", "w[head rows 0:2 8]"})
+    EXPECT_THROW(parse_tensor_source(bad), Error) << bad;
+  EXPECT_NE(describe_model_spec(s).find("latent attention (kv rank 512, nope 128 + rope 64, v 128)"), std::string::npos)
+      << describe_model_spec(s);
+}
+
 TEST(HfConfig, SmolLM3NoRopeEveryFourthLayerAndUnusedWindow) {
   ModelSpec s = load("smollm3-3b.json");
   std::string expect;
@@ -771,7 +819,7 @@ TEST(HfConfig, UnsupportedAndBadConfigs) {
   expect_error(nlohmann::json::parse(R"({"hidden_size": 4})"), ErrorKind::Corrupt, "architectures");
   nlohmann::json dsv2 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/mixtral.json"));
   dsv2["architectures"] = {"DeepseekV2ForCausalLM"};
-  expect_error(dsv2, ErrorKind::Unsupported, "DeepSeek V2");
+  expect_error(dsv2, ErrorKind::Corrupt, "DeepSeek V2's latent attention");  // Mixtral's grouped k/v heads
   nlohmann::json l4 = nlohmann::json::parse(read_text_file(std::string(PTN_TEST_DATA) + "/formats/configs/llama4-tiny-dense.json"));
   l4["moe_layers"] = {1, 7};
   expect_error(l4, ErrorKind::Corrupt, "moe_layers");

@@ -431,6 +431,70 @@ TEST(MoeFfn, RoutingPicksTheLargestAndBreaksTiesByIndex) {
   EXPECT_NEAR(w[0], std::exp(2.0) / (2 * std::exp(2.0) + std::exp(1.0)), 1e-7);
 }
 
+// DeepSeek's routing, worked by hand. V3: sigmoid scores chosen by score + bias within the best
+// groups (a group's score the sum of its two best keys), weights the unbiased scores,
+// renormalised, times routed_scale. V2: softmax scores within the groups of the best maxima.
+TEST(MoeFfn, DeepSeekRoutingWithGroupsAndSelectionBias) {
+  // 8 experts in 4 groups of 2.
+  const float logits[8] = {2.0f, -3.0f, 0.1f, 0.0f, 1.5f, 1.4f, -1.0f, 3.0f};
+  const float bias[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.9f, 0.0f};
+  auto sg = [](double l) { return 1.0 / (1.0 + std::exp(-l)); };
+  // keys: s(2)=.881, s(-3)=.047 | .525, .5 | .818, .802 | s(-1)+.9=1.169, .953
+  // group sums: .928 | 1.025 | 1.620 | 2.122 -> groups 3 and 2 kept: experts 4, 5, 6, 7
+  MoeParams p{3, true};
+  p.scoring = MoeScoring::Sigmoid;
+  p.selection_bias = bias;
+  p.groups = 4;
+  p.groups_used = 2;
+  p.group_top2 = true;
+  p.routed_scale = 2.5f;
+  int32_t e[3];
+  float w[3];
+  moe_route(logits, 8, p, e, w);
+  EXPECT_EQ(e[0], 6);  // key 1.169: chosen by its bias, weighted by its own sigmoid
+  EXPECT_EQ(e[1], 7);
+  EXPECT_EQ(e[2], 4);  // expert 0 (key .881) is in a dropped group
+  const double sum = sg(-1.0) + sg(3.0) + sg(1.5);
+  EXPECT_NEAR(w[0], 2.5 * sg(-1.0) / sum, 1e-6);
+  EXPECT_NEAR(w[1], 2.5 * sg(3.0) / sum, 1e-6);
+  EXPECT_NEAR(w[2], 2.5 * sg(1.5) / sum, 1e-6);
+  // Groups by their best key alone: group 3 (1.169) and group 0 (.881) beat group 2 (.818).
+  p.group_top2 = false;
+  moe_route(logits, 8, p, e, w);
+  EXPECT_EQ(e[0], 6);
+  EXPECT_EQ(e[1], 7);
+  EXPECT_EQ(e[2], 0);
+  // V2: softmax over all, the best 2 of 4 groups by their best probability, not renormalised.
+  MoeParams v2{2, false};
+  v2.groups = 4;
+  v2.groups_used = 2;
+  v2.routed_scale = 1.5f;
+  moe_route(logits, 8, v2, e, w);
+  double z = 0;
+  for (float v : logits) z += std::exp(double(v));
+  EXPECT_EQ(e[0], 7);
+  EXPECT_EQ(e[1], 0);  // group 0 (best 2.0) beats group 2 (best 1.5)
+  EXPECT_NEAR(w[0], 1.5 * std::exp(3.0) / z, 1e-6);
+  EXPECT_NEAR(w[1], 1.5 * std::exp(2.0) / z, 1e-6);
+  // Groups that hold fewer experts than top_k, and a scale that is not finite, are refused.
+  const Layer l = make_layer(DType::F32, false, 8);
+  MoeParams bad{3, false};
+  bad.groups = 4;
+  bad.groups_used = 1;
+  const MoeWeights w8 = l.views();
+  std::vector<float> x(static_cast<size_t>(kH), 0.1f), y(x.size());
+  EXPECT_THROW(ref::moe_ffn(w8, bad, x.data(), 1, y.data()), Error);
+  bad.groups = 3;
+  bad.groups_used = 3;
+  EXPECT_THROW(ref::moe_ffn(w8, bad, x.data(), 1, y.data()), Error);
+  MoeParams inf{2, false};
+  inf.routed_scale = INFINITY;
+  EXPECT_THROW(ref::moe_ffn(w8, inf, x.data(), 1, y.data()), Error);
+  bad.groups = 4;
+  bad.groups_used = 2;  // 4 experts in the groups used: enough for 3
+  EXPECT_NO_THROW(ref::moe_ffn(w8, bad, x.data(), 1, y.data()));
+}
+
 TEST(MoeFfn, RefusesWeightsThatDoNotFit) {
   const Layer l = make_layer(DType::F32, false, 3);
   const std::vector<float> x = make_x(2, 1);

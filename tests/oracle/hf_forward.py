@@ -27,7 +27,14 @@ ptn's is used, and no code of transformers is copied):
   parallel attention and MLP, RoPE on interleaved pairs, logits times logit_scale),
   GPTNeoXForCausalLM (q|k|v fused per head, rotary_pct, the parallel MLP on its own norm),
   GlmForCausalLM and Glm4ForCausalLM (q/k/v biases, gate|up fused, RoPE on interleaved pairs of the
-  first partial_rotary_factor of each head; GLM-4's norms on the sublayers' outputs); the masks
+  first partial_rotary_factor of each head; GLM-4's norms on the sublayers' outputs),
+  DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (multi-head latent attention computed the plain
+  way: kv_b_proj expands the normed latent into every head's key and value, the shared RoPE key
+  joins each head, RoPE on adjacent pairs; the softmax scale times yarn's mscale(mscale_all_dim)^2
+  as DeepSeek's own modeling code has it; V2's softmax routing, greedy or by group maxima, times
+  routed_scaling_factor; V3's sigmoid scores chosen with e_score_correction_bias within the groups
+  of the best two-score sums, renormalised and scaled; ungated shared experts; the first
+  first_k_dense_replace layers dense); the masks
   of transformers' masking_utils (causal, sliding window `kv > q - W`, chunked `kv // C == q // C`);
   each family's config-class defaults for the keys read here, and both config forms (v4
   rope_theta + rope_scaling, v5 rope_parameters, flat or keyed by layer type).
@@ -150,6 +157,17 @@ FAMILY_DEFAULTS = {
     # GlmConfig and Glm4Config: half of each head rotated (interleaved pairs), q/k/v biases.
     "glm": {"rms_norm_eps": 1.5625e-07, "partial_rotary_factor": 0.5, "head_dim": 128, "attention_bias": True},
     "glm4": {"rms_norm_eps": 1.5625e-07, "partial_rotary_factor": 0.5, "head_dim": 128, "attention_bias": True},
+    # DeepseekV2Config (transformers' own class) and DeepseekV3Config.
+    "deepseek_v2": {"vocab_size": 32000, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                    "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
+                    "num_experts_per_tok": None, "moe_intermediate_size": 1407, "first_k_dense_replace": 0,
+                    "moe_layer_freq": 1, "routed_scaling_factor": 1.0, "topk_method": "greedy", "n_group": None,
+                    "topk_group": None, "norm_topk_prob": False, "scoring_func": "softmax", "rms_norm_eps": 1e-6},
+    "deepseek_v3": {"vocab_size": 129280, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                    "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 256, "n_shared_experts": 1,
+                    "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "first_k_dense_replace": 3,
+                    "routed_scaling_factor": 2.5, "n_group": 8, "topk_group": 4, "norm_topk_prob": True,
+                    "rope_interleave": True, "rms_norm_eps": 1e-6},
     "gpt_oss": {"rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128, "head_dim": 64,
                 "attention_bias": True, "num_local_experts": 128, "num_experts_per_tok": 4,
                 "max_position_embeddings": 131072, "swiglu_alpha": 1.702, "swiglu_limit": 7.0},
@@ -167,7 +185,8 @@ ARCHS = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Ministra
          "StableLmForCausalLM": "stablelm", "PhiForCausalLM": "phi", "Starcoder2ForCausalLM": "starcoder2",
          "CohereForCausalLM": "cohere", "GPTNeoXForCausalLM": "gpt_neox", "GlmForCausalLM": "glm",
          "Glm4ForCausalLM": "glm4", "GraniteMoeForCausalLM": "granitemoe",
-         "GraniteMoeSharedForCausalLM": "granitemoeshared"}
+         "GraniteMoeSharedForCausalLM": "granitemoeshared", "DeepseekV2ForCausalLM": "deepseek_v2",
+         "DeepseekV3ForCausalLM": "deepseek_v3"}
 LAYER_NORM_EPS_KEY = {"stablelm": "layer_norm_eps", "phi": "layer_norm_eps", "cohere": "layer_norm_eps",
                       "starcoder2": "norm_epsilon", "gpt_neox": "layer_norm_eps"}
 
@@ -520,9 +539,117 @@ def gpt_oss_experts(cfg, W, block, x):
     return out
 
 
+def deepseek_route(cfg, logits, bias):
+    """One row's experts and weights: V2 softmax (greedy or the best groups by their maximum), V3
+    sigmoid chosen with the bias within the groups of the best two-score sums."""
+    g = cfg.get
+    E, k = len(logits), g("num_experts_per_tok")
+    v3 = cfg.family == "deepseek_v3"
+    if v3:
+        scores = 1 / (1 + np.exp(-logits))
+        choice = scores + bias
+        groups, used = g("n_group"), g("topk_group")
+    else:
+        e = np.exp(logits - logits.max())
+        scores = e / e.sum()
+        choice = scores
+        grouped = g("topk_method") == "group_limited_greedy"
+        groups, used = (g("n_group"), g("topk_group")) if grouped else (1, 1)
+    allowed = np.ones(E, dtype=bool)
+    if groups and groups > 1:
+        per = choice.reshape(groups, E // groups)
+        gs = np.sort(per, axis=1)[:, ::-1]
+        gscore = gs[:, :2].sum(axis=1) if v3 else gs[:, 0]
+        best = sorted(range(groups), key=lambda i: (-gscore[i], i))[:used]
+        allowed = np.zeros(E, dtype=bool)
+        for i in best:
+            allowed[i * (E // groups):(i + 1) * (E // groups)] = True
+    order = sorted((i for i in range(E) if allowed[i]), key=lambda i: (-choice[i], i))[:k]
+    w = scores[order]
+    if g("norm_topk_prob"):
+        w = w / w.sum()
+    return order, w * g("routed_scaling_factor")
+
+
+def deepseek_forward(cfg, W, ids):
+    g = cfg.get
+    H, L, Hq = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
+    N, R, V, Lkv = g("qk_nope_head_dim"), g("qk_rope_head_dim"), g("v_head_dim"), g("kv_lora_rank")
+    eps = g("rms_norm_eps")
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+    params = dict(g("rope_scaling") or g("rope_parameters") or {"rope_type": "default"})
+    params.setdefault("rope_theta", g("rope_theta"))
+    inv, mult = inv_freq_and_scale(params, R, cfg)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = np.cos(ang) * mult, np.sin(ang) * mult
+    interleaved = cfg.family == "deepseek_v2" or g("rope_interleave")
+    scale = (N + R) ** -0.5
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "yarn" and params.get("mscale_all_dim"):
+        f, m = float(params["factor"]), float(params["mscale_all_dim"])
+        ms = 1.0 if f <= 1 else 0.1 * m * math.log(f) + 1.0
+        scale = scale * ms * ms
+
+    def lin(x, name):
+        return x @ W[name + ".weight"].T
+
+    def rope(x):  # x [T, heads, R]
+        return rotate_interleaved(x, cos, sin, R) if interleaved else rotate_half_split(x, cos, sin, R)
+
+    def mlp(x, name):
+        return lin(act("silu", lin(x, name + "gate_proj")) * lin(x, name + "up_proj"), name + "down_proj")
+
+    x = W["model.embed_tokens.weight"][ids]
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = rms(x, eps) * W[p + "input_layernorm.weight"]
+        a = p + "self_attn."
+        if g("q_lora_rank"):
+            q = lin(rms(lin(h, a + "q_a_proj"), eps) * W[a + "q_a_layernorm.weight"], a + "q_b_proj")
+        else:
+            q = lin(h, a + "q_proj")
+        q = q.reshape(T, Hq, N + R)
+        ckv = lin(h, a + "kv_a_proj_with_mqa")
+        latent, k_pe = ckv[:, :Lkv], ckv[:, Lkv:].reshape(T, 1, R)
+        kv = lin(rms(latent, eps) * W[a + "kv_a_layernorm.weight"], a + "kv_b_proj").reshape(T, Hq, N + V)
+        k_nope, v = kv[:, :, :N], kv[:, :, N:]
+        q = np.concatenate([q[:, :, :N], rope(q[:, :, N:])], axis=-1)
+        k = np.concatenate([k_nope, np.repeat(rope(k_pe), Hq, axis=1)], axis=-1)
+        out = np.empty((T, Hq, V))
+        for hq in range(Hq):
+            sc = np.where(causal, (q[:, hq, :] @ k[:, hq, :].T) * scale, -np.inf)
+            sc = np.exp(sc - sc.max(axis=-1, keepdims=True))
+            out[:, hq, :] = (sc / sc.sum(axis=-1, keepdims=True)) @ v[:, hq, :]
+        x = x + lin(out.reshape(T, Hq * V), a + "o_proj")
+        f_in = rms(x, eps) * W[p + "post_attention_layernorm.weight"]
+        nr = g("n_routed_experts")
+        freq = 1 if cfg.family == "deepseek_v3" else g("moe_layer_freq")
+        if nr and l >= g("first_k_dense_replace") and l % freq == 0:
+            m = p + "mlp."
+            logits = lin(f_in, m + "gate")
+            bias = W.get(m + "gate.e_score_correction_bias")
+            y = np.zeros_like(f_in)
+            for t in range(T):
+                order, w = deepseek_route(cfg, logits[t], bias)
+                for e, wt in zip(order, w):
+                    y[t] += wt * mlp(f_in[t:t + 1], m + f"experts.{e}.")[0]
+            if g("n_shared_experts"):
+                y = y + mlp(f_in, m + "shared_experts.")
+            x = x + y
+        else:
+            x = x + mlp(f_in, p + "mlp.")
+    x = rms(x, eps) * W["model.norm.weight"]
+    head = W["model.embed_tokens.weight" if g("tie_word_embeddings") else "lm_head.weight"]
+    return x @ head.T, x
+
+
 def forward(cfg, W, ids):
     """Returns (logits [T, vocab], final hidden states [T, hidden])."""
     fam = cfg.family
+    if fam in ("deepseek_v2", "deepseek_v3"):
+        return deepseek_forward(cfg, W, ids)
     g = cfg.get
     H, L, Hq = g("hidden_size"), g("num_hidden_layers"), g("num_attention_heads")
     Hkv = g("num_key_value_heads") or Hq
