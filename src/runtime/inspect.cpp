@@ -34,6 +34,11 @@ void print_experts(const ModelSpec& s, const PtnFile& f) {
               static_cast<long long>(s.expert_ffn_size));
   if (s.expert_sigmoid) std::printf(", sigmoid scores");
   if (s.expert_weight_input) std::printf(" applied to the expert's input");
+  if (s.expert_selection_bias) std::printf(", chosen with a selection bias");
+  if (s.expert_groups > 0)
+    std::printf(", within the best %lld of %lld groups (%s)", static_cast<long long>(s.expert_groups_used),
+                static_cast<long long>(s.expert_groups), s.expert_group_top2 ? "by their two best" : "by their best");
+  if (s.expert_routed_scale != 1.0f) std::printf(", weights x %g", s.expert_routed_scale);
   if (s.shared_expert_ffn_size > 0)
     std::printf(", %sshared expert ffn %lld", s.shared_expert_gate ? "" : "ungated ", static_cast<long long>(s.shared_expert_ffn_size));
   std::printf("\n");
@@ -89,6 +94,11 @@ int inspect_ptn_file(const std::string& path) {
               s.sandwich_norms ? (s.pre_norms ? "yes" : "post-norms only") : "no", s.attn_logit_softcap, s.final_logit_softcap);
   if (s.mlp_bias) std::printf("  MLP bias yes\n");
   if (s.attn_sinks) std::printf("  attention sinks yes (one logit per query head, every layer)\n");
+  if (s.kv_lora_rank > 0)
+    std::printf("  latent attention: kv rank %lld%s, per head nope %lld + rope %lld, value %lld; the cache holds the latent and the RoPE key\n",
+                static_cast<long long>(s.kv_lora_rank),
+                s.q_lora_rank > 0 ? (", q rank " + std::to_string(s.q_lora_rank)).c_str() : "",
+                static_cast<long long>(s.qk_nope_dim), static_cast<long long>(s.rope_dim), static_cast<long long>(s.v_head_dim));
   print_experts(s, *f);
   std::printf("\ncache spec (per layer: kv heads x head dim k/v, policy):\n");
   for (size_t l = 0; l < m.cache_spec.layers.size(); ++l) {

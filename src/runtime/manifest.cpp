@@ -123,6 +123,19 @@ json spec_to_json(const ModelSpec& s) {
     if (s.expert_sigmoid) j["expert_scoring"] = "sigmoid";
     if (s.expert_weight_input) j["expert_weight_input"] = true;
     if (s.shared_expert_ffn_size > 0 && !s.shared_expert_gate) j["shared_expert_gate"] = false;
+    if (s.expert_routed_scale != 1.0f) j["expert_routed_scale"] = s.expert_routed_scale;
+    if (s.expert_selection_bias) j["expert_selection_bias"] = true;
+    if (s.expert_groups > 0) {
+      j["expert_groups"] = s.expert_groups;
+      j["expert_groups_used"] = s.expert_groups_used;
+      j["expert_group_score"] = s.expert_group_top2 ? "top2_sum" : "max";
+    }
+  }
+  if (s.kv_lora_rank > 0) {
+    j["kv_lora_rank"] = s.kv_lora_rank;
+    if (s.q_lora_rank > 0) j["q_lora_rank"] = s.q_lora_rank;
+    j["qk_nope_dim"] = s.qk_nope_dim;
+    j["v_head_dim"] = s.v_head_dim;
   }
   return j;
 }
@@ -197,6 +210,22 @@ ModelSpec spec_from_json(const json& j, const std::string& where) {
     s.shared_expert_gate = get<bool>(j, "shared_expert_gate", where, true);
     if (!(s.expert_swiglu_limit >= 0) || !std::isfinite(s.expert_swiglu_limit))
       bad(where, "model.expert_swiglu_limit", "must be finite and >= 0");
+    s.expert_routed_scale = get<float>(j, "expert_routed_scale", where, 1.f);
+    if (!(s.expert_routed_scale > 0) || !std::isfinite(s.expert_routed_scale)) bad(where, "model.expert_routed_scale", "must be finite and positive");
+    s.expert_selection_bias = get<bool>(j, "expert_selection_bias", where, false);
+    s.expert_groups = get_count(j, "expert_groups", where, 0, s.n_experts);
+    if (s.expert_groups > 0) {
+      s.expert_groups_used = get_count(j, "expert_groups_used", where, 1, s.expert_groups);
+      const std::string gs = get<std::string>(j, "expert_group_score", where, "max");
+      if (gs != "max" && gs != "top2_sum") bad(where, "model.expert_group_score", "must be \"max\" or \"top2_sum\", got '" + gs + "'");
+      s.expert_group_top2 = gs == "top2_sum";
+    }
+  }
+  s.kv_lora_rank = get_count(j, "kv_lora_rank", where, 0, 65536);
+  if (s.kv_lora_rank > 0) {
+    s.q_lora_rank = get_count(j, "q_lora_rank", where, 0, 65536);
+    s.qk_nope_dim = get_count(j, "qk_nope_dim", where, 1, 65536);
+    s.v_head_dim = get_count(j, "v_head_dim", where, 1, 65536);
   }
   if (!j.contains("layers") || !j["layers"].is_array() || static_cast<int64_t>(j["layers"].size()) != s.n_layers)
     bad(where, "model.layers", "must list one entry per layer");
