@@ -455,6 +455,9 @@ std::vector<FamilyInfo> make_table() {
     f.hf_names = names({kInputNorm, kMlaAttn, kOProj, kFfnNorm, kLlamaMlp});
     f.block = Block::Moe; f.hf_moe = HfMoe::DeepseekV2; f.hf_mla = true; f.rope_interleaved = true;
     f.attn_bias = AttnBias::None;
+    // llama.cpp's deepseek2 (V2 and V3 alike): attn_k_b / attn_v_b split from kv_b_proj, one cached
+    // head (gguf_spec.cpp read_deepseek2); a file with sigmoid gating reads as DeepSeek V3.
+    f.gguf_arch = "deepseek2"; f.gguf_reads = true; f.gguf_moe_norm_topk = false;
     f.hf_config_defaults = kDeepseekV2Defaults;
   }
   {
@@ -464,6 +467,7 @@ std::vector<FamilyInfo> make_table() {
     f.hf_names = names({kInputNorm, kMlaAttn, kOProj, kFfnNorm, kLlamaMlp});
     f.block = Block::Moe; f.hf_moe = HfMoe::DeepseekV3; f.hf_mla = true; f.rope_interleaved = true;
     f.attn_bias = AttnBias::None;
+    f.gguf_arch = "deepseek2";
     f.hf_config_defaults = kDeepseekV3Defaults;
   }
   {

@@ -77,7 +77,7 @@ void llama3_from_rope_freqs(const GgufFile& g, ModelSpec& s) {
   s.source_notes.push_back("rope_freqs.weight matched llama3 rope scaling with factor " + std::to_string(factor));
 }
 
-void read_dimensions(const GgufFile& g, const std::string& arch, ModelSpec& s) {
+void read_dimensions(const GgufFile& g, const std::string& arch, bool mla, ModelSpec& s) {
   auto key = [&](const char* k) { return arch + "." + k; };
   s.hidden_size = positive(g, key("embedding_length"), g.get_i64(key("embedding_length")));
   s.n_layers = positive(g, key("block_count"), g.get_i64(key("block_count")), 4096);
@@ -102,7 +102,7 @@ void read_dimensions(const GgufFile& g, const std::string& arch, ModelSpec& s) {
   if (s.n_heads % s.n_kv_heads != 0)
     fail(ErrorKind::Corrupt, g.where_key(key("attention.head_count_kv")), std::to_string(s.n_kv_heads) + " kv heads do not divide " + std::to_string(s.n_heads) + " heads");
   s.head_dim = g.has(key("attention.key_length")) ? positive(g, key("attention.key_length"), g.get_i64(key("attention.key_length")), 1 << 16) : s.hidden_size / s.n_heads;
-  if (g.has(key("attention.value_length")) && g.get_i64(key("attention.value_length")) != s.head_dim)
+  if (!mla && g.has(key("attention.value_length")) && g.get_i64(key("attention.value_length")) != s.head_dim)
     fail(ErrorKind::Unsupported, g.where_key(key("attention.value_length")), "value head size differs from the key head size");
   s.max_position_embeddings = g.has(key("context_length")) ? positive(g, key("context_length"), g.get_i64(key("context_length"))) : 0;
   s.norm_eps = g.opt_f32(key("attention.layer_norm_rms_epsilon")).value_or(1e-5f);
@@ -323,6 +323,80 @@ void read_layers(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   }
 }
 
+// llama.cpp's deepseek2 (DeepSeek V2, V2-Lite, V3): latent attention stored as one key/value
+// head of key_length = kv_lora_rank + rope and value_length = kv_lora_rank, with each head's
+// key_length_mla / value_length_mla; attn_q (or attn_q_a, attn_q_a_norm, attn_q_b), attn_kv_a_mqa,
+// attn_kv_a_norm, attn_k_b [H, kv_lora, nope], attn_v_b [H, v, kv_lora]; the first
+// leading_dense_block_count layers dense, then experts with expert_shared_count ungated shared
+// experts, gated by softmax or sigmoid (expert_gating_func 1 / 2), with exp_probs_b.bias for
+// choosing, groups scored by their two best, renormalised with expert_weights_norm and scaled by
+// expert_weights_scale. Files from before llama.cpp split attn_kv_b are refused by name.
+void read_deepseek2(const GgufFile& g, const std::string& arch, ModelSpec& s) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto count = [&](const char* k, int64_t lo, int64_t hi) {
+    const std::string kk = key(k);
+    const int64_t v = g.get_i64(kk);
+    if (v < lo || v > hi) fail(ErrorKind::Corrupt, g.where_key(kk), "value " + std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    return v;
+  };
+  if (!g.has(key("attention.key_length_mla")) || !g.has(key("attention.value_length_mla")) || g.find_tensor("blk.0.attn_kv_b.weight"))
+    fail(ErrorKind::Unsupported, g.where_key(key("attention.key_length_mla")),
+         "a deepseek2 file with attn_kv_b and no key_length_mla (converted before llama.cpp split attn_kv_b into attn_k_b and "
+         "attn_v_b) is not supported: convert the model again");
+  s.kv_lora_rank = count("attention.kv_lora_rank", 1, 1 << 16);
+  const int64_t key_mla = count("attention.key_length_mla", 3, 1 << 16), value_mla = count("attention.value_length_mla", 1, 1 << 16);
+  if (key_mla <= s.rope_dim) fail(ErrorKind::Corrupt, g.where_key(key("attention.key_length_mla")), "not wider than the rotary part " + std::to_string(s.rope_dim));
+  const int64_t kv_heads = g.has(key("attention.head_count_kv")) ? uniform_int(g, key("attention.head_count_kv")) : s.n_heads;
+  const int64_t value_length = g.has(key("attention.value_length")) ? g.get_i64(key("attention.value_length")) : -1;
+  if (kv_heads != 1 || s.head_dim != s.kv_lora_rank + s.rope_dim || value_length != s.kv_lora_rank)
+    fail(ErrorKind::Corrupt, g.where_key(key("attention.key_length")),
+         "latent attention needs head_count_kv 1, key_length kv_lora_rank + rope (" + std::to_string(s.kv_lora_rank + s.rope_dim) +
+             ") and value_length kv_lora_rank; found " + std::to_string(kv_heads) + ", " + std::to_string(s.head_dim) + ", " + std::to_string(value_length));
+  s.qk_nope_dim = key_mla - s.rope_dim;
+  s.v_head_dim = value_mla;
+  s.head_dim = key_mla;
+  s.n_kv_heads = s.n_heads;
+  s.q_lora_rank = g.find_tensor("blk.0.attn_q_a.weight") ? count("attention.q_lora_rank", 1, 1 << 16) : 0;
+  // The query scale, and the RoPE's attention factor, as llama.cpp's deepseek2 graph computes them.
+  const double f = s.rope_scaling.type == RopeScalingType::Yarn ? s.rope_scaling.factor : 1.0;
+  auto mscale = [&](double m) { return f > 1 ? 0.1 * m * std::log(f) + 1.0 : 1.0; };
+  double ms = 1.0;
+  if (g.has(key("rope.scaling.attn_factor")) && g.opt_f32(key("rope.scaling.attn_factor")).value_or(1.0f) != 1.0f)
+    fail(ErrorKind::Unsupported, g.where_key(key("rope.scaling.attn_factor")), "an attention factor in a deepseek2 file is not supported");
+  if (s.rope_scaling.type == RopeScalingType::Yarn) {
+    const float log_mul = g.opt_f32(key("rope.scaling.yarn_log_multiplier")).value_or(0.0f);  // 0.1 x mscale_all_dim
+    s.attn_mscale_all_dim = log_mul / 0.1f;
+    ms = log_mul != 0 ? mscale(s.attn_mscale_all_dim) : mscale(1.0);
+    s.rope_scaling.attn_factor = static_cast<float>(log_mul != 0 ? 1.0 : mscale(1.0));  // llama.cpp takes mscale = mscale_all_dim
+  } else if (s.rope_scaling.type != RopeScalingType::None) {
+    fail(ErrorKind::Unsupported, g.where_key(key("rope.scaling.type")), "rope scaling other than yarn in a deepseek2 file is not supported");
+  }
+  s.attn_scale = static_cast<float>(ms * ms / std::sqrt(static_cast<double>(key_mla)));
+  if (s.n_experts == 0) return;
+  const int64_t lead = g.has(key("leading_dense_block_count")) ? count("leading_dense_block_count", 0, s.n_layers) : 0;
+  for (int64_t i = 0; i < s.n_layers; ++i) s.layers[static_cast<size_t>(i)].moe = i >= lead;
+  s.shared_expert_ffn_size = count("expert_shared_count", 0, 64) * s.expert_ffn_size;
+  s.shared_expert_gate = false;
+  s.norm_topk_prob = g.opt_bool(key("expert_weights_norm")).value_or(false);
+  const float scale = g.opt_f32(key("expert_weights_scale")).value_or(0.0f);
+  if (!std::isfinite(scale) || scale < 0) fail(ErrorKind::Corrupt, g.where_key(key("expert_weights_scale")), "must be finite and >= 0");
+  s.expert_routed_scale = scale == 0 ? 1.0f : scale;  // llama.cpp: 0 (absent) scales by 1
+  const int64_t gating = g.has(key("expert_gating_func")) ? g.get_i64(key("expert_gating_func")) : 0;
+  if (gating != 0 && gating != 1 && gating != 2)
+    fail(ErrorKind::Unsupported, g.where_key(key("expert_gating_func")), "gating " + std::to_string(gating) + " is not supported (1 softmax, 2 sigmoid are)");
+  s.expert_sigmoid = gating == 2;
+  if (s.expert_sigmoid) s.family = "deepseek_v3";
+  s.expert_selection_bias = g.find_tensor("blk." + std::to_string(lead) + ".exp_probs_b.bias") != nullptr;
+  const int64_t groups = g.has(key("expert_group_count")) ? count("expert_group_count", 0, s.n_experts) : 0;
+  if (groups > 1) {
+    s.expert_groups = groups;
+    s.expert_groups_used = count("expert_group_used_count", 1, groups);
+    s.expert_group_top2 = true;
+    if (s.n_experts % groups != 0 || s.expert_groups_used * (s.n_experts / groups) < s.n_experts_used)
+      fail(ErrorKind::Corrupt, g.where_key(key("expert_group_count")), "groups that do not divide the experts or hold fewer than the experts used");
+  }
+}
+
 // Canonical name -> GGUF tensor: fused tensors split, interleaved q/k rows noted.
 void map_tensors(const GgufFile& g, const FamilyInfo& fam, ModelSpec& s) {
   const bool fused = fam.gguf_fused_qkv_gate_up || fam.gguf_fused_gate_up, interleaved = fam.gguf_qk_interleaved;
@@ -403,7 +477,7 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
          "architecture '" + arch + "' is not supported (ptn reads " + gguf_readable_arch_list() + ")");
   s.architecture = arch;
   s.family = fam->name;
-  read_dimensions(g, arch, s);
+  read_dimensions(g, arch, fam->hf_mla, s);
   // Parts llama.cpp's glm4 graph has that ptn does not run: multi-token-prediction layers counted
   // in block_count (GLM-OCR) and M-RoPE sections (the vision-language GLM-4V).
   if (const std::string k = arch + ".nextn_predict_layers"; g.has(k) && g.get_i64(k) != 0)
@@ -464,6 +538,7 @@ ModelSpec model_spec_from_gguf(const GgufFile& g) {
   read_layers(g, *fam, s);
   s.attn_sinks = fam->attn_sinks;
   for (int64_t i = 0; i < s.n_layers; ++i) s.layers[static_cast<size_t>(i)].moe = s.n_experts > 0 && (i + 1) % moe_step == 0;
+  if (fam->hf_mla) read_deepseek2(g, arch, s);
   if (s.n_kv_heads * s.head_dim <= 0 || s.rope_dim > s.head_dim)
     fail(ErrorKind::Corrupt, g.path(), "inconsistent head sizes");
   map_tensors(g, *fam, s);

@@ -359,9 +359,62 @@ static void check_layer_form(const ModelSpec& s, const FamilyInfo& layout, const
   if (layout.plain_mlp && (!s.attn_output_bias || !s.mlp_bias)) refuse("projections without biases", "llama.cpp requires the o_proj and MLP biases");
 }
 
+// The first leading_dense_block_count of a deepseek2 file: the layers before the first layer of experts.
+static int64_t deepseek2_lead(const ModelSpec& s) {
+  int64_t lead = 0;
+  while (lead < s.n_layers && !s.layers[static_cast<size_t>(lead)].moe) ++lead;
+  return lead;
+}
+
+// What llama.cpp's deepseek2 graph computes, checked: latent attention with RoPE on adjacent
+// pairs on every full layer, the softmax scale from yarn's mscale_all_dim (mscale equal to it),
+// dense layers first and experts on all others, ungated shared experts of whole expert widths,
+// groups scored by their two best.
+static void check_deepseek2(const ModelSpec& s, const std::string& arch) {
+  auto refuse = [&](const std::string& what) {
+    fail(ErrorKind::Unsupported, "GGUF output", what + " cannot be expressed in the '" + arch + "' GGUF architecture");
+  };
+  if (s.kv_lora_rank <= 0) refuse("attention without a latent");
+  if (s.attn_bias || s.attn_output_bias || s.mlp_bias || s.qk_norm || s.attn_sinks || s.sandwich_norms || !s.pre_norms || s.layer_norm ||
+      s.residual_scale != 1.0f || s.logit_scale != 1.0f || s.embed_scale != 1.0f || s.attn_logit_softcap != 0 || s.final_logit_softcap != 0)
+    refuse("biases, extra norms or scales");
+  if (!s.rope_interleaved) refuse("RoPE on half-split pairs (rope_interleave false)");
+  if (s.activation != Activation::SiLU) refuse(std::string("activation '") + activation_name(s.activation) + "'");
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerAttention& l = s.layers[i];
+    if (l.kind != AttnKind::Full || !l.use_rope || l.rope_theta != s.rope_theta || !l.rope_scaling)
+      refuse("layer " + std::to_string(i) + "'s attention (a window, chunk, NoPE or RoPE of its own)");
+    if (s.n_experts > 0 && static_cast<int64_t>(i) >= deepseek2_lead(s) && !l.moe) refuse("a dense layer after a layer of experts");
+  }
+  const double d = std::sqrt(static_cast<double>(s.qk_nope_dim + s.rope_dim));
+  if (s.rope_scaling.type == RopeScalingType::Yarn) {
+    const double f = s.rope_scaling.factor, m = s.attn_mscale_all_dim;
+    const double ms = f > 1 ? 0.1 * m * std::log(f) + 1.0 : 1.0;
+    if (m <= 0 || s.rope_scaling.attn_factor != 1.0f || std::fabs(s.attn_scale * d - ms * ms) > 1e-6 * ms * ms)
+      refuse("yarn other than DeepSeek's (mscale equal to mscale_all_dim > 0, the softmax scale times mscale_all_dim's mscale squared)");
+    if (!s.rope_scaling.yarn_truncate || s.rope_scaling.beta_fast != 32.0f || s.rope_scaling.beta_slow != 1.0f)
+      refuse("yarn with its own beta_fast/beta_slow or truncate");
+  } else if (s.rope_scaling.type != RopeScalingType::None) {
+    refuse(std::string("RoPE scaling '") + rope_scaling_name(s.rope_scaling.type) + "'");
+  } else if (std::fabs(s.attn_scale * d - 1.0) > 1e-6) {
+    refuse("a softmax scale other than 1/sqrt(nope + rope)");
+  }
+  if (s.n_experts > 0) {
+    if (s.expert_bias || s.expert_weight_input || s.expert_swiglu_limit > 0) refuse("gpt-oss's or Llama 4's experts");
+    if (s.shared_expert_ffn_size > 0 && (s.shared_expert_gate || s.shared_expert_ffn_size % s.expert_ffn_size != 0))
+      refuse("a gated shared expert, or one that is not a whole number of experts wide");
+    if (s.expert_groups > 0 && !s.expert_group_top2) refuse("expert groups scored by their best (llama.cpp sums each group's two best)");
+    if (s.expert_selection_bias && !s.expert_sigmoid) refuse("a selection bias with softmax scores");
+  }
+}
+
 std::string gguf_arch_for(const ModelSpec& s) {
   const FamilyInfo& layout = gguf_layout_of(s);
   const std::string arch = layout.gguf_arch;
+  if (layout.hf_mla) {
+    check_deepseek2(s, arch);
+    return arch;
+  }
   if (s.pre_norms == layout.no_pre_norms)
     fail(ErrorKind::Unsupported, "GGUF output", std::string(s.pre_norms ? "norms before attention and the FFN" : "post-norms without pre-norms") +
                                                     " cannot be expressed in the '" + arch + "' GGUF architecture");
@@ -597,16 +650,36 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
   u32("block_count", s.n_layers);
   u32("feed_forward_length", s.intermediate_size);
   u32("attention.head_count", s.n_heads);
-  u32("attention.head_count_kv", s.n_kv_heads);
-  u32("attention.key_length", s.head_dim);
-  u32("attention.value_length", s.head_dim);
+  const bool mla = layout.hf_mla;  // deepseek2: one key/value head of the latent (+ RoPE key) per token
+  u32("attention.head_count_kv", mla ? 1 : s.n_kv_heads);
+  u32("attention.key_length", mla ? s.kv_lora_rank + s.rope_dim : s.head_dim);
+  u32("attention.value_length", mla ? s.kv_lora_rank : s.head_dim);
   u32("vocab_size", s.vocab_size);
+  if (mla) {
+    u32("attention.key_length_mla", s.qk_nope_dim + s.rope_dim);
+    u32("attention.value_length_mla", s.v_head_dim);
+    u32("attention.kv_lora_rank", s.kv_lora_rank);
+    if (s.q_lora_rank > 0) u32("attention.q_lora_rank", s.q_lora_rank);
+  }
   if (s.n_experts > 0) {
     u32("expert_count", s.n_experts);
     u32("expert_used_count", s.n_experts_used);
     u32("expert_feed_forward_length", s.expert_ffn_size);
-    if (layout.hf_moe == HfMoe::Llama4) u32("interleave_moe_layer_step", llama4_moe_step(s));  // the shared expert's width is the experts'
-    else if (s.shared_expert_ffn_size > 0) u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
+    if (layout.hf_moe == HfMoe::Llama4) {
+      u32("interleave_moe_layer_step", llama4_moe_step(s));  // the shared expert's width is the experts'
+    } else if (mla) {
+      u32("leading_dense_block_count", deepseek2_lead(s));
+      u32("expert_shared_count", s.shared_expert_ffn_size / s.expert_ffn_size);
+      if (s.expert_routed_scale != 1.0f) w.set_f32(k("expert_weights_scale"), s.expert_routed_scale);
+      if (s.norm_topk_prob) w.set_bool(k("expert_weights_norm"), true);
+      u32("expert_gating_func", s.expert_sigmoid ? 2 : 1);
+      if (s.expert_groups > 0) {
+        u32("expert_group_count", s.expert_groups);
+        u32("expert_group_used_count", s.expert_groups_used);
+      }
+    } else if (s.shared_expert_ffn_size > 0) {
+      u32("expert_shared_feed_forward_length", s.shared_expert_ffn_size);
+    }
   }
   w.set_f32(k(layout.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), s.norm_eps);
   if (layout.hf_logit_scale_mul && s.logit_scale != 1.0f) w.set_f32(k("logit_scale"), 1.0f / s.logit_scale);
@@ -629,8 +702,10 @@ static void set_model_keys(GgufWriter& w, const ModelSpec& s, const FamilyInfo& 
       w.set_f32(k("rope.scaling.factor"), s.rope_scaling.factor);
       u32("rope.scaling.original_context_length", s.rope_scaling.original_max_position);
       // An attention factor of its own (mscale / mscale_all_dim): llama.cpp multiplies its
-      // default, mscale(factor), by rope.scaling.attn_factor.
-      if (std::fabs(rs.attn_factor - dflt) > 1e-6) w.set_f32(k("rope.scaling.attn_factor"), static_cast<float>(rs.attn_factor / dflt));
+      // default, mscale(factor), by rope.scaling.attn_factor. deepseek2: llama.cpp's converter
+      // writes 0.1 x mscale_all_dim as yarn_log_multiplier (and its loader divides it back).
+      if (layout.hf_mla) w.set_f32(k("rope.scaling.yarn_log_multiplier"), 0.1f * s.attn_mscale_all_dim);
+      else if (std::fabs(rs.attn_factor - dflt) > 1e-6) w.set_f32(k("rope.scaling.attn_factor"), static_cast<float>(rs.attn_factor / dflt));
       break;
     }
     case RopeScalingType::Llama3:
@@ -796,6 +871,15 @@ static void add_model_tensors(GgufWriter& w, const WeightSource& src, const Fami
       const std::string blk = name.substr(0, name.size() - std::strlen(".ffn_up.weight"));
       shape[0] = 2 * s.intermediate_size;
       add(name, shape, [ws, blk] { return concat_rows({ws->get(blk + ".ffn_gate.weight"), ws->get(blk + ".ffn_up.weight")}); });
+      continue;
+    }
+    if (layout.hf_mla && (ends_with(name, ".attn_k_b.weight") || ends_with(name, ".attn_v_b.weight"))) {
+      // llama.cpp's 3-D per-head form, [heads, rows, cols]: the same bytes
+      const int64_t H = s.n_heads;
+      add(name, {H, shape[0] / H, shape[1]}, [ws, name, H] {
+        Tensor t = ws->get(name);
+        return (t.contiguous() ? t : t.copy()).reshaped({H, t.dim(0) / H, t.dim(1)});
+      });
       continue;
     }
     const bool is_q = ends_with(name, ".attn_q.weight") || ends_with(name, ".attn_q.bias");

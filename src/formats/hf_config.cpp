@@ -812,6 +812,7 @@ RopeByKind read_rope(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     if (d && !rk.nested && rk.full.scaling.type == RopeScalingType::Yarn) {
       Cfg r{*d, c.where + ": " + field};
       const double m = r.number_or("mscale_all_dim", 0.0);
+      s.attn_mscale_all_dim = static_cast<float>(m);
       if (m != 0) s.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)) *
                                                     yarn_mscale(rk.full.scaling.factor, m) * yarn_mscale(rk.full.scaling.factor, m));
     } else if (d && rk.full.scaling.type != RopeScalingType::None) {

@@ -256,7 +256,7 @@ class MappedSource final : public WeightSource {
   std::shared_ptr<SafetensorsSet> st_;
   std::vector<std::string> extra_files_;  // config.json etc.
   std::map<std::string, TensorSourceRef> recipes_;
-  std::set<std::string> one_row_;  // canonical [1, n] tensors stored as [n]
+  std::map<std::string, std::vector<int64_t>> reshaped_;  // canonical tensors stored in another shape of the same bytes
 
   const ModelSpec& spec() const override { return spec_; }
   std::string describe() const override { return description_; }
@@ -328,7 +328,7 @@ class MappedSource final : public WeightSource {
     if (r.head_period > 0) t = take_head_rows(t, r.head_begin, r.head_end, r.head_period, where);
     if (r.transposed_blocks > 0) t = transposed_blocks(t, r.transposed_blocks, where);
     if (r.interleaved_heads > 0) t = deinterleave_heads(t, r.interleaved_heads, where);
-    if (one_row_.count(name)) t = t.reshaped({1, t.dim(0)});
+    if (auto rs = reshaped_.find(name); rs != reshaped_.end()) t = (t.contiguous() ? t : t.copy()).reshaped(rs->second);
     return t;
   }
 
@@ -403,9 +403,15 @@ class MappedSource final : public WeightSource {
         shape = {r.transposed_blocks * shape[1], shape[0] / r.transposed_blocks};
       }
       std::vector<int64_t> want = canonical_tensor_shape(spec_, canon);
-      // A one-row matrix stored as a vector (llama.cpp's ffn_gate_inp_shexp): the same bytes.
-      if (want.size() == 2 && want[0] == 1 && shape.size() == 1 && shape[0] == want[1]) {
-        one_row_.insert(canon);
+      // The same bytes in another shape: a one-row matrix stored as a vector (llama.cpp's
+      // ffn_gate_inp_shexp), a matrix of heads stored [heads, rows, cols] (llama.cpp's attn_k_b /
+      // attn_v_b).
+      const bool one_row = want.size() == 2 && want[0] == 1 && shape.size() == 1 && shape[0] == want[1];
+      const bool per_head = want.size() == 2 && shape.size() == 3 && shape[2] == want[1] && shape[1] > 0 &&
+                            shape[0] * shape[1] == want[0] && !r.transposed && r.row_begin < 0 && r.head_period == 0 &&
+                            r.transposed_blocks == 0 && r.interleaved_heads == 0 && r.expert < 0;
+      if (one_row || per_head) {
+        reshaped_[canon] = want;
         shape = want;
       }
       if (!want.empty() && shape != want)
