@@ -129,19 +129,18 @@ struct Builder {
     const LayerAttention& la = s.layers[l];
     auto t = [&](const char* what) { return layer_tensor(l, what); };
     auto nm = [&](const char* what) { return "blk." + std::to_string(l) + "." + what; };
-    int32_t q;
+    // The two products of h next to each other, so that the executor runs them as one.
+    int32_t q = s.q_lora_rank > 0 ? linear(h, t("attn_q_a.weight"), s.q_lora_rank, nm("q_a"))
+                                  : linear(h, t("attn_q.weight"), Hq * (N + R), nm("q"));
+    int32_t kv = linear(h, t("attn_kv_a_mqa.weight"), L + R, nm("kv_a"));
     if (s.q_lora_rank > 0) {
-      q = linear(h, t("attn_q_a.weight"), s.q_lora_rank, nm("q_a"));
       q = norm(q, t("attn_q_a_norm.weight"), s.q_lora_rank, nm("q_a_normed"));
       q = linear(q, t("attn_q_b.weight"), Hq * (N + R), nm("q"));
-    } else {
-      q = linear(h, t("attn_q.weight"), Hq * (N + R), nm("q"));
     }
     int32_t q_nope = slice(q, Hq, 0, N, nm("q_nope"));
     int32_t q_pe = rope(slice(q, Hq, N, R, nm("q_pe")), Hq, la, nm("q_pe_rope"), R, R);
     int32_t q_lat = g.add_node(OpType::HeadLinear, {q_nope}, act(nm("q_latent"), Hq * L), {t("attn_k_b.weight")}, {{"groups", Hq}});
     int32_t qf = g.add_node(OpType::Concat, {q_lat, q_pe}, act(nm("q_mla"), Hq * (L + R)), {}, {{"groups", Hq}});
-    int32_t kv = linear(h, t("attn_kv_a_mqa.weight"), L + R, nm("kv_a"));
     int32_t c = norm(slice(kv, 1, 0, L, nm("kv_latent")), t("attn_kv_a_norm.weight"), L, nm("kv_latent_normed"));
     int32_t k_pe = rope(slice(kv, 1, L, R, nm("k_pe")), 1, la, nm("k_pe_rope"), R, R);
     int32_t k = g.add_node(OpType::Concat, {c, k_pe}, act(nm("k_mla"), L + R), {}, {{"groups", 1}});
