@@ -55,8 +55,8 @@ TEST(Families, EveryRowIsFoundByItsNames) {
 
 TEST(Families, TheListsNameWhatIsSupported) {
   EXPECT_EQ(supported_family_list(), "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Phi-3, SmolLM3, Llama 4, Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE, OLMo 2, OLMo 3, Granite, gpt-oss, DeepSeek V2, DeepSeek V3, StableLM, Phi-2, Starcoder2, Cohere, GPT-NeoX, GLM, GLM-4, Granite MoE, Granite MoE Shared, Ministral 3");
-  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss, stablelm, phi2, starcoder2, command-r, gptneox, chatglm, glm4, granitemoe, mistral3");
-  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe, granitemoeshared, ministral3");
+  EXPECT_EQ(gguf_readable_arch_list(), "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, qwen3moe, qwen2moe, olmoe, olmo2, granite, gpt-oss, deepseek2, stablelm, phi2, starcoder2, command-r, gptneox, chatglm, glm4, granitemoe, mistral3");
+  EXPECT_EQ(gguf_writable_family_list(), "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, smollm3, llama4, mixtral, qwen3_moe, qwen2_moe, olmoe, olmo2, olmo3, granite, gpt_oss, deepseek_v2, deepseek_v3, stablelm, phi2, starcoder2, cohere, gptneox, glm, glm4, granitemoe, granitemoeshared, ministral3");
 }
 
 TEST(Families, EveryHfTensorNameIsAnHfName) {
