@@ -77,9 +77,9 @@ int64_t default_cache_tokens(const ptn::ProgramMeta& meta, ptn::DType dtype) {
                      : dtype == ptn::DType::Q8_0 ? 34.0 / 32.0
                      : dtype == ptn::DType::Q4_0 ? 18.0 / 32.0
                                                  : 2.0;
-  double per_token = 0;  // K and V bytes of one position over every layer
+  double per_token = 0;  // K and V bytes of one position over every layer (K only where V is its start)
   for (const auto& l : meta.cache_spec.layers)
-    per_token += elem * static_cast<double>(l.n_kv_heads) * static_cast<double>(l.head_dim_k + l.head_dim_v);
+    per_token += elem * static_cast<double>(l.n_kv_heads) * static_cast<double>(l.head_dim_k + (l.v_in_k ? 0 : l.head_dim_v));
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   const double phys = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 4.0 * (1ull << 30);
   const double budget = std::clamp(phys / 4, 256.0 * (1 << 20), 32.0 * (1ull << 30));

@@ -39,6 +39,10 @@ struct LayerCacheSpec {
   // then takes AttentionParams::sinks (and refuses to run without them, or with them when false).
   // Nothing of it is stored: the sinks are weights, the cache only has to apply them.
   bool sinks = false;
+  // V is the first head_dim_v values of each K row (DeepSeek's latent attention: K = [latent,
+  // RoPE key], V = the latent): the caller's V equals that prefix, and a cache may store K only
+  // and read V from it (the paged cache does; the reference cache stores both).
+  bool v_in_k = false;
 };
 struct CacheSpec {
   std::vector<LayerCacheSpec> layers;

@@ -31,6 +31,9 @@ void validate_spec(const CacheSpec& spec, const CacheOptions& options, const std
     if (L.head_dim_v < 1 || L.head_dim_v > 65536) bad(at + "head_dim_v " + std::to_string(L.head_dim_v) + " is outside 1..65536");
     if (L.kind != AttnKind::Full && L.span < 1)
       bad(at + "a window/chunk layer needs a positive span, got " + std::to_string(L.span));
+    if (L.v_in_k && L.head_dim_v > L.head_dim_k)
+      bad(at + "V as a prefix of K needs head_dim_v <= head_dim_k, got k " + std::to_string(L.head_dim_k) + ", v " +
+          std::to_string(L.head_dim_v));
     if ((dt == DType::Q8_0 || dt == DType::Q4_0) && (L.head_dim_k % 32 != 0 || L.head_dim_v % 32 != 0))
       bad(at + dtype_name(dt) + " cache needs head dims that are multiples of 32, got k " + std::to_string(L.head_dim_k) +
           ", v " + std::to_string(L.head_dim_v));

@@ -15,6 +15,8 @@ namespace {
 constexpr char kMagic[8] = {'P', 'T', 'N', 'K', 'V', 'R', 'E', 'C'};
 // Fixed part: magic, version, flags, program id, dtype, block size, layer count.
 constexpr size_t kFixedHeader = 8 + 4 + 4 + 8 + 4 + 4 + 4;
+// Bit 8 of a layer's attention-kind word: V is the start of each K row, the block holds K only.
+constexpr uint32_t kKindVInK = 0x100;
 constexpr size_t kLayerBytes = 5 * 4;
 
 bool cache_dtype_code(uint32_t code) {
@@ -63,7 +65,7 @@ uint64_t block_data_bytes(const KvIdentity& id, const std::string& source) {
   uint64_t total = 0;
   for (const LayerCacheSpec& L : id.layers) {
     const uint64_t rows = checked_mul(static_cast<uint64_t>(L.n_kv_heads), static_cast<uint64_t>(id.block_size), source);
-    const uint64_t row = kv_row_bytes(id.dtype, L.head_dim_k) + kv_row_bytes(id.dtype, L.head_dim_v);
+    const uint64_t row = kv_row_bytes(id.dtype, L.head_dim_k) + (L.v_in_k ? 0 : kv_row_bytes(id.dtype, L.head_dim_v));
     total = checked_add(total, checked_mul(rows, row, source), source);
     if (total > RecordLimits::kMaxBlockBytes)
       fail_corrupt(source, "a block would hold more than " + std::to_string(RecordLimits::kMaxBlockBytes) + " bytes");
@@ -91,7 +93,7 @@ std::vector<uint8_t> encode_record(const KvRecord& r) {
     w.u32(static_cast<uint32_t>(L.n_kv_heads));
     w.u32(static_cast<uint32_t>(L.head_dim_k));
     w.u32(static_cast<uint32_t>(L.head_dim_v));
-    w.u32(static_cast<uint32_t>(L.kind));
+    w.u32(static_cast<uint32_t>(L.kind) | (L.v_in_k ? kKindVInK : 0u));
     w.u32(static_cast<uint32_t>(L.kind == AttnKind::Full ? 0 : L.span));
   }
   w.u32(static_cast<uint32_t>(r.tokens.size()));
@@ -150,7 +152,8 @@ KvRecord decode_record(const uint8_t* data, size_t size, const std::string& sour
     LayerCacheSpec& L = rec.id.layers[l];
     const std::string at = "layer " + std::to_string(l) + ": ";
     const uint32_t hkv = r.read<uint32_t>("kv heads"), dk = r.read<uint32_t>("head dim k"), dv = r.read<uint32_t>("head dim v");
-    const uint32_t kind = r.read<uint32_t>("attention kind"), span = r.read<uint32_t>("span");
+    const uint32_t kind_word = r.read<uint32_t>("attention kind"), span = r.read<uint32_t>("span");
+    const uint32_t kind = kind_word & ~kKindVInK;
     if (hkv < 1 || hkv > RecordLimits::kMaxKvHeads) fail_corrupt(source, at + "kv heads " + std::to_string(hkv) + " out of range");
     if (dk < 1 || dk > RecordLimits::kMaxHeadDim || dv < 1 || dv > RecordLimits::kMaxHeadDim)
       fail_corrupt(source, at + "head dims " + std::to_string(dk) + "/" + std::to_string(dv) + " out of range");
@@ -162,6 +165,8 @@ KvRecord decode_record(const uint8_t* data, size_t size, const std::string& sour
     L.head_dim_v = dv;
     L.kind = static_cast<AttnKind>(kind);
     L.span = span;
+    L.v_in_k = (kind_word & kKindVInK) != 0;
+    if (L.v_in_k && dv > dk) fail_corrupt(source, at + "V as a prefix of K with head dims " + std::to_string(dk) + "/" + std::to_string(dv));
   }
   const uint64_t bytes = block_data_bytes(rec.id, source);
   const uint32_t n_tokens = r.read<uint32_t>("token count");
@@ -229,9 +234,10 @@ void check_identity(const KvIdentity& found, const KvIdentity& expected, const s
     const LayerCacheSpec& e = expected.layers[l];
     auto shape = [](const LayerCacheSpec& s) {
       return std::to_string(s.n_kv_heads) + "x" + std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v) +
-             (s.kind == AttnKind::Full ? std::string(" full") : (s.kind == AttnKind::Window ? " window " : " chunk ") + std::to_string(s.span));
+             (s.kind == AttnKind::Full ? std::string(" full") : (s.kind == AttnKind::Window ? " window " : " chunk ") + std::to_string(s.span)) +
+             (s.v_in_k ? ", V in K" : "");
     };
-    const bool same = f.n_kv_heads == e.n_kv_heads && f.head_dim_k == e.head_dim_k && f.head_dim_v == e.head_dim_v &&
+    const bool same = f.n_kv_heads == e.n_kv_heads && f.head_dim_k == e.head_dim_k && f.head_dim_v == e.head_dim_v && f.v_in_k == e.v_in_k &&
                       f.kind == e.kind && (f.kind == AttnKind::Full || f.span == e.span);
     if (!same) bad("layer " + std::to_string(l) + " (kv heads x head dims, policy)", shape(f), shape(e));
   }

@@ -63,8 +63,14 @@ void PagedCache::build_groups() {
     const uint64_t hkv = static_cast<uint64_t>(L.n_kv_heads);
     lay.k_off = static_cast<size_t>(off[g]);
     off[g] = checked_add(off[g], checked_mul(hkv * bs, lay.k_row, "paged kv cache block size"), "paged kv cache block size");
-    lay.v_off = static_cast<size_t>(off[g]);
-    off[g] = checked_add(off[g], checked_mul(hkv * bs, lay.v_row, "paged kv cache block size"), "paged kv cache block size");
+    if (L.v_in_k) {  // V read from the start of each K row: no V region (head_dim_v values of a K row are whole blocks)
+      lay.v_in_k = true;
+      lay.v_off = lay.k_off;
+      lay.v_row = lay.k_row;
+    } else {
+      lay.v_off = static_cast<size_t>(off[g]);
+      off[g] = checked_add(off[g], checked_mul(hkv * bs, lay.v_row, "paged kv cache block size"), "paged kv cache block size");
+    }
     layout_.push_back(lay);
   }
   uint64_t total = 0;
@@ -560,7 +566,7 @@ void PagedCache::update_and_attend(StepTxn& txn, int64_t layer, const float* q, 
     const size_t slot = static_cast<size_t>(pos % block_size_);
     for (int64_t h = 0; h < hkv; ++h) {
       kv::store_row(dt, k + (t * hkv + h) * dk, blk + lay.k_off + (static_cast<size_t>(h) * bs + slot) * lay.k_row, dk);
-      kv::store_row(dt, v + (t * hkv + h) * dv, blk + lay.v_off + (static_cast<size_t>(h) * bs + slot) * lay.v_row, dv);
+      if (!lay.v_in_k) kv::store_row(dt, v + (t * hkv + h) * dv, blk + lay.v_off + (static_cast<size_t>(h) * bs + slot) * lay.v_row, dv);
     }
   }
   p->layer_done[static_cast<size_t>(layer)] = true;

@@ -137,7 +137,8 @@ class PagedCache final : public KVCache {
   struct LayerLayout {
     int group = 0;
     size_t k_off = 0, v_off = 0;  // offsets of the layer's K / V regions in its group's block
-    size_t k_row = 0, v_row = 0;  // bytes of one head row
+    size_t k_row = 0, v_row = 0;  // bytes of one head row (v_in_k: V's stride, that of K)
+    bool v_in_k = false;          // V is the start of each K row (LayerCacheSpec::v_in_k)
   };
   struct Group {
     AttnKind kind = AttnKind::Full;

@@ -107,6 +107,7 @@ int inspect_ptn_file(const std::string& path) {
                 static_cast<long long>(c.head_dim_k), static_cast<long long>(c.head_dim_v), attn_kind_name(c.kind));
     if (c.kind != AttnKind::Full) std::printf(" %lld", static_cast<long long>(c.span));
     if (c.sinks) std::printf(", sinks");
+    if (c.v_in_k) std::printf(", V is the start of K");
     std::printf("\n");
   }
   // Embeddings: the graph's hidden output and what the model says about pooling.

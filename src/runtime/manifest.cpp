@@ -249,6 +249,8 @@ json cache_spec_to_json(const CacheSpec& c) {
                       {"policy", attn_kind_name(l.kind)}, {"span", l.span}});
   for (size_t i = 0; i < c.layers.size(); ++i)
     if (c.layers[i].sinks) layers[i]["sinks"] = true;  // written only when used: older programs stay byte-identical
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    if (c.layers[i].v_in_k) layers[i]["v_in_k"] = true;
   return {{"layers", layers}, {"max_positions", c.max_positions}};
 }
 
@@ -266,6 +268,8 @@ CacheSpec cache_spec_from_json(const json& j, const std::string& where) {
     s.span = get_count(l, "span", where, 0, int64_t{1} << 31);
     if (s.kind != AttnKind::Full && s.span < 1) bad(where, "cache.layers.span", "window/chunk needs a span >= 1");
     s.sinks = get<bool>(l, "sinks", where, false);
+    s.v_in_k = get<bool>(l, "v_in_k", where, false);
+    if (s.v_in_k && s.head_dim_v > s.head_dim_k) bad(where, "cache.layers.v_in_k", "V as a prefix of K needs head_dim_v <= head_dim_k");
     c.layers.push_back(s);
   }
   return c;
@@ -277,7 +281,7 @@ CacheSpec cache_spec_from_model(const ModelSpec& s) {
   // MLA (DeepSeek): one cached "head" per token, the latent and the RoPE key as K, the latent as V.
   const bool mla = s.kv_lora_rank > 0;
   const int64_t hkv = mla ? 1 : s.n_kv_heads, dk = mla ? s.kv_lora_rank + s.rope_dim : s.head_dim, dv = mla ? s.kv_lora_rank : s.head_dim;
-  for (const auto& l : s.layers) c.layers.push_back({hkv, dk, dv, l.kind, l.span, s.attn_sinks});
+  for (const auto& l : s.layers) c.layers.push_back({hkv, dk, dv, l.kind, l.span, s.attn_sinks, mla});
   return c;
 }
 

@@ -55,7 +55,13 @@ inline StepOut run_step(KVCache& cache, const StepBatch& batch, int64_t n_q_head
       const StepRow& r = batch.rows[t];
       make_row(l, r.pos, r.token, n_q_heads, L.head_dim_k, q_salt * 1000 + 1, 2.0f, &q[t * n_q_heads * L.head_dim_k]);
       make_row(l, r.pos, r.token, L.n_kv_heads, L.head_dim_k, 2, 1.0f, &k[t * L.n_kv_heads * L.head_dim_k]);
-      make_row(l, r.pos, r.token, L.n_kv_heads, L.head_dim_v, 3, 1.0f, &v[t * L.n_kv_heads * L.head_dim_v]);
+      if (L.v_in_k) {  // V is the start of each K row (the spec's promise)
+        for (int64_t h = 0; h < L.n_kv_heads; ++h)
+          for (int64_t d = 0; d < L.head_dim_v; ++d)
+            v[(t * L.n_kv_heads + h) * L.head_dim_v + d] = k[(t * L.n_kv_heads + h) * L.head_dim_k + d];
+      } else {
+        make_row(l, r.pos, r.token, L.n_kv_heads, L.head_dim_v, 3, 1.0f, &v[t * L.n_kv_heads * L.head_dim_v]);
+      }
     }
     cache.update_and_attend(txn, static_cast<int64_t>(l), q.data(), k.data(), v.data(), n_q_heads, params, out.data());
     res.per_layer.push_back(std::move(out));

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "kv_test_util.h"
+#include "kvcache/kv_common.h"
+#include "kvcache/kv_record.h"
 #include "kvcache/paged_cache.h"
 #include "kvcache/prefix_index.h"
 #include "kvcache/reference_cache.h"
@@ -585,4 +587,74 @@ TEST(PagedCache, SinksMatchTheReferenceCache) {
   with.add(0);
   EXPECT_THROW(run_step(with.paged, b, kHq, AttentionParams{0.2f, 0.0f}), Error);
   EXPECT_THROW(run_step(with.ref, b, kHq, AttentionParams{0.2f, 0.0f}), Error);
+}
+
+// DeepSeek's latent attention: V is the start of each K row (v_in_k). The paged cache keeps the
+// K rows only and reads V from them; the reference cache stores V apart. Both must agree at every
+// cache dtype, the blocks must be the K rows' size, and a saved block must restore into a cache of
+// the same identity (and be refused by one that stores V apart).
+namespace {
+template <class F>
+void expect_error_kv(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST(PagedCache, VInKStoresKOnlyAndMatchesTheReferenceCache) {
+  CacheSpec spec = small_spec(2, 1, 96, 64, {{AttnKind::Full, 0}, {AttnKind::Window, 11}});
+  for (auto& l : spec.layers) l.v_in_k = true;
+  AttentionParams p{0.2f, 0.0f};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(dtype_name(dt));
+    PagedCache paged(spec, opts(512, 8, dt));
+    SequenceReferenceCache ref(spec, CacheOptions{});
+    for (SeqId s : {0, 1}) {
+      paged.add_sequence(s);
+      ref.add_sequence(s);
+    }
+    const double tol = dt == DType::F32 ? 1e-10 : dt == DType::Q4_0 ? 2e-2 : 1e-3;
+    StepBatch b;
+    append_rows(paged, 0, tokens_range(1, 37), &b);
+    append_rows(paged, 1, tokens_range(5, 6), &b);
+    EXPECT_LT(nmse(run_step(paged, b, kHq, p).per_layer[0], run_step(ref, b, kHq, p).per_layer[0]), tol);
+    for (int i = 0; i < 3; ++i) {
+      StepBatch d;
+      for (SeqId s : {0, 1}) append_rows(paged, s, {9 + i}, &d);
+      const StepOut a = run_step(paged, d, kHq, p), r = run_step(ref, d, kHq, p);
+      for (size_t l = 0; l < a.per_layer.size(); ++l) EXPECT_LT(nmse(a.per_layer[l], r.per_layer[l]), tol) << "layer " << l;
+    }
+    // Each layer's block holds K rows only: 1 head x 8 tokens x the row bytes of 96 values.
+    size_t k_only = 0;
+    for (int g = 0; g < paged.n_groups(); ++g) k_only += paged.block_bytes(g);
+    EXPECT_EQ(k_only, 2 * 8 * kv::kv_row_bytes(dt, 96));
+  }
+  // A saved block goes into another cache of this identity, and not into one that keeps V apart.
+  PagedCache a(spec, opts(256, 8));
+  a.add_sequence(0);
+  StepBatch b;
+  append_rows(a, 0, tokens_range(1, 17), &b);
+  run_step(a, b, kHq, p);
+  kv::KvRecord rec;
+  rec.id = a.identity(42);
+  rec.blocks.push_back(a.save_block(0, 1));
+  const std::vector<uint8_t> bytes = kv::encode_record(rec);
+  const kv::KvRecord back = kv::decode_record(bytes.data(), bytes.size(), "v_in_k record");
+  EXPECT_TRUE(back.id.layers[0].v_in_k);
+  EXPECT_EQ(back.blocks[0].data, rec.blocks[0].data);
+  PagedCache c(spec, opts(256, 8));
+  kv::check_identity(back.id, c.identity(42), "v_in_k record");
+  EXPECT_TRUE(c.restore_block(back.blocks[0]));
+  CacheSpec apart = spec;
+  for (auto& l : apart.layers) l.v_in_k = false;
+  PagedCache other(apart, opts(256, 8));
+  expect_error_kv([&] { kv::check_identity(back.id, other.identity(42), "v_in_k record"); }, "V in K");
+  // A spec whose V would be longer than K is refused.
+  CacheSpec bad = spec;
+  bad.layers[0].head_dim_v = 128;
+  EXPECT_THROW(PagedCache(bad, opts(64, 8)), Error);
 }
