@@ -326,6 +326,7 @@ void read_deepseek_experts(const Cfg& c, const FamilyInfo& fam, ModelSpec& s) {
     s.expert_groups = c.integer("n_group", 1, s.n_experts);
     s.expert_groups_used = c.integer("topk_group", 1, s.expert_groups);
     s.expert_group_top2 = true;
+    s.mtp_layers = c.integer_or("num_nextn_predict_layers", 0, 0, 16);
     // DeepSeek's own V3 code skips layers off moe_layer_freq, transformers' class does not.
     if (c.integer_or("moe_layer_freq", 1, 1, 4096) != 1) c.bad("moe_layer_freq", "other than 1 is not supported for DeepSeek V3 (implementations disagree on it)");
   }

@@ -145,7 +145,8 @@ struct ModelSpec {
   // latent and the rotated RoPE key (kv_lora_rank + rope_dim) as K, the latent as V (docs/moe.md).
   int64_t kv_lora_rank = 0;
   int64_t q_lora_rank = 0;
-  float attn_mscale_all_dim = 0;  // yarn's mscale_all_dim behind attn_scale (llama.cpp's yarn_log_multiplier / 0.1); 0: none
+  float attn_mscale_all_dim = 0;
+  int64_t mtp_layers = 0;  // DeepSeek V3: num_nextn_predict_layers stored after the last layer, left out (not run)  // yarn's mscale_all_dim behind attn_scale (llama.cpp's yarn_log_multiplier / 0.1); 0: none
   int64_t qk_nope_dim = 0;
   int64_t v_head_dim = 0;
 

@@ -109,6 +109,9 @@ void write_hf_directory(const WeightSource& src, const json& config, const std::
     auto it = s.tensor_sources.find(canon);
     if (it == s.tensor_sources.end()) fail(ErrorKind::InvalidArgument, dir, "no HF name for tensor " + canon);
     TensorSourceRef r = parse_tensor_source(it->second);
+    if (r.head_period > 0 || r.transposed_blocks > 0)
+      fail(ErrorKind::Unsupported, dir + ": " + r.name,
+           "a tensor split per head (" + s.family + "'s kv_b_proj) is not written by synth; write a GGUF, or export with --random-weights");
     if (r.transposed || (r.row_step != 1 && r.row_block == 1) || !r.mxfp4_scales.empty())
       fail(ErrorKind::Unsupported, dir + ": " + r.name,
            "an HF tensor holding all experts of a layer transposed or in MXFP4 (" + s.family +

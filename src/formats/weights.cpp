@@ -545,7 +545,16 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
   const FamilyInfo* fam = find_family(spec.family);
   const std::string tied_alias = fam ? fam->hf_names.output : "lm_head.weight";
   bool alias_left = false;
-  int64_t inv_freq = 0, masks = 0;
+  int64_t inv_freq = 0, masks = 0, mtp = 0;
+  // DeepSeek V3's multi-token-prediction module, stored as the layers after the last one
+  // (model.layers.61.* of a 61-layer V3): a draft head the program does not run.
+  auto mtp_layer = [&](const std::string& rest) {
+    if (spec.mtp_layers <= 0 || rest.rfind("layers.", 0) != 0) return false;
+    const std::string idx = rest.substr(7, rest.find('.', 7) - 7);
+    if (idx.empty() || idx.size() > 6 || idx.find_first_not_of("0123456789") != std::string::npos) return false;
+    const int64_t i = std::stoll(idx);
+    return i >= spec.n_layers && i < spec.n_layers + spec.mtp_layers;
+  };
   UnusedTensors out;
   auto ends = [](const std::string& s, const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
   for (const std::string& n : unused) {
@@ -556,6 +565,7 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
       if (std::find(p.roots.begin(), p.roots.end(), root) != p.roots.end()) { ++p.count; known = true; }
     if (!known && spec.tie_word_embeddings && (n == tied_alias || n == "language_model." + tied_alias)) { alias_left = known = true; }
     if (!known && ends(n, ".rotary_emb.inv_freq")) { ++inv_freq; known = true; }
+    if (!known && n.rfind("model.", 0) == 0 && mtp_layer(rest)) { ++mtp; known = true; }
     // GPT-NeoX checkpoints of older transformers: the causal mask and its fill value as buffers.
     if (!known && spec.family == "gptneox" && (ends(n, ".attention.bias") || ends(n, ".attention.masked_bias"))) { ++masks; known = true; }
     if (!known) out.refused.push_back(n);
@@ -564,6 +574,7 @@ UnusedTensors classify_unused_tensors(const ModelSpec& spec, const std::vector<s
     if (p.count) out.notes.push_back(std::string(p.what) + " (" + std::to_string(p.count) + (p.count == 1 ? " tensor)" : " tensors)"));
   if (alias_left) out.notes.push_back(tied_alias + " left out: tie_word_embeddings is true, so the embedding is the classifier (as transformers ties them)");
   if (masks) out.notes.push_back("attention.bias / masked_bias buffers left out: the causal mask is the runtime's (" + std::to_string(masks) + " tensors)");
+  if (mtp) out.notes.push_back("multi-token-prediction layers after the last layer left out: the program predicts the next token only (" + std::to_string(mtp) + (mtp == 1 ? " tensor)" : " tensors)"));
   if (inv_freq) out.notes.push_back("rotary_emb.inv_freq buffers left out: recomputed from the config (" + std::to_string(inv_freq) + (inv_freq == 1 ? " tensor)" : " tensors)"));
   return out;
 }

@@ -11,6 +11,8 @@
 #include <iterator>
 #include <regex>
 
+#include <sstream>
+
 #include "../oracle_test_util.h"
 #include "core/file.h"
 #include "export_test_util.h"
@@ -170,6 +172,35 @@ TEST(MoeExport, ProgramsVerifyAndTheOptimizedPathContinuesAsTheReference) {
         EXPECT_EQ(greedy(p, ExecMode::Optimized, "paged", DType::F32, prompt, 24, nullptr, 4), want);
       }
     }
+  }
+}
+
+// DeepSeek-V3 ships its multi-token-prediction module as a layer after the last
+// (num_nextn_predict_layers): the export leaves it out with a note; without that key the same
+// tensors are unknown and refused by name.
+TEST(MoeExport, DeepSeekV3MtpLayerIsLeftOutByName) {
+  std::string tried;
+  const std::string python = python_with_numpy(&tried);
+  ASSERT_FALSE(python.empty()) << "no python3 with numpy (tried " << tried << ")";
+  TempDir d;
+  const std::string dir = d / "ds";
+  const std::string cmd = python + " " + std::string(PTN_SOURCE_DIR) + "/tests/oracle/make_deepseek.py " + dir + " 3 v3 mtp";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ExportOptions o = base_options(dir, d / "ds.ptn");
+  o.max_seq_length = 32;
+  o.progress = false;
+  std::ostringstream log;
+  auto p = export_in_memory(o, log);
+  EXPECT_NE(log.str().find("multi-token-prediction layers after the last layer left out"), std::string::npos) << log.str();
+  EXPECT_EQ(p->meta().spec.n_layers, 3);
+  nlohmann::json cfg = nlohmann::json::parse(read_text_file(dir + "/config.json"));
+  cfg.erase("num_nextn_predict_layers");
+  std::ofstream(dir + "/config.json") << cfg.dump(1);
+  try {
+    export_in_memory(o, log);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.3."), std::string::npos) << e.what();
   }
 }
 

@@ -5,7 +5,7 @@ random weights, for ptn's tests and for tests/oracle/hf_forward.py.
 Written for ptn's tests from the config keys and tensor names of DeepSeek's V2/V3 checkpoints and
 Hugging Face transformers' DeepseekV2/DeepseekV3 classes (no code of either is copied).
 
-Usage: make_deepseek.py OUT_DIR SEED VERSION
+Usage: make_deepseek.py OUT_DIR SEED VERSION [mtp]
   OUT_DIR  created if missing; gets config.json and model.safetensors (one file, F32)
   SEED     seed of numpy's default_rng
   VERSION  v2  DeepseekV2ForCausalLM as V2-Lite has it: q_proj (q_lora_rank null), softmax
@@ -13,6 +13,10 @@ Usage: make_deepseek.py OUT_DIR SEED VERSION
            v3  DeepseekV3ForCausalLM: the query through q_lora_rank (q_a_proj, q_a_layernorm,
                q_b_proj), sigmoid scores chosen with e_score_correction_bias within the best 2
                of 4 groups, renormalised, times 2.5
+
+  mtp      (V3) also a multi-token-prediction layer after the last, as DeepSeek-V3 ships it
+           (model.layers.3.*: enorm, hnorm, eh_proj and a decoder layer), with
+           num_nextn_predict_layers 1; a program leaves it out
 
 The model: 3 layers of 4 heads; kv_lora_rank 32, qk_nope_head_dim 16, qk_rope_head_dim 8,
 v_head_dim 12 (unlike nope, so that kv_b_proj's per-head split is exercised); layer 0 dense
@@ -108,13 +112,23 @@ def make_tensors(rng, version):
 
 
 def main(argv):
-    if len(argv) != 4 or argv[3] not in ("v2", "v3"):
+    if len(argv) not in (4, 5) or argv[3] not in ("v2", "v3") or (len(argv) == 5 and (argv[4] != "mtp" or argv[3] != "v3")):
         raise SystemExit(__doc__)
     out_dir, seed, version = argv[1], int(argv[2]), argv[3]
-    tensors = make_tensors(np.random.default_rng(seed), version)
+    rng = np.random.default_rng(seed)
+    tensors = make_tensors(rng, version)
+    config = make_config(version)
+    if len(argv) == 5:  # the MTP module: drawn after the model, so the model's tensors stay the same
+        p = f"model.layers.{LAYERS}."
+        f32 = lambda a: np.asarray(a, dtype=np.float32)
+        for name, shape in (("enorm.weight", (HIDDEN,)), ("hnorm.weight", (HIDDEN,)), ("eh_proj.weight", (HIDDEN, 2 * HIDDEN)),
+                            ("input_layernorm.weight", (HIDDEN,)), ("self_attn.kv_a_proj_with_mqa.weight", (KV_LORA + ROPE, HIDDEN)),
+                            ("shared_head.norm.weight", (HIDDEN,))):
+            tensors[p + name] = f32(rng.normal(0.0, 0.1, shape))
+        config["num_nextn_predict_layers"] = 1
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(make_config(version), f, indent=2)
+        json.dump(config, f, indent=2)
         f.write("\n")
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
 
