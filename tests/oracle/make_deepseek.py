@@ -26,13 +26,11 @@ and mscale_all_dim 0.707 (the softmax scale grows by mscale^2). The router's wei
 that its logits are well apart (no near ties that float32 and float64 could order differently);
 V3's selection bias is positive, so that every biased score is positive.
 """
-import json
-import os
 import sys
 
 import numpy as np
 
-from safetensors_out import write_safetensors
+from safetensors_out import write_model_dir
 
 VOCAB, HIDDEN, LAYERS, HEADS = 320, 64, 3, 4
 KV_LORA, Q_LORA, NOPE, ROPE, V = 32, 24, 16, 8, 12
@@ -126,11 +124,7 @@ def main(argv):
                             ("shared_head.norm.weight", (HIDDEN,))):
             tensors[p + name] = f32(rng.normal(0.0, 0.1, shape))
         config["num_nextn_predict_layers"] = 1
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    write_model_dir(out_dir, config, tensors)
 
 
 if __name__ == "__main__":

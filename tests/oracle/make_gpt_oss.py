@@ -20,13 +20,11 @@ RoPE. The gate/up biases of the experts have standard deviation 6, so that the S
 swiglu_limit (7) cut a good share of the gate values from above and of the up values on both
 sides.
 """
-import json
-import os
 import sys
 
 import numpy as np
 
-from safetensors_out import write_safetensors
+from safetensors_out import write_model_dir
 
 VOCAB, HIDDEN, FFN, LAYERS = 300, 64, 64, 2
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 16
@@ -138,11 +136,7 @@ def main(argv):
     out_dir, form, seed = argv[1], argv[2], int(argv[3])
     tensors = make_tensors(np.random.default_rng(seed), form)
     config = dict(CONFIG, quantization_config=QUANTIZATION) if form == "mxfp4" else dict(CONFIG)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    write_model_dir(out_dir, config, tensors)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,11 @@ and a shared expert of the same width. The router's weights are scaled so that i
 a standard deviation near 3: well apart (no near ties that float32 and float64 could order
 differently) while the sigmoid of the chosen logit stays well below 1.
 """
-import json
-import os
 import sys
 
 import numpy as np
 
-from safetensors_out import write_safetensors
+from safetensors_out import write_model_dir
 
 VOCAB, HIDDEN, LAYERS = 320, 64, 4
 HEADS, KV_HEADS, HEAD_DIM = 4, 2, 16
@@ -115,11 +113,7 @@ def main(argv):
     if not 1 <= top_k <= EXPERTS:
         raise SystemExit(f"TOP_K {top_k}: expected 1 to {EXPERTS}")
     tensors = make_tensors(np.random.default_rng(seed), form)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(make_config(form, top_k), f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    write_model_dir(out_dir, make_config(form, top_k), tensors)
 
 
 if __name__ == "__main__":

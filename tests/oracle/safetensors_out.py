@@ -1,8 +1,9 @@
 """A minimal safetensors writer for the fixture scripts of tests/oracle (make_gpt_oss.py,
-make_llama4.py): the format's 8-byte little-endian header length, the JSON header (8-byte
+make_llama4.py, make_deepseek.py): the format's 8-byte little-endian header length, the JSON header (8-byte
 aligned), then the tensors' bytes in order. Written for ptn's tests from the safetensors format
 description; no code of the safetensors package is copied."""
 import json
+import os
 import struct
 
 import numpy as np
@@ -28,3 +29,12 @@ def write_safetensors(path, tensors):
         f.write(text)
         for raw in chunks:
             f.write(raw)
+
+
+def write_model_dir(out_dir, config, tensors):
+    """An HF directory: out_dir (created if missing) with config.json and model.safetensors."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
