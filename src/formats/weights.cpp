@@ -41,24 +41,19 @@ TensorSourceRef parse_tensor_source(const std::string& text) {
   TensorSourceRef r;
   std::string s = text;
   auto bad = [&] { fail(ErrorKind::Internal, "tensor source '" + text + "'", "not in the form name[rows A:B] (interleaved, H heads)"); };
-  const std::string il = " (interleaved, ";
-  if (auto p = s.find(il); p != std::string::npos) {
-    const std::string tail = s.substr(p + il.size());
+  // A trailing " (<head>N<tail>" with N > 0, cut off `s` into *out.
+  auto count_suffix = [&](const std::string& head, const std::string& tail_text, int64_t* out) {
+    const size_t p = s.find(head);
+    if (p == std::string::npos) return;
+    const std::string tail = s.substr(p + head.size());
     const size_t sp = tail.find(' ');
-    if (sp == std::string::npos || tail.substr(sp) != " heads)") bad();
-    try { r.interleaved_heads = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
-    if (r.interleaved_heads <= 0) bad();
+    if (sp == std::string::npos || tail.substr(sp) != tail_text) bad();
+    try { *out = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
+    if (*out <= 0) bad();
     s = s.substr(0, p);
-  }
-  const std::string tb = " (transposed in ";
-  if (auto p = s.find(tb); p != std::string::npos) {
-    const std::string tail = s.substr(p + tb.size());
-    const size_t sp = tail.find(' ');
-    if (sp == std::string::npos || tail.substr(sp) != " blocks)") bad();
-    try { r.transposed_blocks = std::stoll(tail.substr(0, sp)); } catch (...) { bad(); }
-    if (r.transposed_blocks <= 0) bad();
-    s = s.substr(0, p);
-  }
+  };
+  count_suffix(" (interleaved, ", " heads)", &r.interleaved_heads);
+  count_suffix(" (transposed in ", " blocks)", &r.transposed_blocks);
   const std::string tr = " (transposed)";
   if (s.size() > tr.size() && s.compare(s.size() - tr.size(), tr.size(), tr) == 0) {
     r.transposed = true;

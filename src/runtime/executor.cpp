@@ -66,6 +66,7 @@ struct NodePlan {
   bool gelu_erf = false;  // GeGLU: exact GELU ("activation": "gelu") instead of the tanh approximation
   int64_t group = 0;
   int64_t pos_offset = 1;  // AttnTemperature: pos + 1; QueryTemperature: pos
+  int64_t offset = 0;      // Slice: the first column taken of each group
   int64_t heads = 0, kv_heads = 0, head_dim = 0, head_dim_v = 0, rope_dim = 0, layer = 0;
   RopeParams rope;
   std::unique_ptr<RopeTable> rope_table;
@@ -457,10 +458,10 @@ void plan_slice(const NodeCheck& c, NodePlan& np) {
   c.need_out();
   if (!c.is_act(n.inputs[0]) || !c.same_rows(n.inputs[0], n.output)) c.bad("bad input");
   np.group = c.attr<int64_t>("groups", 1);
-  np.pos_offset = c.attr<int64_t>("offset", 0);
+  np.offset = c.attr<int64_t>("offset", 0);
   const int64_t win = c.width(n.inputs[0]), wout = c.width(n.output);
-  if (np.group < 1 || win % np.group != 0 || wout % np.group != 0 || np.pos_offset < 0 ||
-      np.pos_offset + wout / np.group > win / np.group)
+  if (np.group < 1 || win % np.group != 0 || wout % np.group != 0 || np.offset < 0 ||
+      np.offset + wout / np.group > win / np.group)
     c.bad("groups must divide both widths and offset + the output's group width fit the input's group width");
 }
 
@@ -1092,7 +1093,7 @@ void Executor::Impl::run_node(NodePlan& np, const StepRun& s) {
       const int64_t G = np.group, W = values[np.in[0]].width / G, w = wout / G;
       for (int64_t r = 0; r < rows_out; ++r)
         for (int64_t g = 0; g < G; ++g)
-          std::memcpy(out + r * wout + g * w, src + r * G * W + g * W + np.pos_offset, static_cast<size_t>(w) * 4);
+          std::memcpy(out + r * wout + g * w, src + r * G * W + g * W + np.offset, static_cast<size_t>(w) * 4);
       break;
     }
     case OpType::Concat: {
