@@ -73,6 +73,14 @@ template <DType T> struct PanelTraits {
                              : 32767 / (2 * kMaxCode * 127) >= 4 ? 4 : 2;
   static constexpr bool kSplit = Tr::kSplit;  // per-16 scales (Q6_K)
   static constexpr int kGroupSub = Tr::kSub;  // sub-blocks per activation scale group (1 or 8)
+  // Q4_K / Q5_K / Q6_K with maddubs: the integer sub-block (Q6_K: half) scales multiply the
+  // 16-bit sums in the madd (in place of ones), the products add up in s32 over the whole
+  // super-block, and the float work (d, the activation scale, the mins or Q6_K's offset 32
+  // through the activations' sums) is done once per 256 elements instead of once per 32.
+  // Bounds: a madd lane is at most 2 * 31496 * 63 (Q5_K: 4 quads of 5-bit codes, 6-bit scales)
+  // or 2 * 32004 * 128 (Q6_K: 2 quads of 6-bit codes, 8-bit signed scales); a super-block adds
+  // 16 or 32 of them: < 2.7e8, far from 2^31.
+  static constexpr bool kIntScales = !kVnni && (T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K);
   static_assert(kVnni || kSigned || kQG * 2 * kMaxCode * 127 <= 32767, "16-bit sums could saturate");
 };
 
@@ -81,7 +89,71 @@ struct Panel {
   uint8_t* q;  // [nsb][8 quads][8 cols][4 bytes]: codes (unsigned, or signed as int8)
   float* ws;   // [nsb][2 halves][8 cols]: scale of each 16-element half (equal unless Q6_K)
   float* wc;   // [nsb][2 halves][8 cols]: correction c (per sub-block in half 0, per half if split)
+  // kIntScales only (ws and wc unused):
+  int16_t* isc;  // [nsb][8 cols][2]: the sub-block's integer scale, twice (one madd lane);
+                 // Q6_K: [nsb][2 halves][8 cols][2]
+  int16_t* imn;  // [nsb / 8][4 pairs][8 cols][2]: the mins of sub-blocks 2p and 2p + 1;
+                 // Q6_K: [nsb][8 cols][2], the scales of the sub-block's two halves
+  float* sd;     // [nsb / 8][8 cols]: the super-block's d
+  float* sm;     // [nsb / 8][8 cols]: the super-block's dmin (not Q6_K)
 };
+// Bytes of the parts of a Panel for kChunkSub sub-blocks (each a multiple of 32).
+constexpr size_t kPanelCodeBytes = kChunkSub * 256, kPanelScaleBytes = kChunkSub * 2 * kCols * 4,
+                 kPanelIscBytes = kChunkSub * 2 * kCols * 2 * 2, kPanelImnBytes = kChunkSub * kCols * 2 * 2,
+                 kPanelSdBytes = kChunkSub / 8 * kCols * 4;
+
+// Types whose 32 codes of a sub-block are unpacked with SIMD (the K-quants of the Q4_K_M and
+// Q5_K_M mixes); the others go through the portable decode_sub.
+template <DType T>
+constexpr bool kSimdCodes = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+
+[[gnu::always_inline]] inline __m256i shift_right_16(__m256i v, int n) {
+  return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n));
+}
+
+// The 32 unsigned codes of sub-block s of b (as decode_sub's c.u).
+template <DType T>
+[[gnu::always_inline]] inline __m256i codes32(const typename WTraits<T>::Block& b, int s) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  if constexpr (T == DType::Q4_K) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
+    return _mm256_and_si256(shift_right_16(q, (s & 1) * 4), m4);
+  } else if constexpr (T == DType::Q5_K) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
+    const __m256i lo = _mm256_and_si256(shift_right_16(q, (s & 1) * 4), m4);
+    const __m256i h = _mm256_and_si256(shift_right_16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), s),
+                                       _mm256_set1_epi8(1));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(h, 4));
+  } else {
+    static_assert(T == DType::Q6_K);
+    const int h = s / 4, i = s % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (i % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i lo = _mm256_and_si256(shift_right_16(ql, (i / 2) * 4), m4);
+    const __m256i hi = _mm256_and_si256(shift_right_16(qh, 2 * i), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+}
+
+// Stores the codes of 8 columns (v[c]: 32 codes of column c) as the panel wants them, quad t of
+// every column in one ymm: an 8 x 8 transpose of 32-bit words.
+[[gnu::always_inline]] inline void store_transposed(const __m256i (&v)[kCols], uint8_t* q) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // columns 4i .. 4i + 3
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {  // u[j]: quads j | j + 4 of columns 0-3; u[4 + j]: of columns 4-7
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * j), _mm256_permute2x128_si256(u[j], u[4 + j], 0x20));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * (j + 4)), _mm256_permute2x128_si256(u[j], u[4 + j], 0x31));
+  }
+}
 
 // Decodes sub-blocks [sb0, sb0 + nsb) of weight rows n0..n0+ncols-1 into p (columns >= ncols
 // are zero, so they contribute nothing).
@@ -90,6 +162,61 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
   using Tr = WTraits<T>;
   using P = PanelTraits<T>;
   using Block = typename Tr::Block;
+  if constexpr (kSimdCodes<T>) {
+    const Block* rows[kCols];
+    for (int c = 0; c < kCols; ++c)
+      rows[c] = c < ncols ? reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride)
+                          : nullptr;
+    for (int64_t b = 0; b < nsb; ++b) {
+      const int64_t s = sb0 + b;
+      const int j = static_cast<int>(s % Tr::kSub);
+      __m256i v[kCols];
+      for (int c = 0; c < kCols; ++c) {
+        const Block* blk = rows[c] ? rows[c] + s / Tr::kSub : nullptr;
+        v[c] = blk ? codes32<T>(*blk, j) : _mm256_setzero_si256();
+        if constexpr (P::kIntScales && T == DType::Q6_K) {
+          for (int h = 0; h < 2; ++h) {
+            const int16_t sc = blk ? blk->scales[2 * j + h] : 0;
+            p.isc[b * 32 + h * 16 + 2 * c] = p.isc[b * 32 + h * 16 + 2 * c + 1] = sc;
+            p.imn[b * 16 + 2 * c + h] = sc;
+          }
+          if (j == 0) p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
+        } else if constexpr (P::kIntScales) {
+          uint8_t sc = 0, mn = 0;
+          if (blk) unpack_scale_min_k4(blk->scales, j, sc, mn);
+          p.isc[b * 16 + 2 * c] = p.isc[b * 16 + 2 * c + 1] = sc;
+          p.imn[(b / 8) * 64 + (j / 2) * 16 + 2 * c + (j & 1)] = mn;
+          if (j == 0) {
+            p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
+            p.sm[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->dmin) : 0.f;
+          }
+        } else {
+          float* ws = p.ws + b * 2 * kCols + c;
+          float* wc = p.wc + b * 2 * kCols + c;
+          if (!blk) {
+            ws[0] = ws[kCols] = wc[0] = wc[kCols] = 0;
+            continue;
+          }
+          // The scales as decode_sub computes them (w = ws * u - wc per half).
+          if constexpr (T == DType::Q6_K) {
+            const float d = fp16_to_f32(blk->d);
+            ws[0] = d * blk->scales[2 * j];
+            ws[kCols] = d * blk->scales[2 * j + 1];
+            wc[0] = ws[0] * Tr::kOff;
+            wc[kCols] = ws[kCols] * Tr::kOff;
+          } else {
+            uint8_t sc, mn;
+            unpack_scale_min_k4(blk->scales, j, sc, mn);
+            ws[0] = ws[kCols] = fp16_to_f32(blk->d) * sc;
+            wc[0] = fp16_to_f32(blk->dmin) * mn;  // (kOff is 0)
+            wc[kCols] = 0;
+          }
+        }
+      }
+      store_transposed(v, p.q + b * 256);
+    }
+    return;
+  }
   for (int c = 0; c < kCols; ++c) {
     const Block* row =
         c < ncols ? reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride) : nullptr;
@@ -126,9 +253,11 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
 
 // s32 sums of the codes of quads [t0, t0 + n) of one decoded sub-block pq times activation
 // row r's bytes, for MR rows; added into acc32 (first: overwrite).
+// Without VNNI the 16-bit sums go through madd with `mul`: ones, or a sub-block's integer
+// scale in every lane (kIntScales).
 template <DType T, int MR>
 [[gnu::always_inline]] inline void dot_quads(__m256i (&acc32)[MR], const uint8_t* pq, const int8_t* const (&a)[MR],
-                                             int t0, int n, bool first) {
+                                             int t0, int n, bool first, __m256i mul = _mm256_set1_epi16(1)) {
   using P = PanelTraits<T>;
   if constexpr (kVnni) {
 #pragma GCC unroll 8
@@ -143,7 +272,6 @@ template <DType T, int MR>
     }
     return;
   }
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int g = t0; g < t0 + n; g += P::kQG) {
     __m256i s16[MR];
 #pragma GCC unroll 8
@@ -158,11 +286,15 @@ template <DType T, int MR>
         if (P::kSigned) av = _mm256_sign_epi8(av, wq);
         const __m256i pr = _mm256_maddubs_epi16(wu, av);
         s16[r] = t == g ? pr : _mm256_add_epi16(s16[r], pr);
+        // Keeps the sum a chain: gcc otherwise reassociates the integer adds of the unrolled
+        // quads into a tree, which needs more live ymm values than there are registers and
+        // spilled 24 of them to the stack in the Q4_K loop (objdump of the AVX2 build).
+        asm("" : "+x"(s16[r]));
       }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m256i s32 = _mm256_madd_epi16(s16[r], ones);
+      const __m256i s32 = _mm256_madd_epi16(s16[r], mul);
       acc32[r] = first && g == t0 ? s32 : _mm256_add_epi32(acc32[r], s32);
     }
   }
@@ -221,16 +353,105 @@ void panel_kernel(const Panel& p, int64_t sb0, int64_t nsb, const QuantActs& qa,
   for (int r = 0; r < MR; ++r) _mm256_storeu_ps(acc_io + r * kCols, acc[r]);
 }
 
+// panel_kernel for kIntScales: per super-block (8 sub-blocks, one activation scale),
+//   Q4_K / Q5_K: acc += da * (d * sum_j sc_j * dot_j(u, a) - dmin * sum_j m_j * sum_j(a))
+//   Q6_K:        acc += da * d * sum_h sc_h * (dot_h(u, a) - 32 * sum_h(a))   (h: the 16 halves)
+// with the sums over j (h) in s32 (the mins' and the offset's through madd of pairs of
+// sub-blocks (halves) against the activations' sums per 32 (16)). The float tile stays in acc_io:
+// it is touched once per super-block, and the registers go to the s32 sums.
+template <DType T, int MR>
+void panel_kernel_int(const Panel& p, int64_t sb0, int64_t nsb, const QuantActs& qa, int64_t r0, float* acc_io) {
+  const int64_t k = qa.k, nsub = k / 32, ng = qa.groups();
+  constexpr bool q6 = T == DType::Q6_K;
+  const int8_t* a0[MR];
+  const float* dr[MR];
+  const int16_t* hr[MR];
+  const int32_t* s16r[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    a0[r] = qa.q + (r0 + r) * k + sb0 * 32;
+    dr[r] = qa.d + (r0 + r) * ng + sb0 / 8;
+    hr[r] = qa.h32 + (r0 + r) * nsub + sb0;
+    s16r[r] = qa.s16 + (r0 + r) * (k / 16) + 2 * sb0;
+  }
+  for (int64_t sb = 0; sb < nsb / 8; ++sb) {
+    __m256i i32[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) i32[r] = _mm256_setzero_si256();  // (overwritten by j == 0)
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = 8 * sb + j;
+      const int8_t* a[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) a[r] = a0[r] + b * 32;
+      if constexpr (q6) {
+        const __m256i* sc = reinterpret_cast<const __m256i*>(p.isc + b * 32);
+        dot_quads<T, MR>(i32, p.q + b * 256, a, 0, 4, j == 0, _mm256_load_si256(sc));
+        dot_quads<T, MR>(i32, p.q + b * 256, a, 4, 4, false, _mm256_load_si256(sc + 1));
+      } else {
+        const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.isc + b * 16));
+        dot_quads<T, MR>(i32, p.q + b * 256, a, 0, 8, j == 0, sc);
+      }
+    }
+    const __m256 dv = _mm256_load_ps(p.sd + sb * kCols);
+    if constexpr (q6) {
+      const __m256i* sc2 = reinterpret_cast<const __m256i*>(p.imn + sb * 128);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const int32_t* h = s16r[r] + 16 * sb;
+        __m256i o32 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {  // |sum over 16| <= 2032 fits an int16
+          const uint32_t h2 = static_cast<uint16_t>(h[2 * j]) | static_cast<uint32_t>(static_cast<uint16_t>(h[2 * j + 1])) << 16;
+          o32 = _mm256_add_epi32(o32, _mm256_madd_epi16(_mm256_load_si256(sc2 + j), _mm256_set1_epi32(static_cast<int32_t>(h2))));
+        }
+        const __m256i tot = _mm256_sub_epi32(i32[r], _mm256_slli_epi32(o32, 5));  // offset 32
+        __m256 acc = _mm256_loadu_ps(acc_io + r * kCols);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dv, _mm256_set1_ps(dr[r][sb])), acc);
+        _mm256_storeu_ps(acc_io + r * kCols, acc);
+      }
+      continue;
+    }
+    const __m256i* mn = reinterpret_cast<const __m256i*>(p.imn + sb * 64);
+    const __m256 mv = _mm256_load_ps(p.sm + sb * kCols);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const int16_t* h = hr[r] + 8 * sb;
+      __m256i m32 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        int32_t h2;
+        std::memcpy(&h2, h + 2 * q, 4);
+        m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(_mm256_load_si256(mn + q), _mm256_set1_epi32(h2)));
+      }
+      const __m256 da = _mm256_set1_ps(dr[r][sb]);
+      __m256 acc = _mm256_loadu_ps(acc_io + r * kCols);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[r]), _mm256_mul_ps(dv, da), acc);
+      acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m32), _mm256_mul_ps(mv, da), acc);
+      _mm256_storeu_ps(acc_io + r * kCols, acc);
+    }
+  }
+}
+
 template <DType T>
 void panel_range_of(const WeightView& w, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
   const int64_t nsub = w.cols / 32;
   thread_local std::vector<uint8_t> buf;
   thread_local std::vector<float> acc;
-  const size_t qbytes = static_cast<size_t>(kChunkSub) * 256, fbytes = static_cast<size_t>(kChunkSub) * 2 * kCols * 4;
-  buf.resize(qbytes + 2 * fbytes + 64);
+  buf.resize(kPanelCodeBytes + 2 * kPanelScaleBytes + kPanelIscBytes + kPanelImnBytes + 2 * kPanelSdBytes + 64);
   acc.resize(static_cast<size_t>(m) * kCols);
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
-  Panel p{base, reinterpret_cast<float*>(base + qbytes), reinterpret_cast<float*>(base + qbytes + fbytes)};
+  uint8_t* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  auto part = [&at](size_t bytes) {
+    uint8_t* r = at;
+    at += bytes;
+    return r;
+  };
+  Panel p{part(kPanelCodeBytes),
+          reinterpret_cast<float*>(part(kPanelScaleBytes)),
+          reinterpret_cast<float*>(part(kPanelScaleBytes)),
+          reinterpret_cast<int16_t*>(part(kPanelIscBytes)),
+          reinterpret_cast<int16_t*>(part(kPanelImnBytes)),
+          reinterpret_cast<float*>(part(kPanelSdBytes)),
+          reinterpret_cast<float*>(part(kPanelSdBytes))};
   for (int64_t c0 = n0; c0 < n1; c0 += kCols) {
     const int ncols = static_cast<int>(std::min<int64_t>(kCols, n1 - c0));
     std::fill(acc.begin(), acc.end(), 0.f);
@@ -238,8 +459,13 @@ void panel_range_of(const WeightView& w, const QuantActs& qa, int64_t m, int64_t
       const int64_t nsb = std::min(kChunkSub, nsub - sb0);
       decode_panel<T>(w, c0, ncols, sb0, nsb, p);
       int64_t r0 = 0;
-      for (; r0 + kMR <= m; r0 += kMR) panel_kernel<T, kMR>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
-      for (; r0 < m; ++r0) panel_kernel<T, 1>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
+      if constexpr (PanelTraits<T>::kIntScales) {
+        for (; r0 + kMR <= m; r0 += kMR) panel_kernel_int<T, kMR>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
+        for (; r0 < m; ++r0) panel_kernel_int<T, 1>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
+      } else {
+        for (; r0 + kMR <= m; r0 += kMR) panel_kernel<T, kMR>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
+        for (; r0 < m; ++r0) panel_kernel<T, 1>(p, sb0, nsb, qa, r0, acc.data() + r0 * kCols);
+      }
     }
     for (int64_t r = 0; r < m; ++r) std::memcpy(y + r * w.rows + c0, acc.data() + r * kCols, ncols * sizeof(float));
   }
