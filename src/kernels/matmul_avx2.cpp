@@ -170,6 +170,23 @@ inline void k4_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
   mn = (a1 & 0x3f3f3f3f) | (static_cast<uint64_t>(mn1) << 32);
 }
 
+// pshufb controls that pick one 16-bit element of each 128-bit lane into the whole lane:
+// kPick16[i] takes element i of both lanes; kPick16Pair[q] takes element 2q in the low lane
+// and 2q + 1 in the high one.
+struct alignas(32) Pick16 {
+  uint8_t b[8][32];
+  constexpr explicit Pick16(bool pair) : b{} {
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 32; j += 2) {
+        const int e = pair ? (i % 4) * 2 + (j >= 16 ? 1 : 0) : i;
+        b[i][j] = static_cast<uint8_t>(2 * e);
+        b[i][j + 1] = static_cast<uint8_t>(2 * e + 1);
+      }
+  }
+};
+constexpr Pick16 kPick16{false}, kPick16Pair{true};
+inline __m256i pick16(const Pick16& p, int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b[i])); }
+
 // Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
 template <int R, bool Q5>
 void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
@@ -192,8 +209,10 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     std::memcpy(&mh, blk + 2, 2);
     uint64_t sc, mn;
     k4_scales(blk + 4, sc, mn);
-    // The mins as int16, for the mins term.
+    // The mins as int16, for the mins term; the scales as int16 in both lanes, one picked per
+    // sub-block by a byte shuffle.
     const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
     const uint8_t* qs = blk + (Q5 ? 48 : 16);
     const __m256i qh = Q5 ? load32(blk + 16) : _mm256_setzero_si256();
     __m256i isum[R];
@@ -207,7 +226,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
         const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << s));
         u = _mm256_or_si256(u, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16)));
       }
-      const __m256i scv = _mm256_set1_epi16(static_cast<int16_t>((sc >> (8 * s)) & 0xff));
+      const __m256i scv = _mm256_shuffle_epi8(sc16, pick16(kPick16, s));
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_maddubs_epi16(u, load32(ra.a(r) + i * 256 + 32 * s));
@@ -234,7 +253,6 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const BlockQ6K* b = static_cast<const BlockQ6K*>(row);
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[R];
-  float offs[R] = {};
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / 256; ++i) {
@@ -245,8 +263,12 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     __m256i isum[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    // The 16 scales as int16 (for the offset term), and per half the 8 of its 4 sub-blocks in
+    // both lanes (one pair picked per sub-block by a byte shuffle).
+    const __m256i sc_all = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
+      const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc_all, 1) : _mm256_castsi256_si128(sc_all));
       const __m256i l0 = load32(blk.ql + 64 * h), l1 = load32(blk.ql + 64 * h + 32);
       const __m256i qh = load32(blk.qh + 32 * h);
       __m256i u[4];
@@ -257,7 +279,7 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
         const int s = 4 * h + q;
-        const __m256i scs = _mm256_set_m128i(_mm_set1_epi16(blk.scales[2 * s + 1]), _mm_set1_epi16(blk.scales[2 * s]));
+        const __m256i scs = _mm256_shuffle_epi8(sch, pick16(kPick16Pair, q));
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m256i p = _mm256_maddubs_epi16(u[q], load32(ra.a(r) + i * 256 + 32 * s));
@@ -268,16 +290,16 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
     const float d = h2f(blk.d);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const float dd = d * ra.d(r)[i];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(dd), acc[r]);
-      const int32_t* s16 = ra.s16(r) + i * 16;
-      int32_t o = 0;
-      for (int j = 0; j < 16; ++j) o += blk.scales[j] * s16[j];
-      offs[r] += 32.f * dd * static_cast<float>(o);
+      // The offset: 32 * sum_j sc_j * sum16(a_j), the activations' sums (|s| <= 2032) packed to
+      // int16 in element order (packs interleaves the lanes; the permute puts them back).
+      const __m256i* s16 = reinterpret_cast<const __m256i*>(ra.s16(r) + i * 16);
+      const __m256i a16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_loadu_si256(s16), _mm256_loadu_si256(s16 + 1)), 0xd8);
+      const __m256i tot = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(_mm256_madd_epi16(sc_all, a16), 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_set1_ps(d * ra.d(r)[i]), acc[r]);
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - offs[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
 }
 
 // Float weights: 8-wide FMA, F16 through F16C, BF16 by a 16-bit shift; two accumulators.
