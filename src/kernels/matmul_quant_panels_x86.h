@@ -73,14 +73,16 @@ template <DType T> struct PanelTraits {
                              : 32767 / (2 * kMaxCode * 127) >= 4 ? 4 : 2;
   static constexpr bool kSplit = Tr::kSplit;  // per-16 scales (Q6_K)
   static constexpr int kGroupSub = Tr::kSub;  // sub-blocks per activation scale group (1 or 8)
-  // Q4_K / Q5_K / Q6_K with maddubs: the integer sub-block (Q6_K: half) scales multiply the
-  // 16-bit sums in the madd (in place of ones), the products add up in s32 over the whole
-  // super-block, and the float work (d, the activation scale, the mins or Q6_K's offset 32
+  // Q4_K / Q5_K / Q6_K: the integer sub-block (Q6_K: half) scales multiply the s32 dot
+  // products - with maddubs, as the madd's multiplier of the 16-bit sums (in place of ones);
+  // with VNNI, by a 32-bit multiply of vpdpbusd's sums - the products add up in s32 over the
+  // whole super-block, and the float work (d, the activation scale, the mins or Q6_K's offset 32
   // through the activations' sums) is done once per 256 elements instead of once per 32.
   // Bounds: a madd lane is at most 2 * 31496 * 63 (Q5_K: 4 quads of 5-bit codes, 6-bit scales)
-  // or 2 * 32004 * 128 (Q6_K: 2 quads of 6-bit codes, 8-bit signed scales); a super-block adds
-  // 16 or 32 of them: < 2.7e8, far from 2^31.
-  static constexpr bool kIntScales = !kVnni && (T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K);
+  // or 2 * 32004 * 128 (Q6_K: 2 quads of 6-bit codes, 8-bit signed scales), a scaled VNNI lane
+  // 32 * 63 * 127 * 128; a super-block adds 16 or 32 of the first or 16 of the second: < 5.3e8,
+  // below 2^31.
+  static constexpr bool kIntScales = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
   static_assert(kVnni || kSigned || kQG * 2 * kMaxCode * 127 <= 32767, "16-bit sums could saturate");
 };
 
@@ -91,7 +93,8 @@ struct Panel {
   float* wc;   // [nsb][2 halves][8 cols]: correction c (per sub-block in half 0, per half if split)
   // kIntScales only (ws and wc unused):
   int16_t* isc;  // [nsb][8 cols][2]: the sub-block's integer scale, twice (one madd lane);
-                 // Q6_K: [nsb][2 halves][8 cols][2]
+                 // Q6_K: [nsb][2 halves][8 cols][2]; with VNNI one int32 per column instead
+                 // of the pair (the same bytes)
   int16_t* imn;  // [nsb / 8][4 pairs][8 cols][2]: the mins of sub-blocks 2p and 2p + 1;
                  // Q6_K: [nsb][8 cols][2], the scales of the sub-block's two halves
   float* sd;     // [nsb / 8][8 cols]: the super-block's d
@@ -155,6 +158,17 @@ template <DType T>
   }
 }
 
+// Column c's integer scale in a Panel::isc vector of 8 columns: an int16 pair for madd, or one
+// int32 for the VNNI builds' 32-bit multiply.
+inline void set_scale(int16_t* v, int c, int16_t sc) {
+  if constexpr (kVnni) {
+    const int32_t w = sc;
+    std::memcpy(v + 2 * c, &w, 4);
+  } else {
+    v[2 * c] = v[2 * c + 1] = sc;
+  }
+}
+
 // Decodes sub-blocks [sb0, sb0 + nsb) of weight rows n0..n0+ncols-1 into p (columns >= ncols
 // are zero, so they contribute nothing).
 template <DType T>
@@ -177,14 +191,14 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
         if constexpr (P::kIntScales && T == DType::Q6_K) {
           for (int h = 0; h < 2; ++h) {
             const int16_t sc = blk ? blk->scales[2 * j + h] : 0;
-            p.isc[b * 32 + h * 16 + 2 * c] = p.isc[b * 32 + h * 16 + 2 * c + 1] = sc;
+            set_scale(p.isc + b * 32 + h * 16, c, sc);
             p.imn[b * 16 + 2 * c + h] = sc;
           }
           if (j == 0) p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
         } else if constexpr (P::kIntScales) {
           uint8_t sc = 0, mn = 0;
           if (blk) unpack_scale_min_k4(blk->scales, j, sc, mn);
-          p.isc[b * 16 + 2 * c] = p.isc[b * 16 + 2 * c + 1] = sc;
+          set_scale(p.isc + b * 16, c, sc);
           p.imn[(b / 8) * 64 + (j / 2) * 16 + 2 * c + (j & 1)] = mn;
           if (j == 0) {
             p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
@@ -260,6 +274,10 @@ template <DType T, int MR>
                                              int t0, int n, bool first, __m256i mul = _mm256_set1_epi16(1)) {
   using P = PanelTraits<T>;
   if constexpr (kVnni) {
+    // Two accumulators per row, the even quads in acc32 and the odd ones in odd: vpdpbusd adds
+    // into its destination, so one accumulator makes a chain of its latency (4-5 cycles) per
+    // quad, and MR = 4 chains could not keep two vpdpbusd a cycle busy.
+    __m256i odd[MR];
 #pragma GCC unroll 8
     for (int t = t0; t < t0 + n; ++t) {
       const __m256i wq = _mm256_load_si256(reinterpret_cast<const __m256i*>(pq + 32 * t));
@@ -267,8 +285,16 @@ template <DType T, int MR>
       for (int r = 0; r < MR; ++r) {
         int32_t a4;
         std::memcpy(&a4, a[r] + 4 * t, 4);
-        acc32[r] = dpbusd(first && t == t0 ? _mm256_setzero_si256() : acc32[r], wq, _mm256_set1_epi32(a4));
+        const __m256i av = _mm256_set1_epi32(a4);
+        if ((t - t0) % 2 == 0)
+          acc32[r] = dpbusd(first && t == t0 ? _mm256_setzero_si256() : acc32[r], wq, av);
+        else
+          odd[r] = dpbusd(t == t0 + 1 ? _mm256_setzero_si256() : odd[r], wq, av);
       }
+    }
+    if (n > 1) {
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) acc32[r] = _mm256_add_epi32(acc32[r], odd[r]);
     }
     return;
   }
@@ -353,6 +379,23 @@ void panel_kernel(const Panel& p, int64_t sb0, int64_t nsb, const QuantActs& qa,
   for (int r = 0; r < MR; ++r) _mm256_storeu_ps(acc_io + r * kCols, acc[r]);
 }
 
+// i32 (+)= the dot products of quads [t0, t0 + n) scaled by sc (Panel::isc's vector).
+template <DType T, int MR>
+[[gnu::always_inline]] inline void scaled_dot(__m256i (&i32)[MR], const uint8_t* pq, const int8_t* const (&a)[MR], int t0,
+                                              int n, bool first, __m256i sc) {
+  if constexpr (kVnni) {
+    __m256i t32[MR];
+    dot_quads<T, MR>(t32, pq, a, t0, n, true);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256i m = _mm256_mullo_epi32(t32[r], sc);
+      i32[r] = first ? m : _mm256_add_epi32(i32[r], m);
+    }
+  } else {
+    dot_quads<T, MR>(i32, pq, a, t0, n, first, sc);
+  }
+}
+
 // panel_kernel for kIntScales: per super-block (8 sub-blocks, one activation scale),
 //   Q4_K / Q5_K: acc += da * (d * sum_j sc_j * dot_j(u, a) - dmin * sum_j m_j * sum_j(a))
 //   Q6_K:        acc += da * d * sum_h sc_h * (dot_h(u, a) - 32 * sum_h(a))   (h: the 16 halves)
@@ -385,11 +428,11 @@ void panel_kernel_int(const Panel& p, int64_t sb0, int64_t nsb, const QuantActs&
       for (int r = 0; r < MR; ++r) a[r] = a0[r] + b * 32;
       if constexpr (q6) {
         const __m256i* sc = reinterpret_cast<const __m256i*>(p.isc + b * 32);
-        dot_quads<T, MR>(i32, p.q + b * 256, a, 0, 4, j == 0, _mm256_load_si256(sc));
-        dot_quads<T, MR>(i32, p.q + b * 256, a, 4, 4, false, _mm256_load_si256(sc + 1));
+        scaled_dot<T, MR>(i32, p.q + b * 256, a, 0, 4, j == 0, _mm256_load_si256(sc));
+        scaled_dot<T, MR>(i32, p.q + b * 256, a, 4, 4, false, _mm256_load_si256(sc + 1));
       } else {
         const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.isc + b * 16));
-        dot_quads<T, MR>(i32, p.q + b * 256, a, 0, 8, j == 0, sc);
+        scaled_dot<T, MR>(i32, p.q + b * 256, a, 0, 8, j == 0, sc);
       }
     }
     const __m256 dv = _mm256_load_ps(p.sd + sb * kCols);
