@@ -24,6 +24,9 @@
 // vpdpbusd per quad and activation row adds 4 products into s32 lanes, no saturation.
 // The codes' constant offset and the formats' mins are one correction per sub-block (or
 // 16-element half, Q6_K): w = ws * u - c, and sum(w * a) = ws * dot(u, a) - c * sum(a).
+// Q4_K, Q5_K and Q6_K instead keep their integer sub-block scales and sum the scaled dot
+// products in s32 over a super-block (PanelTraits::kIntScales, panel_kernel_int), their codes
+// unpacked with SIMD (codes32, store_transposed).
 #pragma once
 #ifndef PTN_PANEL_DOT
 #error "define PTN_PANEL_DOT and PTN_PANEL_ENTRY before including matmul_quant_panels_x86.h"
@@ -275,8 +278,8 @@ template <DType T, int MR>
   using P = PanelTraits<T>;
   if constexpr (kVnni) {
     // Two accumulators per row, the even quads in acc32 and the odd ones in odd: vpdpbusd adds
-    // into its destination, so one accumulator makes a chain of its latency (4-5 cycles) per
-    // quad, and MR = 4 chains could not keep two vpdpbusd a cycle busy.
+    // into its destination, so one accumulator makes a chain of its latency (several cycles)
+    // per quad, and MR = 4 such chains cannot keep two vpdpbusd a cycle busy.
     __m256i odd[MR];
 #pragma GCC unroll 8
     for (int t = t0; t < t0 + n; ++t) {
