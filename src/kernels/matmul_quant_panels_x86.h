@@ -180,6 +180,7 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
   using P = PanelTraits<T>;
   using Block = typename Tr::Block;
   if constexpr (kSimdCodes<T>) {
+    static_assert(P::kIntScales, "the SIMD-unpacked types all take the integer-scale path");
     const Block* rows[kCols];
     for (int c = 0; c < kCols; ++c)
       rows[c] = c < ncols ? reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w.data) + (n0 + c) * w.row_stride)
@@ -191,14 +192,14 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
       for (int c = 0; c < kCols; ++c) {
         const Block* blk = rows[c] ? rows[c] + s / Tr::kSub : nullptr;
         v[c] = blk ? codes32<T>(*blk, j) : _mm256_setzero_si256();
-        if constexpr (P::kIntScales && T == DType::Q6_K) {
+        if constexpr (T == DType::Q6_K) {
           for (int h = 0; h < 2; ++h) {
             const int16_t sc = blk ? blk->scales[2 * j + h] : 0;
             set_scale(p.isc + b * 32 + h * 16, c, sc);
             p.imn[b * 16 + 2 * c + h] = sc;
           }
           if (j == 0) p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
-        } else if constexpr (P::kIntScales) {
+        } else {
           uint8_t sc = 0, mn = 0;
           if (blk) unpack_scale_min_k4(blk->scales, j, sc, mn);
           set_scale(p.isc + b * 16, c, sc);
@@ -206,27 +207,6 @@ void decode_panel(const WeightView& w, int64_t n0, int ncols, int64_t sb0, int64
           if (j == 0) {
             p.sd[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->d) : 0.f;
             p.sm[(b / 8) * kCols + c] = blk ? fp16_to_f32(blk->dmin) : 0.f;
-          }
-        } else {
-          float* ws = p.ws + b * 2 * kCols + c;
-          float* wc = p.wc + b * 2 * kCols + c;
-          if (!blk) {
-            ws[0] = ws[kCols] = wc[0] = wc[kCols] = 0;
-            continue;
-          }
-          // The scales as decode_sub computes them (w = ws * u - wc per half).
-          if constexpr (T == DType::Q6_K) {
-            const float d = fp16_to_f32(blk->d);
-            ws[0] = d * blk->scales[2 * j];
-            ws[kCols] = d * blk->scales[2 * j + 1];
-            wc[0] = ws[0] * Tr::kOff;
-            wc[kCols] = ws[kCols] * Tr::kOff;
-          } else {
-            uint8_t sc, mn;
-            unpack_scale_min_k4(blk->scales, j, sc, mn);
-            ws[0] = ws[kCols] = fp16_to_f32(blk->d) * sc;
-            wc[0] = fp16_to_f32(blk->dmin) * mn;  // (kOff is 0)
-            wc[kCols] = 0;
           }
         }
       }
