@@ -29,19 +29,27 @@ inline float hsum4(__m128 s) {
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// Activation rows per row tile: 8 for the types whose kernels keep 8 rows' sums in registers
+// (batched decode: the weight row is decoded once for 8 sequences), else 4.
+constexpr int kMaxTile = 8;
+inline int tile_rows(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 8 : 4;
+}
+
 struct RowArgs {
   // Per-row base pointers, computed once per row tile (the index arithmetic divides).
-  const int8_t* a_[4] = {};
-  const float* d_[4] = {};
-  const int32_t* s16_[4] = {};
-  const int32_t* s32_[4] = {};
-  const int16_t* h32_[4] = {};
+  const int8_t* a_[kMaxTile] = {};
+  const float* d_[kMaxTile] = {};
+  const int32_t* s16_[kMaxTile] = {};
+  const int32_t* s32_[kMaxTile] = {};
+  const int16_t* h32_[kMaxTile] = {};
   int64_t r0 = 0;
+  int rows = 0;
   RowArgs() = default;
-  RowArgs(const QuantActs* qa, int64_t first, int64_t rows) : r0(first) {
+  RowArgs(const QuantActs* qa, int64_t first, int64_t n) : r0(first), rows(static_cast<int>(n)) {
     if (qa->q == nullptr) return;  // float weights: no quantized activations
     const int64_t k = qa->k, ng = qa->groups();
-    for (int64_t r = 0; r < rows && r < 4; ++r) {
+    for (int64_t r = 0; r < n && r < kMaxTile; ++r) {
       a_[r] = qa->q + (r0 + r) * k;
       d_[r] = qa->d + (r0 + r) * ng;
       s16_[r] = qa->s16 + (r0 + r) * (k / 16);
@@ -62,16 +70,21 @@ inline __m256i dot_signed(__m256i q, __m256i a) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// Q8_0 / Q4_0 / Q5_0: 32-element blocks, signed codes, one f32 scale per block.
+// Q8_0 / Q4_0 / Q5_0: 32-element blocks, signed codes, one f32 scale per block. With one or two
+// activation rows the FMA into the row's accumulator is the loop's only carried chain: even and
+// odd blocks then go to two accumulators so its latency is not the bound (decode, m = 1).
 template <int R, DType T>
 void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
   const uint8_t* base = static_cast<const uint8_t*>(row);
   const size_t bs = traits(T).block_bytes;
-  __m256 acc[R];
+  constexpr int kChains = R <= 2 ? 2 : 1;
+  __m256 acc[kChains][R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[c][r] = _mm256_setzero_ps();
   const __m128i m4 = _mm_set1_epi8(15);
-  for (int64_t i = 0; i < k / 32; ++i) {
+  auto block = [&](int64_t i, __m256* a) {
     const uint8_t* blk = base + i * bs;
     _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096, _MM_HINT_T0);
     uint16_t dh;
@@ -101,11 +114,17 @@ void row_q_32(const void* row, int64_t k, const RowArgs& ra, float* out) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i p = dot_signed(q, load32(ra.a(r) + i * 32));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), acc[r]);
+      a[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ra.d(r)[i]), a[r]);
     }
-  }
+  };
+  const int64_t nb = k / 32;
+  int64_t i = 0;
+  for (; i + kChains <= nb; i += kChains)
+#pragma GCC unroll 2
+    for (int c = 0; c < kChains; ++c) block(i + c, acc[c]);
+  for (; i < nb; ++i) block(i, acc[0]);
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) out[r] = hsum8(kChains == 2 ? _mm256_add_ps(acc[0][r], acc[kChains - 1][r]) : acc[0][r]);
 }
 
 // Q4_1 / Q5_1: unsigned codes u (0..31), x = d u + m: d dot(u, a) by maddubs (u <= 31 cannot
@@ -187,6 +206,11 @@ struct alignas(32) Pick16 {
 constexpr Pick16 kPick16{false}, kPick16Pair{true};
 inline __m256i pick16(const Pick16& p, int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b[i])); }
 
+// Keeps an integer sum a chain of adds: gcc otherwise reassociates the unrolled adds into a tree
+// whose operands are live at once, which with 8 rows is more ymm values than there are registers
+// (objdump of row_q45_k<8>: the sub-blocks' products went to the stack).
+[[gnu::always_inline]] inline void keep_chain(__m256i& v) { asm("" : "+x"(v)); }
+
 // Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
 template <int R, bool Q5>
 void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
@@ -231,6 +255,7 @@ void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
       for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_maddubs_epi16(u, load32(ra.a(r) + i * 256 + 32 * s));
         isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scv));
+        keep_chain(isum[r]);
       }
     }
     const float d = h2f(dh), dmin = h2f(mh);
@@ -269,21 +294,22 @@ void row_q6_k(const void* row, int64_t k, const RowArgs& ra, float* out) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc_all, 1) : _mm256_castsi256_si128(sc_all));
-      const __m256i l0 = load32(blk.ql + 64 * h), l1 = load32(blk.ql + 64 * h + 32);
-      const __m256i qh = load32(blk.qh + 32 * h);
-      __m256i u[4];
-      u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-      u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-      u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-      u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
         const int s = 4 * h + q;
+        // Quad q's codes: low nibbles of ql (q = 0, 1) or high ones (2, 3), bits 2q..2q+1 of qh
+        // as bits 4-5; loaded again per quad (L1) rather than kept, for the 8-row tile's registers.
+        const __m256i l = load32(blk.ql + 64 * h + 32 * (q & 1)), qh = load32(blk.qh + 32 * h);
+        const __m256i lo = _mm256_and_si256(q < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+        const __m256i hi = _mm256_and_si256(q == 0 ? _mm256_slli_epi16(qh, 4) : q == 1 ? _mm256_slli_epi16(qh, 2)
+                                            : q == 2 ? qh : _mm256_srli_epi16(qh, 2), m30);
+        const __m256i u = _mm256_or_si256(lo, hi);
         const __m256i scs = _mm256_shuffle_epi8(sch, pick16(kPick16Pair, q));
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const __m256i p = _mm256_maddubs_epi16(u[q], load32(ra.a(r) + i * 256 + 32 * s));
+          const __m256i p = _mm256_maddubs_epi16(u, load32(ra.a(r) + i * 256 + 32 * s));
           isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scs));
+          keep_chain(isum[r]);
         }
       }
     }
@@ -355,6 +381,19 @@ void row_dispatch(const WeightView& w, const void* row, const float* x, const Ro
   }
 }
 
+// The types of tile_rows' 8-row tiles.
+void row_dispatch8(const WeightView& w, const void* row, const RowArgs& ra, float* out) {
+  const int64_t k = w.cols;
+  switch (w.type) {
+    case DType::Q8_0: return row_q_32<8, DType::Q8_0>(row, k, ra, out);
+    case DType::Q4_0: return row_q_32<8, DType::Q4_0>(row, k, ra, out);
+    case DType::Q4_K: return row_q45_k<8, false>(row, k, ra, out);
+    case DType::Q5_K: return row_q45_k<8, true>(row, k, ra, out);
+    case DType::Q6_K: return row_q6_k<8>(row, k, ra, out);
+    default: fail(ErrorKind::Internal, "matmul", std::string("no 8-row AVX2 kernel for ") + dtype_name(w.type));
+  }
+}
+
 // Activation rows from which the quantized panels take over from the row kernels (the AVX-512
 // level's threshold; below it the row kernels stream each weight row once per 4 rows).
 constexpr int64_t kPanelMinRows = 20;
@@ -386,22 +425,30 @@ namespace {
 // The AVX2 row kernels over weight rows [n0, n1).
 void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y) {
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  // The activation row tiles (4 rows each), set up once rather than once per weight row.
+  // The activation row tiles (8 or 4 rows, then one tile of the rest), set up once rather than
+  // once per weight row.
+  const int tile = tile_rows(w.type);
   thread_local std::vector<RowArgs> tiles;
   tiles.clear();
-  for (int64_t r0 = 0; r0 < m; r0 += 4) tiles.emplace_back(&qa, r0, std::min<int64_t>(4, m - r0));
-  float out[4];
+  int64_t r0 = 0;
+  for (; r0 + tile <= m; r0 += tile) tiles.emplace_back(&qa, r0, tile);
+  if (m - r0 > 4) {
+    tiles.emplace_back(&qa, r0, 4);
+    r0 += 4;
+  }
+  if (r0 < m) tiles.emplace_back(&qa, r0, m - r0);
+  float out[kMaxTile];
   for (int64_t n = n0; n < n1; ++n) {
     const void* row = base + n * w.row_stride;
     for (const RowArgs& ra : tiles) {
-      const int64_t r0 = ra.r0, rr = std::min<int64_t>(4, m - r0);
-      switch (rr) {
+      switch (ra.rows) {
+        case 8: row_dispatch8(w, row, ra, out); break;
         case 4: row_dispatch<4>(w, row, x, ra, out); break;
         case 3: row_dispatch<3>(w, row, x, ra, out); break;
         case 2: row_dispatch<2>(w, row, x, ra, out); break;
         default: row_dispatch<1>(w, row, x, ra, out); break;
       }
-      for (int64_t r = 0; r < rr; ++r) y[(r0 + r) * w.rows + n] = out[r];
+      for (int r = 0; r < ra.rows; ++r) y[(ra.r0 + r) * w.rows + n] = out[r];
     }
   }
 }

@@ -193,7 +193,8 @@ double threshold(DType t) {
   }
 }
 
-// 3, 6, 13, 17: full and partial 4-row tiles of the row kernels; 23, 64: the AVX-512 panel kernels (m >= 20)
+// 3, 6, 13, 17: full and partial 4-row tiles of the row kernels (AVX2: 8-row tiles for Q8_0, Q4_0
+// and the Q4_K/Q5_K/Q6_K family, 13 = 8 + 4 + 1, 17 = 8 + 8 + 1); 23, 64: the panel kernels (m >= 20)
 void check_type(DType t, const std::vector<int64_t>& ks, const std::vector<int64_t>& ns = {1, 67, 96},
                 const std::vector<int64_t>& ms = {1, 3, 6, 13, 17, 23, 64}, uint32_t seed = 100) {
   SimdCapReset reset;
