@@ -1,6 +1,6 @@
 // AVX2 level (AVX2 + FMA + F16C): row kernels for every weight type. One weight row at a time
-// is decoded in registers and dotted with up to 4 activation rows, so the weights stream from
-// memory once per 4 rows. Integer dot products use maddubs (u8 x s8 -> s16 pairs) and madd
+// is decoded in registers and dotted with up to 4 activation rows (8 for Q8_0, Q4_0, Q4_K, Q5_K
+// and Q6_K: tile_rows), so the weights stream from memory once per 4 (8) rows. Integer dot products use maddubs (u8 x s8 -> s16 pairs) and madd
 // (s16 -> s32, times the sub-block scale where the format has an integer one). The pair sums
 // cannot saturate: unsigned operands are at most 128 (|q| of Q8_0) and activations at most 127.
 #include <immintrin.h>
@@ -395,7 +395,7 @@ void row_dispatch8(const WeightView& w, const void* row, const RowArgs& ra, floa
 }
 
 // Activation rows from which the quantized panels take over from the row kernels (the AVX-512
-// level's threshold; below it the row kernels stream each weight row once per 4 rows).
+// level's threshold; below it the row kernels stream each weight row once per row tile).
 constexpr int64_t kPanelMinRows = 20;
 
 void rows_range(const WeightView& w, const float* x, const QuantActs& qa, int64_t m, int64_t n0, int64_t n1, float* y);
