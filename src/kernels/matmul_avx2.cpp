@@ -1,8 +1,9 @@
 // AVX2 level (AVX2 + FMA + F16C): row kernels for every weight type. One weight row at a time
 // is decoded in registers and dotted with up to 4 activation rows (8 for Q8_0, Q4_0, Q4_K, Q5_K
-// and Q6_K: tile_rows), so the weights stream from memory once per 4 (8) rows. Integer dot products use maddubs (u8 x s8 -> s16 pairs) and madd
-// (s16 -> s32, times the sub-block scale where the format has an integer one). The pair sums
-// cannot saturate: unsigned operands are at most 128 (|q| of Q8_0) and activations at most 127.
+// and Q6_K: tile_rows), so the weights stream from memory once per 4 (8) rows. Integer dot
+// products use maddubs (u8 x s8 -> s16 pairs) and madd (s16 -> s32, times the sub-block scale
+// where the format has an integer one). The pair sums cannot saturate: unsigned operands are at
+// most 128 (|q| of Q8_0) and activations at most 127.
 #include <immintrin.h>
 
 #include <algorithm>
