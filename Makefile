@@ -13,8 +13,8 @@ DEBIAN_PACKAGES = build-essential cmake pkg-config ccache git \
   libpcre2-dev libcli11-dev nodejs npm clang libclang-rt-14-dev gnuplot-nox python3-numpy \
   chromium libhiredis-dev redis-server haproxy gcovr
 
-# The sanitizer build is -O1 with line tables only (-g1): its compile takes about 0.4 of -O2 -g's
-# (docs/reliability.md), and ASan's reports still name file and line.
+# The sanitizer build is -O1 with line tables only (-g1): the library files compile in about 0.4 of
+# the time of -O2 -g (docs/reliability.md), and ASan's reports still name file and line.
 ifeq ($(SANITIZE),1)
   BUILD := build-san
   CMAKE_ARGS += -DPTN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
