@@ -215,6 +215,7 @@ void decode_step(benchmark::State& state, const std::string& kind, DType dt) {
 }
 
 void BM_DecodeAttention_Paged_F32(benchmark::State& s) { decode_step(s, "paged", DType::F32); }
+void BM_DecodeAttention_Paged_F16(benchmark::State& s) { decode_step(s, "paged", DType::F16); }
 void BM_DecodeAttention_Paged_Q8_0(benchmark::State& s) { decode_step(s, "paged", DType::Q8_0); }
 void BM_DecodeAttention_Reference(benchmark::State& s) { decode_step(s, "reference", DType::F32); }
 
@@ -225,6 +226,7 @@ void decode_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DecodeAttention_Paged_F32)->Apply(decode_args);
+BENCHMARK(BM_DecodeAttention_Paged_F16)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Paged_Q8_0)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Reference)->Apply(decode_args);
 

@@ -207,10 +207,6 @@ struct alignas(32) Pick16 {
 constexpr Pick16 kPick16{false}, kPick16Pair{true};
 inline __m256i pick16(const Pick16& p, int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b[i])); }
 
-// Keeps an integer sum a chain of adds: gcc otherwise reassociates the unrolled adds into a tree
-// whose operands are live at once, which with 8 rows is more ymm values than there are registers
-// (objdump of row_q45_k<8>: the sub-blocks' products went to the stack).
-[[gnu::always_inline]] inline void keep_chain(__m256i& v) { asm("" : "+x"(v)); }
 
 // Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
 template <int R, bool Q5>

@@ -1,4 +1,5 @@
-// Internal to kernels/matmul_avx2.cpp and kernels/matmul_rows_avx512.cpp: the row kernels (the
+// Internal to kernels/matmul_avx2.cpp and kernels/matmul_rows_avx512.cpp (the panels of
+// matmul_quant_panels_x86.h take only keep_chain from here): the row kernels (the
 // decode case: one weight row at a time, dotted with up to R activation rows while it sits in
 // registers) of Q2_K, Q3_K, IQ4_XS, MXFP4, TQ1_0 and TQ2_0 with AVX2 integer dot products. Internal linkage,
 // as matmul_generic.h: each including file compiles its own copy with its own instruction set
@@ -21,6 +22,12 @@
 
 namespace ptn::mm {
 namespace {
+
+// Keeps an integer sum a chain of adds: gcc otherwise reassociates the unrolled adds into a tree
+// whose operands are live at once, more ymm values than there are registers (objdump: with 8
+// rows, row_q45_k<8>'s sub-block products went to the stack; the Q4_K panel loop of
+// matmul_quant_panels_x86.h spilled 24 of its 16-bit sums).
+[[gnu::always_inline]] inline void keep_chain(__m256i& v) { asm("" : "+x"(v)); }
 
 // The sum of the 8 lanes of v.
 inline float hsum8(__m256 v) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/matmul_codes_x86.h"
 #include "kernels/matmul_internal.h"
 
 namespace ptn::mm {
@@ -295,10 +296,7 @@ template <DType T, int MR>
         if (P::kSigned) av = _mm256_sign_epi8(av, wq);
         const __m256i pr = _mm256_maddubs_epi16(wu, av);
         s16[r] = t == g ? pr : _mm256_add_epi16(s16[r], pr);
-        // Keeps the sum a chain: gcc otherwise reassociates the integer adds of the unrolled
-        // quads into a tree, which needs more live ymm values than there are registers and
-        // spilled 24 of them to the stack in the Q4_K loop (objdump of the AVX2 build).
-        asm("" : "+x"(s16[r]));
+        keep_chain(s16[r]);
       }
     }
 #pragma GCC unroll 8
