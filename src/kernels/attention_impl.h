@@ -187,13 +187,47 @@ struct RowQ4 {
   }
 };
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // The lane sums of a[0..7] as one vector (lane u: the sum of a[u]'s 8 lanes), by an hadd tree.
 [[gnu::always_inline]] inline __m256 sums8(const __m256 (&a)[8]) {
   const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
   const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
   const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // [0-3 | 0-3], [4-7 | 4-7]
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+// v as 8 lanes whose sum is v's (a zmm's halves added).
+[[gnu::always_inline]] inline __m256 fold256(__m256 v) { return v; }
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+[[gnu::always_inline]] inline __m256 fold256(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+}
+template <class V> constexpr bool kSums8 = std::is_same_v<V, Avx2V> || std::is_same_v<V, Avx512V>;
+#else
+template <class V> constexpr bool kSums8 = std::is_same_v<V, Avx2V>;
+#endif
+
+// out[u] = scale * (q . K row u) for 8 f32 or 16-bit rows kr[u] of d elements (d a multiple of
+// V::W): one accumulator per row, reduced together by sums8.
+template <class V, class KR>
+[[gnu::always_inline]] inline void dots8(const float* q, const uint8_t* const (&kr)[8], int64_t d, float scale,
+                                         float* out) {
+  typename V::R a[8];
+#pragma GCC unroll 8
+  for (int u = 0; u < 8; ++u) a[u] = V::zero();
+  for (int64_t e = 0; e < d; e += V::W) {
+    const typename V::R qv = V::load(q + e);
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; ++u) {
+      typename V::R kv;
+      if constexpr (std::is_same_v<KR, RowF32>) kv = V::load(reinterpret_cast<const float*>(kr[u]) + e);
+      else kv = KR::template load<V>(reinterpret_cast<const uint16_t*>(kr[u]) + e);
+      a[u] = V::fma(qv, kv, a[u]);
+    }
+  }
+  __m256 h[8];
+#pragma GCC unroll 8
+  for (int u = 0; u < 8; ++u) h[u] = fold256(a[u]);
+  _mm256_storeu_ps(out, _mm256_mul_ps(sums8(h), _mm256_set1_ps(scale)));
 }
 #endif
 
@@ -229,70 +263,19 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
       const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
       int64_t j = 0;
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-      // f32 and 16-bit K at the AVX2 level: 8 rows' dot products per head at a time, their
-      // lanes summed by one hadd tree into a vector of 8 scores (a horizontal sum per dot product
-      // was most of the decode step's time: a chain of shuffles and adds, then a scalar store).
-      if constexpr (std::is_same_v<V, Avx2V> &&
+      // f32 and 16-bit K at the x86 levels: 8 rows' dot products per head at a time, their lanes
+      // summed by one hadd tree into a vector of 8 scores (a horizontal sum per dot product was
+      // most of the decode step's time: a chain of shuffles and adds, then a scalar store).
+      if constexpr (kSums8<V> &&
                     (std::is_same_v<KR, RowF32> || std::is_same_v<KR, Row16<false>> || std::is_same_v<KR, Row16<true>>)) {
-        if (d % 8 == 0)
+        if (d % V::W == 0)
           for (; j + 8 <= m; j += 8) {
             const uint8_t* kr[8];
             for (int u = 0; u < 8; ++u) {
               kr[u] = kb + (j0 + j + u) * k.stride;
               if (j0 + j + u + kPrefetchRows < n) prefetch_row(kr[u] + kPrefetchRows * k.stride, kbytes);
             }
-            for (int64_t g = 0; g < ng; ++g) {
-              const float* qg = q + (g0 + g) * d;
-              __m256 a[8];
-#pragma GCC unroll 8
-              for (int u = 0; u < 8; ++u) a[u] = _mm256_setzero_ps();
-              for (int64_t e = 0; e < d; e += 8) {
-                const __m256 qv = _mm256_loadu_ps(qg + e);
-#pragma GCC unroll 8
-                for (int u = 0; u < 8; ++u) {
-                  __m256 kv;
-                  if constexpr (std::is_same_v<KR, RowF32>) kv = _mm256_loadu_ps(reinterpret_cast<const float*>(kr[u]) + e);
-                  else kv = KR::template load<V>(reinterpret_cast<const uint16_t*>(kr[u]) + e);
-                  a[u] = _mm256_fmadd_ps(qv, kv, a[u]);
-                }
-              }
-              _mm256_storeu_ps(s[g] + j, _mm256_mul_ps(sums8(a), _mm256_set1_ps(scale)));
-            }
-          }
-      }
-#endif
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
-      // The same at the AVX-512 level (16 lanes), each row's two halves added into a ymm first.
-      if constexpr (std::is_same_v<V, Avx512V> &&
-                    (std::is_same_v<KR, RowF32> || std::is_same_v<KR, Row16<false>> || std::is_same_v<KR, Row16<true>>)) {
-        if (d % 16 == 0)
-          for (; j + 8 <= m; j += 8) {
-            const uint8_t* kr[8];
-            for (int u = 0; u < 8; ++u) {
-              kr[u] = kb + (j0 + j + u) * k.stride;
-              if (j0 + j + u + kPrefetchRows < n) prefetch_row(kr[u] + kPrefetchRows * k.stride, kbytes);
-            }
-            for (int64_t g = 0; g < ng; ++g) {
-              const float* qg = q + (g0 + g) * d;
-              __m512 a[8];
-#pragma GCC unroll 8
-              for (int u = 0; u < 8; ++u) a[u] = _mm512_setzero_ps();
-              for (int64_t e = 0; e < d; e += 16) {
-                const __m512 qv = _mm512_loadu_ps(qg + e);
-#pragma GCC unroll 8
-                for (int u = 0; u < 8; ++u) {
-                  __m512 kv;
-                  if constexpr (std::is_same_v<KR, RowF32>) kv = _mm512_loadu_ps(reinterpret_cast<const float*>(kr[u]) + e);
-                  else kv = KR::template load<V>(reinterpret_cast<const uint16_t*>(kr[u]) + e);
-                  a[u] = _mm512_fmadd_ps(qv, kv, a[u]);
-                }
-              }
-              __m256 h[8];
-#pragma GCC unroll 8
-              for (int u = 0; u < 8; ++u)
-                h[u] = _mm256_add_ps(_mm512_castps512_ps256(a[u]), _mm512_extractf32x8_ps(a[u], 1));
-              _mm256_storeu_ps(s[g] + j, _mm256_mul_ps(sums8(h), _mm256_set1_ps(scale)));
-            }
+            for (int64_t g = 0; g < ng; ++g) dots8<V, KR>(q + (g0 + g) * d, kr, d, scale, s[g] + j);
           }
       }
 #endif
