@@ -207,7 +207,6 @@ struct alignas(32) Pick16 {
 constexpr Pick16 kPick16{false}, kPick16Pair{true};
 inline __m256i pick16(const Pick16& p, int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p.b[i])); }
 
-
 // Q4_K / Q5_K: unsigned codes (0..31); sum_j sc_j * dot_j in s32 via madd with the scale.
 template <int R, bool Q5>
 void row_q45_k(const void* row, int64_t k, const RowArgs& ra, float* out) {

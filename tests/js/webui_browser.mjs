@@ -61,9 +61,10 @@ const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(String(e)));
 const chatRequests = [];
 page.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) chatRequests.push(r); });
-// Long enough that the stream reaches the page in several updates even when the machine is busy
-// (60 tokens of stories260K are made in a few ms and could arrive in one render).
-const REPLY_TOKENS = 400;  // long enough that the stream reaches the page in more than one read
+// Long enough that the stream reaches the page in several reads even when the machine is busy:
+// stories260K makes tokens in microseconds, and at 200 the whole reply came in one read in 1 of 5
+// runs (0 of 6 at 400).
+const REPLY_TOKENS = 400;
 const fields = { temperature: 0, max_tokens: REPLY_TOKENS, extra: JSON.stringify({ logit_bias: { [EOS]: -100 } }) };
 const prompt = 'Once upon a time';
 
