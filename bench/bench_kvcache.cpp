@@ -7,6 +7,8 @@
 // 2. Time: one decode step of one attention layer (32 q heads over 8 kv heads, D 64) for 1, 4,
 //    16 sequences at context 512 and 2048, paged (f32 and q8_0, one thread) vs reference.
 //    Each iteration prepares the step, attends, and rolls back, so the context never grows.
+//    Then prefill at depth: a chunk of 128 prompt tokens of one sequence after 512 or 4096
+//    cached tokens (f16 and q8_0 cache, one layer, one thread).
 // 3. Window memory: K/V bytes of one sequence at 8k context on a Gemma-3-1B-shaped spec (26
 //    layers, 5 local : 1 global, window 512, 1 kv head, head dim 256) in the paged cache (the
 //    local layers' group releases blocks out of the window) against the same spec cached in full
@@ -214,6 +216,46 @@ void decode_step(benchmark::State& state, const std::string& kind, DType dt) {
       benchmark::Counter(static_cast<double>(n_seqs * context), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A prompt chunk of `new_tokens` tokens of one sequence after `depth` tokens already cached
+// (prefill at depth: the query tiles of paged_attend_tiles), one layer, one thread.
+void prefill_step(benchmark::State& state, DType dt) {
+  const int64_t new_tokens = state.range(0), depth = state.range(1);
+  static std::map<std::string, Filled> caches;
+  const std::string key = std::to_string(depth) + "/" + dtype_name(dt);
+  auto it = caches.find(key);
+  if (it == caches.end()) {
+    CacheSpec spec = llama_1b_spec(1);
+    spec.max_positions = depth + new_tokens;
+    CacheOptions o;
+    o.dtype = dt;
+    o.block_size = 16;
+    o.capacity_tokens = depth + new_tokens;
+    o.prefix_caching = false;
+    Filled f;
+    f.cache = std::make_unique<PagedCache>(spec, o, &one_thread());
+    f.cache->add_sequence(0);
+    fill(*f.cache, 0, depth, kHq);
+    it = caches.emplace(key, std::move(f)).first;
+  }
+  KVCache& c = *it->second.cache;
+  StepBatch b;
+  for (int64_t i = 0; i < new_tokens; ++i)
+    b.rows.push_back({0, static_cast<int32_t>(depth + i), static_cast<int32_t>(i)});
+  std::vector<float> q(new_tokens * kHq * kD), kv(new_tokens * kHkv * kD), out(new_tokens * kHq * kD);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = pseudo(i + 7);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = pseudo(i + 77);
+  for (auto _ : state) {
+    auto txn = c.prepare(b);
+    c.update_and_attend(txn, 0, q.data(), kv.data(), kv.data(), kHq, AttentionParams{0.125f, 0.0f}, out.data());
+    c.rollback(txn);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Query rows x cached positions each attends to (about depth + new_tokens / 2).
+  state.counters["q_x_kv/s"] = benchmark::Counter(
+      static_cast<double>(new_tokens * kHq) * static_cast<double>(depth + new_tokens / 2),
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_DecodeAttention_Paged_F32(benchmark::State& s) { decode_step(s, "paged", DType::F32); }
 void BM_DecodeAttention_Paged_F16(benchmark::State& s) { decode_step(s, "paged", DType::F16); }
 void BM_DecodeAttention_Paged_Q8_0(benchmark::State& s) { decode_step(s, "paged", DType::Q8_0); }
@@ -229,6 +271,15 @@ BENCHMARK(BM_DecodeAttention_Paged_F32)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Paged_F16)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Paged_Q8_0)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Reference)->Apply(decode_args);
+
+void BM_PrefillAttention_Paged_F16(benchmark::State& s) { prefill_step(s, DType::F16); }
+void BM_PrefillAttention_Paged_Q8_0(benchmark::State& s) { prefill_step(s, DType::Q8_0); }
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (int64_t depth : {512, 4096}) b->Args({128, depth});
+  b->ArgNames({"new", "depth"})->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_PrefillAttention_Paged_F16)->Apply(prefill_args);
+BENCHMARK(BM_PrefillAttention_Paged_Q8_0)->Apply(prefill_args);
 
 }  // namespace
 

@@ -126,6 +126,17 @@ struct Row16 {
       for (int64_t j = 0; i + j < d; ++j) acc[i + j] += p * buf[j];
     }
   }
+  template <class V>
+  static void to_f32(float* out, const void* row, int64_t d) {
+    const uint16_t* v = static_cast<const uint16_t*>(row);
+    int64_t i = 0;
+    for (; i + V::W <= d; i += V::W) V::store(out + i, load<V>(v + i));
+    if (i < d) {
+      float buf[V::W];
+      V::store(buf, load_part16<V>(v + i, d - i));
+      for (int64_t j = 0; i + j < d; ++j) out[i + j] = buf[j];
+    }
+  }
 };
 
 // q8_0 rows: d / 32 blocks of (half scale, 32 int8).
@@ -149,6 +160,14 @@ struct RowQ8 {
       const typename V::R c = V::set1(p * V::half(b[blk].d));
       for (int i = 0; i < QK8_0; i += V::W)
         V::store(acc + i, V::fma(c, V::load_i8(b[blk].qs + i), V::load(acc + i)));
+    }
+  }
+  template <class V>
+  static void to_f32(float* out, const void* row, int64_t d) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row);
+    for (int64_t blk = 0; blk < d / QK8_0; ++blk, out += QK8_0) {
+      const typename V::R c = V::set1(V::half(b[blk].d));
+      for (int i = 0; i < QK8_0; i += V::W) V::store(out + i, V::mul(c, V::load_i8(b[blk].qs + i)));
     }
   }
 };
@@ -182,6 +201,18 @@ struct RowQ4 {
         V::store(acc + i, V::fma(c, V::sub(V::load_u4(b[blk].qs + i, 0), eight), V::load(acc + i)));
         float* hi = acc + QK4_0 / 2 + i;
         V::store(hi, V::fma(c, V::sub(V::load_u4(b[blk].qs + i, 4), eight), V::load(hi)));
+      }
+    }
+  }
+  template <class V>
+  static void to_f32(float* out, const void* row, int64_t d) {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row);
+    const typename V::R eight = V::set1(8.0f);
+    for (int64_t blk = 0; blk < d / QK4_0; ++blk, out += QK4_0) {
+      const typename V::R c = V::set1(V::half(b[blk].d));
+      for (int i = 0; i < QK4_0 / 2; i += V::W) {
+        V::store(out + i, V::mul(c, V::sub(V::load_u4(b[blk].qs + i, 0), eight)));
+        V::store(out + QK4_0 / 2 + i, V::mul(c, V::sub(V::load_u4(b[blk].qs + i, 4), eight)));
       }
     }
   }
@@ -388,11 +419,10 @@ void rows_f32_t(const KvRows& r, int64_t n, int64_t d, float* out) {
       std::memcpy(out, row, static_cast<size_t>(d) * sizeof(float));
       continue;
     }
-    for (int64_t i = 0; i < d; ++i) out[i] = 0.0f;
-    if (r.type == DType::F16) Row16<false>::axpy<V>(out, 1.0f, row, d);
-    else if (r.type == DType::BF16) Row16<true>::axpy<V>(out, 1.0f, row, d);
-    else if (r.type == DType::Q4_0) RowQ4::axpy<V>(out, 1.0f, row, d);
-    else RowQ8::axpy<V>(out, 1.0f, row, d);
+    if (r.type == DType::F16) Row16<false>::to_f32<V>(out, row, d);
+    else if (r.type == DType::BF16) Row16<true>::to_f32<V>(out, row, d);
+    else if (r.type == DType::Q4_0) RowQ4::to_f32<V>(out, row, d);
+    else RowQ8::to_f32<V>(out, row, d);
   }
 }
 
