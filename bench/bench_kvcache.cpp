@@ -5,7 +5,7 @@
 //    cache with blocks of 16 tokens vs a static cache of 8 x 2048 positions vs the tokens
 //    actually stored, per cache dtype. Printed before the timings.
 // 2. Time: one decode step of one attention layer (32 q heads over 8 kv heads, D 64) for 1, 4,
-//    16 sequences at context 512 and 2048, paged (f32 and q8_0, one thread) vs reference.
+//    16 sequences at context 512 and 2048, paged (f32, f16, q8_0, q4_0, one thread) vs reference.
 //    Each iteration prepares the step, attends, and rolls back, so the context never grows.
 //    Then prefill at depth: a chunk of 128 prompt tokens of one sequence after 512 or 4096
 //    cached tokens (f16 and q8_0 cache, one layer, one thread).
@@ -259,6 +259,7 @@ void prefill_step(benchmark::State& state, DType dt) {
 void BM_DecodeAttention_Paged_F32(benchmark::State& s) { decode_step(s, "paged", DType::F32); }
 void BM_DecodeAttention_Paged_F16(benchmark::State& s) { decode_step(s, "paged", DType::F16); }
 void BM_DecodeAttention_Paged_Q8_0(benchmark::State& s) { decode_step(s, "paged", DType::Q8_0); }
+void BM_DecodeAttention_Paged_Q4_0(benchmark::State& s) { decode_step(s, "paged", DType::Q4_0); }
 void BM_DecodeAttention_Reference(benchmark::State& s) { decode_step(s, "reference", DType::F32); }
 
 void decode_args(benchmark::internal::Benchmark* b) {
@@ -271,6 +272,7 @@ BENCHMARK(BM_DecodeAttention_Paged_F32)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Paged_F16)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Paged_Q8_0)->Apply(decode_args);
 BENCHMARK(BM_DecodeAttention_Reference)->Apply(decode_args);
+BENCHMARK(BM_DecodeAttention_Paged_Q4_0)->Apply(decode_args);
 
 void BM_PrefillAttention_Paged_F16(benchmark::State& s) { prefill_step(s, DType::F16); }
 void BM_PrefillAttention_Paged_Q8_0(benchmark::State& s) { prefill_step(s, DType::Q8_0); }

@@ -237,22 +237,55 @@ template <class V> constexpr bool kSums8 = std::is_same_v<V, Avx2V> || std::is_s
 template <class V> constexpr bool kSums8 = std::is_same_v<V, Avx2V>;
 #endif
 
-// out[u] = scale * (q . K row u) for 8 f32 or 16-bit rows kr[u] of d elements (d a multiple of
-// V::W): one accumulator per row, reduced together by sums8.
+// out[u] = scale * (q . K row u) for 8 rows kr[u] of d elements (f32, 16-bit, q8_0 or q4_0; d a
+// multiple of V::W): one accumulator per row, reduced together by sums8.
 template <class V, class KR>
 [[gnu::always_inline]] inline void dots8(const float* q, const uint8_t* const (&kr)[8], int64_t d, float scale,
                                          float* out) {
   typename V::R a[8];
 #pragma GCC unroll 8
   for (int u = 0; u < 8; ++u) a[u] = V::zero();
-  for (int64_t e = 0; e < d; e += V::W) {
-    const typename V::R qv = V::load(q + e);
+  if constexpr (std::is_same_v<KR, RowQ8> || std::is_same_v<KR, RowQ4>) {
+    // Per block of 32: the block's products in one vector per row, then times its scale.
+    constexpr int kQ = QK8_0 / V::W;
+    for (int64_t blk = 0; blk < d / QK8_0; ++blk) {
+      typename V::R qv[kQ];
+#pragma GCC unroll 4
+      for (int i = 0; i < kQ; ++i) qv[i] = V::load(q + blk * QK8_0 + i * V::W);
 #pragma GCC unroll 8
-    for (int u = 0; u < 8; ++u) {
-      typename V::R kv;
-      if constexpr (std::is_same_v<KR, RowF32>) kv = V::load(reinterpret_cast<const float*>(kr[u]) + e);
-      else kv = KR::template load<V>(reinterpret_cast<const uint16_t*>(kr[u]) + e);
-      a[u] = V::fma(qv, kv, a[u]);
+      for (int u = 0; u < 8; ++u) {
+        typename V::R p;
+        float sc;
+        if constexpr (std::is_same_v<KR, RowQ8>) {
+          const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(kr[u])[blk];
+          p = V::mul(qv[0], V::load_i8(b.qs));
+#pragma GCC unroll 4
+          for (int i = 1; i < kQ; ++i) p = V::fma(qv[i], V::load_i8(b.qs + i * V::W), p);
+          sc = V::half(b.d);
+        } else {
+          const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(kr[u])[blk];
+          const typename V::R eight = V::set1(8.0f);
+          p = V::zero();
+#pragma GCC unroll 2
+          for (int i = 0; i < kQ / 2; ++i) {
+            p = V::fma(qv[i], V::sub(V::load_u4(b.qs + i * V::W, 0), eight), p);
+            p = V::fma(qv[kQ / 2 + i], V::sub(V::load_u4(b.qs + i * V::W, 4), eight), p);
+          }
+          sc = V::half(b.d);
+        }
+        a[u] = V::fma(V::set1(sc), p, a[u]);
+      }
+    }
+  } else {
+    for (int64_t e = 0; e < d; e += V::W) {
+      const typename V::R qv = V::load(q + e);
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) {
+        typename V::R kv;
+        if constexpr (std::is_same_v<KR, RowF32>) kv = V::load(reinterpret_cast<const float*>(kr[u]) + e);
+        else kv = KR::template load<V>(reinterpret_cast<const uint16_t*>(kr[u]) + e);
+        a[u] = V::fma(qv, kv, a[u]);
+      }
     }
   }
   __m256 h[8];
@@ -294,11 +327,10 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
       const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
       int64_t j = 0;
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-      // f32 and 16-bit K at the x86 levels: 8 rows' dot products per head at a time, their lanes
+      // Every K type at the x86 levels: 8 rows' dot products per head at a time, their lanes
       // summed by one hadd tree into a vector of 8 scores (a horizontal sum and a scalar store per
       // dot product took about a quarter of this function's time in a profile of decoding).
-      if constexpr (kSums8<V> &&
-                    (std::is_same_v<KR, RowF32> || std::is_same_v<KR, Row16<false>> || std::is_same_v<KR, Row16<true>>)) {
+      if constexpr (kSums8<V>) {
         if (d % V::W == 0)
           for (; j + 8 <= m; j += 8) {
             const uint8_t* kr[8];
