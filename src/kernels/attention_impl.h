@@ -42,48 +42,6 @@ struct RowF32 {
     for (; i + V::W <= d; i += V::W) V::store(acc + i, V::fma(vp, V::load(v + i), V::load(acc + i)));
     for (; i < d; ++i) acc[i] += p * v[i];
   }
-  // acc[d] += sum_j p[j] * row_j for m rows `stride` bytes apart; rows with p[j] == 0 are
-  // skipped (as axpy's callers do), so a non-finite value under a zero weight stays out.
-  // acc is held in registers over all m rows, 4 vectors at a time with two sets of
-  // accumulators (even / odd rows): calling axpy per row would store acc and load it back
-  // for the next row, a store-forwarding chain that bounded the whole loop.
-  template <class V>
-  static void axpy_rows(float* acc, const float* p, const uint8_t* rows, int64_t stride, int64_t m, int64_t d) {
-    using R = typename V::R;
-    int64_t i = 0;
-    for (; i + 4 * V::W <= d; i += 4 * V::W) {
-      R a[4], b[4];
-      for (int u = 0; u < 4; ++u) {
-        a[u] = V::load(acc + i + u * V::W);
-        b[u] = V::zero();
-      }
-      int64_t j = 0;
-      for (; j + 2 <= m; j += 2) {
-        const float* v0 = reinterpret_cast<const float*>(rows + j * stride) + i;
-        const float* v1 = reinterpret_cast<const float*>(rows + (j + 1) * stride) + i;
-        if (p[j] != 0.0f) {
-          const R c = V::set1(p[j]);
-          for (int u = 0; u < 4; ++u) a[u] = V::fma(c, V::load(v0 + u * V::W), a[u]);
-        }
-        if (p[j + 1] != 0.0f) {
-          const R c = V::set1(p[j + 1]);
-          for (int u = 0; u < 4; ++u) b[u] = V::fma(c, V::load(v1 + u * V::W), b[u]);
-        }
-      }
-      if (j < m && p[j] != 0.0f) {
-        const float* v0 = reinterpret_cast<const float*>(rows + j * stride) + i;
-        const R c = V::set1(p[j]);
-        for (int u = 0; u < 4; ++u) a[u] = V::fma(c, V::load(v0 + u * V::W), a[u]);
-      }
-      for (int u = 0; u < 4; ++u) V::store(acc + i + u * V::W, V::add(a[u], b[u]));
-    }
-    if (i < d)
-      for (int64_t j = 0; j < m; ++j)
-        if (p[j] != 0.0f) {
-          const float* v = reinterpret_cast<const float*>(rows + j * stride);
-          for (int64_t e = i; e < d; ++e) acc[e] += p[j] * v[e];
-        }
-  }
 };
 
 // f16 and bf16 rows: 16-bit elements converted on load.
@@ -217,6 +175,69 @@ struct RowQ4 {
     }
   }
 };
+
+// acc[d] += sum_j p[j] * row_j for m f32, 16-bit or q8_0 rows (VR) `stride` bytes apart; rows
+// with p[j] == 0 are skipped (as axpy's callers do), so a non-finite value under a zero weight
+// stays out. acc is held in registers over all m rows, 4 vectors at a time with two sets of
+// accumulators (even / odd rows): calling axpy per row would store acc and load it back for the
+// next row, a store-forwarding chain that bounded the whole loop.
+template <class V, class VR>
+void axpy_rows(float* acc, const float* p, const uint8_t* rows, int64_t stride, int64_t m, int64_t d) {
+  using R = typename V::R;
+  // Row elements e..e+W-1 as floats (q8_0: the codes, without their block's scale) ...
+  const auto load = [](const uint8_t* row, int64_t e) {
+    if constexpr (std::is_same_v<VR, RowF32>) return V::load(reinterpret_cast<const float*>(row) + e);
+    else if constexpr (std::is_same_v<VR, RowQ8>)
+      return V::load_i8(reinterpret_cast<const BlockQ8_0*>(row)[e / QK8_0].qs + e % QK8_0);
+    else return VR::template load<V>(reinterpret_cast<const uint16_t*>(row) + e);
+  };
+  // ... times their weight: p (q8_0: p times the scale of the block that holds element e).
+  const auto weight = [](const uint8_t* row, int64_t e, float p) {
+    if constexpr (std::is_same_v<VR, RowQ8>)
+      return V::set1(p * V::half(reinterpret_cast<const BlockQ8_0*>(row)[e / QK8_0].d));
+    else return V::set1(p);
+  };
+  int64_t i = 0;
+  for (; i + 4 * V::W <= d; i += 4 * V::W) {
+    R a[4], b[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      a[u] = V::load(acc + i + u * V::W);
+      b[u] = V::zero();
+    }
+    int64_t j = 0;
+    for (; j + 2 <= m; j += 2) {
+      const uint8_t* v0 = rows + j * stride;
+      const uint8_t* v1 = rows + (j + 1) * stride;
+      if (p[j] != 0.0f) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) a[u] = V::fma(weight(v0, i + u * V::W, p[j]), load(v0, i + u * V::W), a[u]);
+      }
+      if (p[j + 1] != 0.0f) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) b[u] = V::fma(weight(v1, i + u * V::W, p[j + 1]), load(v1, i + u * V::W), b[u]);
+      }
+    }
+    if (j < m && p[j] != 0.0f) {
+      const uint8_t* v0 = rows + j * stride;
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) a[u] = V::fma(weight(v0, i + u * V::W, p[j]), load(v0, i + u * V::W), a[u]);
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) V::store(acc + i + u * V::W, V::add(a[u], b[u]));
+  }
+  if (i < d)
+    for (int64_t j = 0; j < m; ++j)
+      if (p[j] != 0.0f) {
+        const uint8_t* row = rows + j * stride;
+        if constexpr (std::is_same_v<VR, RowF32>) {
+          const float* v = reinterpret_cast<const float*>(row);
+          for (int64_t e = i; e < d; ++e) acc[e] += p[j] * v[e];
+        } else {
+          VR::template axpy<V>(acc + i, p[j], row + VR::bytes(i), d - i);
+        }
+      }
+}
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // The lane sums of a[0..7] as one vector (lane u: the sum of a[u]'s 8 lanes), by an hadd tree.
@@ -397,12 +418,13 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
         a.sum += bsum;
       }
       if (!any) continue;
-      if constexpr (std::is_same_v<VR, RowF32>) {
+      // q4_0 V stays row by row: its nibbles, unpacked per vector, made axpy_rows slower than
+      // that at avx2 (bench_kvcache, session 28).
+      if constexpr (!std::is_same_v<VR, RowQ4>) {
         const uint8_t* v0 = vb + j0 * v.stride;
         for (int64_t j = 0; j < m; ++j)
           if (j0 + j + kPrefetchRows < n) prefetch_row(v0 + (j + kPrefetchRows) * v.stride, vbytes);
-        for (int64_t g = 0; g < ng; ++g)
-          RowF32::axpy_rows<V>(st[g0 + g].acc, s[g], v0, v.stride, m, st[g0 + g].dv);
+        for (int64_t g = 0; g < ng; ++g) axpy_rows<V, VR>(st[g0 + g].acc, s[g], v0, v.stride, m, st[g0 + g].dv);
         continue;
       }
       for (int64_t j = 0; j < m; ++j) {
