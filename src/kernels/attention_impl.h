@@ -342,6 +342,7 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
   const auto* kb = static_cast<const uint8_t*>(k.data);
   const auto* vb = static_cast<const uint8_t*>(v.data);
   const int64_t kbytes = KR::bytes(d), vbytes = VR::bytes(st[0].dv);
+  thread_local std::vector<float> kconv, vconv;
   for (int64_t g0 = 0; g0 < G; g0 += kMaxG) {
     const int64_t ng = G - g0 < kMaxG ? G - g0 : kMaxG;
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
@@ -358,6 +359,20 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
             for (int u = 0; u < 8; ++u) {
               kr[u] = kb + (j0 + j + u) * k.stride;
               if (j0 + j + u + kPrefetchRows < n) prefetch_row(kr[u] + kPrefetchRows * k.stride, kbytes);
+            }
+            // q4_0 K: the 8 rows unpacked to f32 once for all the heads of the group (for f16 and
+            // q8_0 K that measured slower than converting per head; bench_kvcache, session 28).
+            if constexpr (std::is_same_v<KR, RowQ4>) {
+              if (ng > 1) {
+                kconv.resize(static_cast<size_t>(8 * d));
+                const uint8_t* kf[8];
+                for (int u = 0; u < 8; ++u) {
+                  KR::template to_f32<V>(kconv.data() + u * d, kr[u], d);
+                  kf[u] = reinterpret_cast<const uint8_t*>(kconv.data() + u * d);
+                }
+                for (int64_t g = 0; g < ng; ++g) dots8<V, RowF32>(q + (g0 + g) * d, kf, d, scale, s[g] + j);
+                continue;
+              }
             }
             for (int64_t g = 0; g < ng; ++g) dots8<V, KR>(q + (g0 + g) * d, kr, d, scale, s[g] + j);
           }
@@ -418,8 +433,25 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
         a.sum += bsum;
       }
       if (!any) continue;
-      // q4_0 V stays row by row: its nibbles, unpacked per vector, made axpy_rows slower than
-      // that at avx2 (bench_kvcache, session 28).
+      // q4_0 V: the chunk's rows unpacked to f32 once for all the heads of the group, then summed
+      // as f32 rows (as for K above; f16 and q8_0 V are read as they are).
+      if constexpr (std::is_same_v<VR, RowQ4>) {
+        if (ng > 1) {
+          const int64_t dv = st[g0].dv;
+          vconv.resize(static_cast<size_t>(kChunk * dv));
+          for (int64_t j = 0; j < m; ++j) {
+            const uint8_t* vrow = vb + (j0 + j) * v.stride;
+            if (j0 + j + kPrefetchRows < n) prefetch_row(vrow + kPrefetchRows * v.stride, vbytes);
+            VR::template to_f32<V>(vconv.data() + j * dv, vrow, dv);
+          }
+          const uint8_t* v0 = reinterpret_cast<const uint8_t*>(vconv.data());
+          for (int64_t g = 0; g < ng; ++g)
+            axpy_rows<V, RowF32>(st[g0 + g].acc, s[g], v0, dv * static_cast<int64_t>(sizeof(float)), m, dv);
+          continue;
+        }
+      }
+      // q4_0 V for one head stays row by row: its nibbles, unpacked per vector, made axpy_rows
+      // slower than that at avx2 (bench_kvcache, session 28).
       if constexpr (!std::is_same_v<VR, RowQ4>) {
         const uint8_t* v0 = vb + j0 * v.stride;
         for (int64_t j = 0; j < m; ++j)

@@ -352,29 +352,35 @@ TEST(Attention, BlocksWithReducedPrecisionKv) {
 }
 
 TEST(Attention, GroupOfHeadsEqualsOneHeadAtATime) {
-  // 24 query heads over 1 kv head (more than one pass of the kernel's head batch), q8_0 K, bf16 V.
-  Problem p = make_problem(1, 50, 24, 1, 64, 40, 0, 8);
-  std::vector<float> kback, vback;
-  const auto kb = encode(p.k, DType::Q8_0, p.D, kback), vb = encode(p.v, DType::BF16, p.Dv, vback);
-  KvRows k{kb.data(), DType::Q8_0, static_cast<int64_t>(kb.size()) / p.S};
-  KvRows v{vb.data(), DType::BF16, static_cast<int64_t>(vb.size()) / p.S};
+  // 24 query heads over 1 kv head (more than one pass of the kernel's head batch), every K and V
+  // type (the group path converts some of them once for all heads, the one-head path never).
+  Problem p = make_problem(1, 50, 24, 1, 64, 64, 0, 8);
   const AttentionParams a{0.125f, 3.0f, AttnKind::Full, 0};
-  for_each_config([&](ThreadPool&, const std::string& cfg) {
-    std::vector<float> acc(p.Hq * p.Dv), one(p.Hq * p.Dv), grouped(p.Hq * p.Dv);
-    std::vector<AttnAccumulator> st(p.Hq);
-    for (int64_t h = 0; h < p.Hq; ++h) {
-      attn_begin(st[h], &acc[h * p.Dv], p.Dv);
-      attend_block(st[h], &p.q[h * p.D], p.D, k, v, 20, a.scale, a.softcap);  // two spans
-      attend_block(st[h], &p.q[h * p.D], p.D, KvRows{kb.data() + 20 * k.stride, k.type, k.stride},
-                   KvRows{vb.data() + 20 * v.stride, v.type, v.stride}, 30, a.scale, a.softcap);
-      attn_finish(st[h], &one[h * p.Dv]);
+  for (DType kt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    for (DType vt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+      std::vector<float> kback, vback;
+      const auto kb = encode(p.k, kt, p.D, kback), vb = encode(p.v, vt, p.Dv, vback);
+      KvRows k{kb.data(), kt, static_cast<int64_t>(kb.size()) / p.S};
+      KvRows v{vb.data(), vt, static_cast<int64_t>(vb.size()) / p.S};
+      const std::string types = std::string(dtype_name(kt)) + "/" + dtype_name(vt);
+      for_each_config([&](ThreadPool&, const std::string& cfg) {
+        std::vector<float> acc(p.Hq * p.Dv), one(p.Hq * p.Dv), grouped(p.Hq * p.Dv);
+        std::vector<AttnAccumulator> st(p.Hq);
+        for (int64_t h = 0; h < p.Hq; ++h) {
+          attn_begin(st[h], &acc[h * p.Dv], p.Dv);
+          attend_block(st[h], &p.q[h * p.D], p.D, k, v, 20, a.scale, a.softcap);  // two spans
+          attend_block(st[h], &p.q[h * p.D], p.D, KvRows{kb.data() + 20 * k.stride, k.type, k.stride},
+                       KvRows{vb.data() + 20 * v.stride, v.type, v.stride}, 30, a.scale, a.softcap);
+          attn_finish(st[h], &one[h * p.Dv]);
+        }
+        for (int64_t h = 0; h < p.Hq; ++h) attn_begin(st[h], &acc[h * p.Dv], p.Dv);
+        attend_block_group(st.data(), p.q.data(), p.Hq, p.D, k, v, p.S, a.scale, a.softcap);
+        for (int64_t h = 0; h < p.Hq; ++h) attn_finish(st[h], &grouped[h * p.Dv]);
+        EXPECT_LT(nmse(one, grouped), 1e-12) << types << " " << cfg;
+        EXPECT_LT(nmse(dense(p, a, kback, vback), grouped), 1e-10) << types << " " << cfg;
+      });
     }
-    for (int64_t h = 0; h < p.Hq; ++h) attn_begin(st[h], &acc[h * p.Dv], p.Dv);
-    attend_block_group(st.data(), p.q.data(), p.Hq, p.D, k, v, p.S, a.scale, a.softcap);
-    for (int64_t h = 0; h < p.Hq; ++h) attn_finish(st[h], &grouped[h * p.Dv]);
-    EXPECT_LT(nmse(one, grouped), 1e-12) << cfg;
-    EXPECT_LT(nmse(dense(p, a, kback, vback), grouped), 1e-10) << cfg;
-  });
+  }
 }
 
 TEST(Attention, SixteenBitRowsWithOddHeadDims) {
