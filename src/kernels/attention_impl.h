@@ -342,7 +342,6 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
   const auto* kb = static_cast<const uint8_t*>(k.data);
   const auto* vb = static_cast<const uint8_t*>(v.data);
   const int64_t kbytes = KR::bytes(d), vbytes = VR::bytes(st[0].dv);
-  thread_local std::vector<float> kconv, vconv;
   for (int64_t g0 = 0; g0 < G; g0 += kMaxG) {
     const int64_t ng = G - g0 < kMaxG ? G - g0 : kMaxG;
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
@@ -364,6 +363,7 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
             // q8_0 K that measured slower than converting per head; bench_kvcache, session 28).
             if constexpr (std::is_same_v<KR, RowQ4>) {
               if (ng > 1) {
+                thread_local std::vector<float> kconv;  // only the q4_0 instances declare it
                 kconv.resize(static_cast<size_t>(8 * d));
                 const uint8_t* kf[8];
                 for (int u = 0; u < 8; ++u) {
@@ -438,6 +438,7 @@ void attend_t(AttnAccumulator* st, const float* q, int64_t G, int64_t d, const K
       if constexpr (std::is_same_v<VR, RowQ4>) {
         if (ng > 1) {
           const int64_t dv = st[g0].dv;
+          thread_local std::vector<float> vconv;
           vconv.resize(static_cast<size_t>(kChunk * dv));
           for (int64_t j = 0; j < m; ++j) {
             const uint8_t* vrow = vb + (j0 + j) * v.stride;
